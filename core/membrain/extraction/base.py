@@ -1,0 +1,91 @@
+"""What every extractor takes and returns, and the markup helpers facts share."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from membrain.models import Message
+
+__all__ = [
+    "Discard",
+    "ExtractionBatch",
+    "Extractor",
+    "FactDraft",
+    "entity_refs",
+    "normalize_name",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FactDraft:
+    """A fact as an extractor wrote it: SPEC-format text, the messages it states, their time."""
+
+    text: str
+    sources: tuple[str, ...]
+    stated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    """Content an extractor chose not to keep, and why (nothing is dropped silently)."""
+
+    message_id: str
+    reason: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionBatch:
+    """The result of extracting one batch of messages."""
+
+    facts: list[FactDraft] = field(default_factory=list)
+    discarded: list[Discard] = field(default_factory=list)
+
+
+class Extractor(Protocol):
+    """Turns target messages (with preceding context) into facts.
+
+    ``target`` and ``context`` carry stored ids in ``Message.id``; ``participants`` are the known
+    speakers of the scope. Raise :class:`membrain.errors.ExtractionError` to leave the target
+    messages pending.
+    """
+
+    @property
+    def id(self) -> str:
+        """Identifies the extractor and its version; stored on every fact it writes."""
+        ...
+
+    def extract(
+        self,
+        target: Sequence[Message],
+        context: Sequence[Message],
+        participants: Sequence[str],
+    ) -> ExtractionBatch:
+        """Extract facts from ``target``."""
+        ...
+
+
+# A bracketed ref: "[Tom]" but not an annotation "[raw::resolved]".
+_REF = re.compile(r"\[([^\[\]:]+(?::(?!:)[^\[\]:]*)*)\]")
+
+
+def entity_refs(text: str) -> list[str]:
+    """The distinct entity refs written as ``[Name]`` in a fact, in order of first mention."""
+    seen: dict[str, None] = {}
+    for match in _REF.finditer(text):
+        ref = match.group(1).strip()
+        if ref and "::" not in ref:
+            seen.setdefault(ref, None)
+    return list(seen)
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_name(name: str) -> str:
+    """Case- and space-insensitive key of a name (the basis of entity identity)."""
+    return _SPACES.sub(" ", name.strip().casefold())

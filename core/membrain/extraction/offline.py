@@ -1,0 +1,237 @@
+"""The offline extractor: SPEC-format facts from chat messages with no LLM.
+
+Rules, applied per message:
+
+* The message is split into sentences; greetings, thanks and bare reactions ("Wow, that's
+  great!") are discarded, and each discard is recorded with its reason.
+* Determinate times are annotated ``[raw::resolved]`` by the deterministic resolver against the
+  message timestamp.
+* First-person words become the speaker (``I`` -> ``[Sara]``, ``my`` -> ``[Sara]``'s); in a
+  two-party chat second-person words become the other participant. Relational possessives become
+  refs of their own (``my mom`` -> ``[Sara's mom]``).
+* Names are bracketed: participants, capitalised names and acronyms.
+* The kept sentences form facts of at most three sentences, each citing its message. An attached
+  image caption is evidence too and is stated as what the speaker shared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from membrain.extraction.base import Discard, ExtractionBatch, FactDraft
+from membrain.models import Message
+from membrain.temporal import annotate
+
+__all__ = ["OfflineExtractor"]
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+_BRACKETED = re.compile(r"\[[^\[\]]*\]")
+
+_FILLER = frozenset(
+    """
+    hi hey hello heya hiya yo howdy morning evening afternoon night good bye goodbye later see
+    soon take care thanks thank thx ty welcome congrats congratulations wow whoa omg oh ooh ah
+    aw aww awww haha hahaha lol lmao yay cool nice great awesome amazing wonderful fantastic
+    incredible brilliant lovely sweet beautiful gorgeous glad happy excited thrilled proud sorry
+    sure ok okay yeah yes yep yup no nope nah totally absolutely definitely exactly indeed true
+    right agreed same too really so very much such just well anyway hmm um uh cheers bless
+    appreciate appreciated means lot sounds looks seems feel feels inspiring impressive hear
+    cute fun blast luck best wish wishes keep going up it's that's what's how's you're i'm
+    """.split()
+)
+_STOPWORDS = frozenset(
+    """
+    a an the and or but if then than of to in on at by for with about from as is are was were be
+    been being am do does did have has had it its this that these those there here i me my mine
+    myself you your yours yourself we us our ours he him his she her they them their what which
+    who whom how why when where can could will would shall should may might must not also all any
+    some more most other again ever still even get got let lets go going gonna wanna know think
+    thing things stuff one
+    """.split()
+)
+_RELATIONS = frozenset(
+    """
+    mom mother mum dad father parents parent sister sisters brother brothers sibling siblings
+    son sons daughter daughters kid kids child children baby husband wife partner spouse
+    boyfriend girlfriend fiance fiancee grandma grandmother grandpa grandfather grandparents
+    aunt uncle cousin cousins niece nephew family friend friends bestie neighbor neighbors
+    neighbour neighbours boss coworker coworkers colleague colleagues team roommate roommates
+    dog dogs cat cats pet pets puppy kitten
+    """.split()
+)
+_NOT_NAMES = frozenset(
+    """
+    I I'm I've I'll I'd OK Ok Okay Hi Hey Hello Yes No Yeah Wow Oh Thanks Thank Congrats
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May
+    June July August September October November December Mr Mrs Ms Dr
+    """.split()
+)
+
+# First and second person: (pattern, replacement template); {p} is the bracketed person.
+_PERSON_RULES: tuple[tuple[str, str], ...] = (
+    (r"\bI(?:'|’)m\b|\bI am\b", "{p} is"),
+    (r"\bI(?:'|’)ve\b|\bI have\b", "{p} has"),
+    (r"\bI(?:'|’)ll\b", "{p} will"),
+    (r"\bI(?:'|’)d\b", "{p} would"),
+    (r"\bI\b", "{p}"),
+    (r"\b[Mm]yself\b", "{p}"),
+    (r"\b[Mm]ine\b", "{p}'s"),
+    (r"\b[Mm]e\b", "{p}"),
+)
+_YOU_RULES: tuple[tuple[str, str], ...] = (
+    (r"\b[Yy]ou(?:'|’)re\b|\b[Yy]ou are\b", "{p} is"),
+    (r"\b[Yy]ou(?:'|’)ve\b|\b[Yy]ou have\b", "{p} has"),
+    (r"\b[Yy]ou(?:'|’)ll\b", "{p} will"),
+    (r"\b[Yy]ou(?:'|’)d\b", "{p} would"),
+    (r"\b[Yy]ou were\b", "{p} was"),
+    (r"\b[Yy]ourself\b", "{p}"),
+    (r"\b[Yy]ours\b", "{p}'s"),
+    (r"\b[Yy]ou\b", "{p}"),
+)
+_PERSON = tuple((re.compile(p), t) for p, t in _PERSON_RULES)
+_YOU = tuple((re.compile(p), t) for p, t in _YOU_RULES)
+_MY = re.compile(r"\b[Mm]y\b(\s+)([A-Za-z]+)")
+_YOUR = re.compile(r"\b[Yy]our\b(\s+)([A-Za-z]+)")
+_CAPITALISED = re.compile(
+    r"(?<![\w\[])((?:[A-Z][\w'’&-]*|[A-Z]{2,})(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'’&-]*)*)"
+)
+_SENTENCES_PER_FACT = 3
+
+
+def _outside_brackets(text: str, transform: re.Pattern[str], replace: object) -> str:
+    """Apply ``transform.sub(replace, ...)`` to the parts of ``text`` outside ``[...]``."""
+    parts: list[str] = []
+    last = 0
+    for match in _BRACKETED.finditer(text):
+        parts.append(transform.sub(replace, text[last : match.start()]))  # type: ignore[call-overload]
+        parts.append(match.group(0))
+        last = match.end()
+    parts.append(transform.sub(replace, text[last:]))  # type: ignore[call-overload]
+    return "".join(parts)
+
+
+class OfflineExtractor:
+    """Rule-based extraction of SPEC-format facts, with no LLM and no network.
+
+    Example:
+        >>> from membrain import Message
+        >>> m = Message(id="m1", speaker="Sara", text="I adopted a cat yesterday!",
+        ...             timestamp="2024-03-15T14:01:00Z")
+        >>> OfflineExtractor().extract([m], [], ["Sara", "Nate"]).facts[0].text
+        '[Sara] adopted a cat [yesterday::2024-03-14]!'
+    """
+
+    @property
+    def id(self) -> str:
+        """Extractor identity stored on every fact."""
+        return "offline-1"
+
+    def extract(
+        self,
+        target: Sequence[Message],
+        context: Sequence[Message],
+        participants: Sequence[str],
+    ) -> ExtractionBatch:
+        """Facts for every message of ``target``; ``context`` only informs who is addressed."""
+        speakers = list(dict.fromkeys([*participants, *(m.speaker for m in (*context, *target))]))
+        batch = ExtractionBatch()
+        for message in target:
+            self._extract_message(message, speakers, batch)
+        return batch
+
+    def _extract_message(self, message: Message, speakers: list[str], batch: ExtractionBatch) -> None:
+        assert message.id is not None, "messages reach the extractor with their stored ids"
+        addressee = message.addressee
+        if addressee is None:
+            others = [s for s in speakers if s != message.speaker]
+            addressee = others[0] if len(others) == 1 else None
+        names = {message.speaker, *(speakers)}
+        kept: list[str] = []
+        for sentence in _sentences(message.text):
+            reason = _filler_reason(sentence, names)
+            if reason:
+                batch.discarded.append(Discard(message.id, reason, sentence))
+                continue
+            kept.append(self._rewrite(sentence, message, addressee, names))
+        if message.caption and message.caption.strip():
+            caption = message.caption.strip().rstrip(".")
+            kept.append(f"[{message.speaker}] shared an image: {caption}.")
+        for start in range(0, len(kept), _SENTENCES_PER_FACT):
+            text = " ".join(kept[start : start + _SENTENCES_PER_FACT])
+            batch.facts.append(FactDraft(text, (message.id,), message.timestamp))
+
+    def _rewrite(
+        self, sentence: str, message: Message, addressee: str | None, names: set[str]
+    ) -> str:
+        text = annotate(sentence, message.timestamp)
+        text = _possessives(text, _MY, message.speaker)
+        text = _persons(text, _PERSON, message.speaker)
+        if addressee is not None:
+            text = _possessives(text, _YOUR, addressee)
+            text = _persons(text, _YOU, addressee)
+        return _bracket_names(text, names)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
+
+
+def _filler_reason(sentence: str, names: set[str]) -> str | None:
+    lowered_names = {n.casefold() for n in names}
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(sentence)]
+    content = [
+        w
+        for w in words
+        if w not in _FILLER and w not in _STOPWORDS and w not in lowered_names and len(w) > 1
+    ]
+    if not words:
+        return "no words"
+    if not content:
+        return "greeting, thanks or reaction without content"
+    return None
+
+
+def _persons(text: str, rules: tuple[tuple[re.Pattern[str], str], ...], person: str) -> str:
+    ref = f"[{person}]"
+    for pattern, template in rules:
+        text = _outside_brackets(text, pattern, template.format(p=ref).replace("\\", "\\\\"))
+    return text
+
+
+def _possessives(text: str, pattern: re.Pattern[str], person: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        noun = match.group(2)
+        if noun.casefold() in _RELATIONS:
+            return f"[{person}'s {noun}]"
+        return f"[{person}]'s{match.group(1)}{noun}"
+
+    return _outside_brackets(text, pattern, replace)
+
+
+def _bracket_names(text: str, names: set[str]) -> str:
+    known = {n.casefold() for n in names}
+
+    def replace(match: re.Match[str]) -> str:
+        candidate = match.group(1).rstrip("'’")
+        suffix = match.group(1)[len(candidate) :]
+        if candidate.endswith(("'s", "’s")):
+            candidate, suffix = candidate[:-2], candidate[-2:] + suffix
+        words = candidate.split()
+        while words and words[0] in _NOT_NAMES:
+            words.pop(0)
+        if not words:
+            return match.group(0)
+        head = candidate[: len(candidate) - len(" ".join(words))]
+        name = " ".join(words)
+        start = match.start(1) + len(head)
+        at_sentence_start = start == 0 or text[:start].rstrip().endswith((".", "!", "?", ":"))
+        if at_sentence_start and name.casefold() not in known and len(words) == 1:
+            if not name.isupper() or len(name) < 2:
+                return match.group(0)
+        if len(name) < 2:
+            return match.group(0)
+        return f"{head}[{name}]{suffix}"
+
+    return _outside_brackets(text, _CAPITALISED, replace)

@@ -1,0 +1,394 @@
+"""The :class:`Memory` facade: add conversations, search facts.
+
+Write path: messages are stored first, as pending evidence; then extracted batch by batch (with
+the preceding messages as context); the facts and entities are written; and only then are the
+messages marked processed. Ids are deterministic, so adding the same messages again writes nothing
+twice, and a crash between the steps leaves the messages pending for the next ``add``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from membrain.embeddings import Bm25Encoder, DenseEncoder, SparseEncoder, default_dense_encoder
+from membrain.errors import ConfigurationError, ExtractionError, InputError
+from membrain.extraction.base import Extractor
+from membrain.extraction.offline import OfflineExtractor
+from membrain.facts import build_facts, merge_entities
+from membrain.models import (
+    Entity,
+    Fact,
+    FactStatus,
+    MemoryHit,
+    Message,
+    MessageStatus,
+    Scope,
+    StoredMessage,
+    now,
+)
+from membrain.storage.base import DENSE, SPARSE, Backend, VectorQuery, check_scope
+from membrain.store import RecordStore
+
+__all__ = ["AddResult", "EvidenceHit", "Memory", "RetrievalMode"]
+
+DEFAULT_PATH = Path(".membrain")
+
+
+class RetrievalMode(StrEnum):
+    """Which retrieval paths a search runs (SPEC §5)."""
+
+    FAST = "fast"
+    """BM25 (path A) and dense (path B) over facts, fused by Qdrant's RRF. No LLM call."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What one :meth:`Memory.add` did."""
+
+    messages_stored: int = 0
+    messages_skipped: int = 0
+    fact_ids: tuple[str, ...] = ()
+    entity_ids: tuple[str, ...] = ()
+    discarded: int = 0
+    errors: tuple[ExtractionError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceHit:
+    """A raw message returned by :meth:`Memory.search_messages`."""
+
+    message: Message
+    score: float
+
+
+@dataclass
+class _Settings:
+    batch_size: int = 32
+    context_window: int = 6
+    candidates: int = 50
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Memory:
+    """Long-term memory for an agent: conversations in, cited facts out.
+
+    Args:
+        path: Folder of the embedded store (Qdrant Edge); default ``./.membrain``.
+        qdrant_url: Use a Qdrant server or cluster at this URL instead of the embedded store.
+        qdrant_api_key: API key for ``qdrant_url``.
+        backend: A ready :class:`~membrain.storage.Backend` (overrides ``path``/``qdrant_url``).
+        dense: Dense encoder; default the packaged offline all-MiniLM-L6-v2.
+        sparse: Sparse encoder; default Qdrant's English BM25.
+        extractor: Fact extractor; default the offline rule-based extractor.
+        batch_size: Messages extracted per extractor call.
+        context_window: Preceding messages given to the extractor as context.
+
+    Example:
+        >>> from membrain import Memory, Scope
+        >>> mem = Memory(path="/tmp/mem")  # doctest: +SKIP
+        >>> scope = Scope(dataset="sara", task="assistant")
+        >>> mem.add([{"speaker": "Sara", "text": "I adopted a cat named Miso yesterday.",
+        ...           "timestamp": "2024-03-15T14:01:00Z"}], scope=scope)  # doctest: +SKIP
+        >>> mem.search("What is the cat called?", scope=scope)[0].fact.text  # doctest: +SKIP
+        '[Sara] adopted a cat named [Miso] [yesterday::2024-03-14].'
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        qdrant_url: str | None = None,
+        qdrant_api_key: str | None = None,
+        backend: Backend | None = None,
+        dense: DenseEncoder | None = None,
+        sparse: SparseEncoder | None = None,
+        extractor: Extractor | None = None,
+        batch_size: int = 32,
+        context_window: int = 6,
+    ) -> None:
+        if batch_size < 1 or context_window < 0:
+            raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
+        self._backend = backend or _open_backend(path, qdrant_url, qdrant_api_key)
+        self._store = RecordStore(
+            self._backend, dense or default_dense_encoder(), sparse or Bm25Encoder()
+        )
+        self._extractor: Extractor = extractor or OfflineExtractor()
+        self._settings = _Settings(batch_size=batch_size, context_window=context_window)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush and release the store."""
+        self._backend.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def optimize(self) -> None:
+        """Build search indexes now (useful after a bulk load)."""
+        self._backend.optimize()
+
+    # -- write -------------------------------------------------------------------------------
+    def add(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        scope: Scope,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> AddResult:
+        """Store messages as evidence, then extract facts from them.
+
+        Messages already processed are skipped; messages left pending by an earlier failure are
+        extracted again. Extraction errors do not raise: the affected messages stay pending with
+        the error recorded, and the errors are returned in :attr:`AddResult.errors`.
+
+        Args:
+            messages: :class:`Message` objects or dicts with ``speaker``, ``text``, ``timestamp``.
+            scope: Where the memory belongs.
+            on_progress: Called with the number of messages finished after each batch.
+
+        Raises:
+            ScopeError: ``scope`` is missing or malformed.
+            InputError: a message is malformed (nothing is stored then).
+        """
+        check_scope(scope)
+        incoming = [_as_message(m) for m in messages]
+        ids = [scope.record_id(*m.identity()) for m in incoming]
+        stored = {m.id: m for m in self._store.get_messages(scope, ids)}
+        fresh: dict[str, StoredMessage] = {}
+        for message_id, message in zip(ids, incoming, strict=True):
+            if message_id not in stored and message_id not in fresh:
+                fresh[message_id] = StoredMessage(
+                    id=message_id,
+                    scope=scope,
+                    message=message.model_copy(update={"id": message_id}),
+                    recorded_at=now(),
+                )
+        if fresh:
+            self._store.put_messages(scope, list(fresh.values()))
+        todo = [
+            m
+            for m in (*stored.values(), *fresh.values())
+            if m.status is not MessageStatus.PROCESSED
+        ]
+        todo.sort(key=lambda m: m.message.timestamp)
+        result = self._extract(scope, todo, on_progress)
+        return AddResult(
+            messages_stored=len(fresh),
+            messages_skipped=len(stored) - sum(1 for m in stored.values() if m in todo),
+            fact_ids=result.fact_ids,
+            entity_ids=result.entity_ids,
+            discarded=result.discarded,
+            errors=result.errors,
+        )
+
+    def _extract(
+        self,
+        scope: Scope,
+        todo: Sequence[StoredMessage],
+        on_progress: Callable[[int], None] | None,
+    ) -> AddResult:
+        entity_scope = scope.without_session()
+        participants = self._participants(entity_scope)
+        fact_ids: list[str] = []
+        entity_ids: dict[str, None] = {}
+        errors: list[ExtractionError] = []
+        discarded = 0
+        size, window = self._settings.batch_size, self._settings.context_window
+        for start in range(0, len(todo), size):
+            batch = todo[start : start + size]
+            context = [m.message for m in todo[max(0, start - window) : start]]
+            target = [m.message for m in batch]
+            batch_ids = [m.id for m in batch]
+            try:
+                extracted = self._extractor.extract(target, context, participants)
+                facts, mentions = build_facts(
+                    scope, extracted.facts, extractor=self._extractor.id, recorded_at=now()
+                )
+            except ExtractionError as exc:
+                exc.message_ids = tuple(batch_ids)
+                errors.append(exc)
+                self._store.set_message_status(
+                    scope, batch_ids, MessageStatus.PENDING, error=str(exc)
+                )
+                continue
+            speakers = {m.speaker for m in target}
+            entities = merge_entities(
+                entity_scope,
+                self._store.get_entities(entity_scope, list(mentions)),
+                mentions,
+                participants=speakers,
+                recorded_at=now(),
+            )
+            participants = list(dict.fromkeys([*participants, *speakers]))
+            self._store.put_entities(entity_scope, entities)
+            self._store.put_facts(scope, facts)
+            reasons: dict[str, list[str]] = {}
+            for item in extracted.discarded:
+                reasons.setdefault(item.message_id, []).append(f"{item.reason}: {item.text}")
+            self._store.set_message_status(
+                scope, batch_ids, MessageStatus.PROCESSED, discarded=reasons
+            )
+            discarded += len(extracted.discarded)
+            fact_ids.extend(f.id for f in facts)
+            entity_ids.update(dict.fromkeys(e.id for e in entities))
+            if on_progress is not None:
+                on_progress(len(batch))
+        return AddResult(
+            fact_ids=tuple(fact_ids),
+            entity_ids=tuple(entity_ids),
+            discarded=discarded,
+            errors=tuple(errors),
+        )
+
+    def _participants(self, scope: Scope) -> list[str]:
+        return [e.name for e in self._store.iter_entities(scope) if e.participant]
+
+    # -- read --------------------------------------------------------------------------------
+    def search(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        mode: RetrievalMode | str = RetrievalMode.FAST,
+        k: int = 10,
+    ) -> list[MemoryHit]:
+        """The ``k`` facts that best answer ``question``, with their sources.
+
+        Raises:
+            ScopeError: ``scope`` is missing or malformed.
+            InputError: empty question or ``k < 1``.
+            ConfigurationError: unknown mode.
+        """
+        check_scope(scope)
+        _check_query(question, k)
+        _mode(mode)
+        queries = self._vector_queries(question, max(k, self._settings.candidates))
+        points = self._backend_query_facts(scope, queries, k)
+        facts = [(RecordStore.fact(scope, p), p.score) for p in points]
+        return self._hits(scope, facts)
+
+    def _backend_query_facts(
+        self, scope: Scope, queries: Sequence[VectorQuery], k: int
+    ) -> list[Any]:
+        from membrain.storage.base import Collection
+
+        return self._backend.query(
+            Collection.FACTS, scope, queries, limit=k, where={"status": FactStatus.ACTIVE.value}
+        )
+
+    def search_messages(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        k: int = 10,
+        paths: Sequence[str] = (SPARSE, DENSE),
+    ) -> list[EvidenceHit]:
+        """Search the raw messages (the evidence) directly, by BM25, dense or both fused."""
+        check_scope(scope)
+        _check_query(question, k)
+        unknown = set(paths) - {SPARSE, DENSE}
+        if not paths or unknown:
+            raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
+        queries = [
+            q for q in self._vector_queries(question, max(k, self._settings.candidates))
+            if q.using in paths
+        ]
+        found = self._store.search_messages(scope, queries, limit=k)
+        return [EvidenceHit(message=m.message, score=score) for m, score in found]
+
+    def _vector_queries(self, question: str, limit: int) -> list[VectorQuery]:
+        return [
+            VectorQuery(SPARSE, self._store.sparse.embed_query(question), limit=limit),
+            VectorQuery(DENSE, self._store.dense.embed_query(question), limit=limit),
+        ]
+
+    def _hits(self, scope: Scope, facts: Sequence[tuple[Fact, float]]) -> list[MemoryHit]:
+        source_ids = list(dict.fromkeys(s for fact, _ in facts for s in fact.sources))
+        by_id: dict[str, Message] = {}
+        for stored in self._store.get_messages(scope.without_session(), source_ids):
+            by_id[stored.id] = stored.message
+        return [
+            MemoryHit(
+                fact=fact,
+                score=score,
+                sources=tuple(by_id[s] for s in fact.sources if s in by_id),
+            )
+            for fact, score in facts
+        ]
+
+    def facts(self, *, scope: Scope, include_inactive: bool = False) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``)."""
+        check_scope(scope)
+        where = None if include_inactive else {"status": FactStatus.ACTIVE.value}
+        return list(self._store.iter_facts(scope, where=where))
+
+    def messages(self, *, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status."""
+        check_scope(scope)
+        found = list(self._store.iter_messages(scope))
+        return sorted(found, key=lambda m: m.message.timestamp)
+
+    def entities(self, *, scope: Scope) -> list[Entity]:
+        """Every entity of the scope's (dataset, task)."""
+        check_scope(scope)
+        return list(self._store.iter_entities(scope.without_session()))
+
+    def delete_scope(self, scope: Scope) -> None:
+        """Delete everything stored under ``scope`` (all sessions when it has none)."""
+        check_scope(scope)
+        self._backend.delete_scope(scope)
+
+
+def _open_backend(
+    path: str | Path | None, qdrant_url: str | None, api_key: str | None
+) -> Backend:
+    if qdrant_url is not None:
+        if path is not None:
+            raise ConfigurationError("pass either path (embedded) or qdrant_url (server), not both")
+        from qdrant_client import QdrantClient
+
+        from membrain.storage.client import QdrantClientBackend
+
+        return QdrantClientBackend(QdrantClient(url=qdrant_url, api_key=api_key))
+    from membrain.storage.edge import open_edge_backend
+
+    return open_edge_backend(Path(path) if path is not None else DEFAULT_PATH)
+
+
+def _as_message(value: Message | Mapping[str, Any]) -> Message:
+    if isinstance(value, Message):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return Message.model_validate(dict(value))
+        except InputError:
+            raise
+        except ValueError as exc:
+            raise InputError(f"invalid message {dict(value)!r}: {exc}") from exc
+    raise InputError(f"a message must be a Message or a mapping, got {type(value).__name__}")
+
+
+def _check_query(question: str, k: int) -> None:
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question must be a non-empty string")
+    if k < 1:
+        raise InputError(f"k must be at least 1, got {k}")
+
+
+def _mode(mode: RetrievalMode | str) -> RetrievalMode:
+    try:
+        return RetrievalMode(mode)
+    except ValueError:
+        known = ", ".join(m.value for m in RetrievalMode)
+        raise ConfigurationError(f"unknown retrieval mode {mode!r}; available: {known}") from None

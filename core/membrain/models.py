@@ -1,0 +1,288 @@
+"""Records MemBrain stores and returns.
+
+All records are frozen pydantic models. Times are timezone-aware UTC datetimes; a naive datetime
+given by a caller is taken to be UTC.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from membrain.errors import InputError, ScopeError
+
+__all__ = [
+    "Entity",
+    "EntityVersion",
+    "Fact",
+    "FactStatus",
+    "MemoryHit",
+    "Message",
+    "MessageStatus",
+    "Precision",
+    "Role",
+    "Scope",
+    "StoredMessage",
+    "TimeSpan",
+    "Trust",
+    "utc",
+]
+
+_NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
+_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}$")
+
+
+def utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime (naive values are taken to be UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(utc)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Scope(_Record):
+    """Whose memory, for which agent, and optionally which session.
+
+    ``dataset`` and ``task`` form the tenant key: every record belongs to exactly one
+    (dataset, task) pair and no read crosses it. ``session`` narrows further: records written
+    with a session carry it, and a read with a session sees only that session's records, while a
+    read without one sees every session of the (dataset, task).
+
+    Example:
+        >>> Scope(dataset="okabe", task="casual_chat").key
+        'okabe/casual_chat'
+    """
+
+    dataset: str
+    task: str
+    session: str | None = None
+
+    @field_validator("dataset", "task", "session")
+    @classmethod
+    def _check_part(cls, value: str | None, info: Any) -> str | None:
+        if value is None and info.field_name == "session":
+            return None
+        if not isinstance(value, str) or not _SCOPE_PART.match(value):
+            raise ScopeError(
+                f"scope {info.field_name} must be 1-128 characters of letters, digits, spaces or "
+                f"'._@:+-' and not start with a space; got {value!r}"
+            )
+        return value
+
+    @property
+    def key(self) -> str:
+        """The tenant key ``dataset/task`` stored and indexed on every record."""
+        return f"{self.dataset}/{self.task}"
+
+    def without_session(self) -> Scope:
+        """The (dataset, task) scope this scope belongs to."""
+        return Scope(dataset=self.dataset, task=self.task)
+
+    def record_id(self, *parts: str) -> str:
+        """A deterministic UUID for a record of this tenant identified by ``parts``."""
+        return str(uuid.uuid5(_NAMESPACE, "\x1f".join((self.key, *parts))))
+
+
+class Precision(StrEnum):
+    """Grain of a resolved time."""
+
+    YEAR = "year"
+    MONTH = "month"
+    DAY = "day"
+    DATETIME = "datetime"
+
+
+class TimeSpan(_Record):
+    """A resolved time: a half-open UTC range ``[start, end)`` at a precision.
+
+    ``start`` is ``None`` for an open-left interval ("before ..."), ``end`` is ``None`` for an
+    open-right one ("since ..."). ``interval`` says whether the source was written as an interval
+    (``a/b``, ``a/``, ``/b``) rather than a single value. ``precision`` is the finest grain
+    among the written endpoints.
+    """
+
+    start: UtcDatetime | None
+    end: UtcDatetime | None
+    precision: Precision
+    interval: bool = False
+
+    @model_validator(mode="after")
+    def _check_order(self) -> TimeSpan:
+        if self.start is None and self.end is None:
+            raise InputError("a time span needs at least one endpoint")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise InputError(f"time span ends ({self.end}) before it starts ({self.start})")
+        if not self.interval and (self.start is None or self.end is None):
+            raise InputError("a single time value needs both endpoints")
+        return self
+
+
+class Role(StrEnum):
+    """Who wrote a message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    OTHER = "other"
+
+
+class MessageStatus(StrEnum):
+    """Where a message stands in the write path."""
+
+    PENDING = "pending"
+    PROCESSED = "processed"
+    FAILED = "failed"
+
+
+class Message(_Record):
+    """One chat message: the evidence facts are derived from.
+
+    Example:
+        >>> Message(speaker="Sara", text="I booked the shoot.", timestamp="2024-03-15T14:01:00Z")
+        ... # doctest: +ELLIPSIS
+        Message(...)
+    """
+
+    speaker: str = Field(min_length=1)
+    text: str
+    timestamp: UtcDatetime
+    role: Role = Role.USER
+    id: str | None = None
+    source_id: str | None = None
+    """The caller's own id for the message (a LoCoMo ``dia_id``, a chat message id)."""
+    addressee: str | None = None
+    caption: str | None = None
+    """A description of an attached image, kept as evidence."""
+
+    @model_validator(mode="after")
+    def _check_content(self) -> Message:
+        if not self.text.strip() and not (self.caption or "").strip():
+            raise InputError(f"message from {self.speaker!r} has neither text nor caption")
+        return self
+
+    def identity(self) -> tuple[str, ...]:
+        """The parts that identify this message within a scope."""
+        if self.source_id:
+            return ("message", self.source_id)
+        return ("message", self.speaker, self.timestamp.isoformat(), self.text)
+
+
+class StoredMessage(_Record):
+    """A message as stored: scoped, identified and with its processing status."""
+
+    id: str
+    scope: Scope
+    message: Message
+    status: MessageStatus = MessageStatus.PENDING
+    recorded_at: UtcDatetime
+    error: str | None = None
+
+
+class FactStatus(StrEnum):
+    """Lifecycle of a fact. Nothing is deleted: it is superseded or forgotten."""
+
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    FORGOTTEN = "forgotten"
+
+
+class Trust(StrEnum):
+    """How far a fact can be relied on."""
+
+    STATED = "stated"
+    DERIVED = "derived"
+    CONFIRMED = "confirmed"
+    DISPUTED = "disputed"
+
+
+class Fact(_Record):
+    """A self-contained statement with bracketed entity refs and time annotations.
+
+    The times written in the text are also parsed into ``times``; ``valid_from`` / ``valid_to``
+    (half-open, UTC) span all of them and ``precision`` is their finest grain. ``stated_at`` is the
+    time of the message the fact was stated in; ``recorded_at`` when MemBrain stored it.
+    """
+
+    id: str
+    scope: Scope
+    text: str = Field(min_length=1)
+    entities: tuple[str, ...] = ()
+    """Entity refs as written in the text (aliases)."""
+    entity_ids: tuple[str, ...] = ()
+    """The ids of the entities ``entities`` resolved to, position by position."""
+    times: tuple[TimeSpan, ...] = ()
+    valid_from: UtcDatetime | None = None
+    valid_to: UtcDatetime | None = None
+    precision: Precision | None = None
+    stated_at: UtcDatetime
+    recorded_at: UtcDatetime
+    sources: tuple[str, ...] = Field(min_length=1)
+    """Ids of the messages the fact was derived from."""
+    status: FactStatus = FactStatus.ACTIVE
+    trust: Trust = Trust.STATED
+    extractor: str
+    supersedes: str | None = None
+
+    @model_validator(mode="after")
+    def _check_entities(self) -> Fact:
+        if self.entity_ids and len(self.entity_ids) != len(self.entities):
+            raise InputError("entity_ids must align with entities")
+        return self
+
+
+class EntityVersion(_Record):
+    """One version of an entity's description; later versions extend, never replace."""
+
+    version: int = Field(ge=1)
+    description: str
+    recorded_at: UtcDatetime
+    fact_ids: tuple[str, ...] = ()
+
+
+class Entity(_Record):
+    """A named thing facts are about, with a stable id, aliases and versioned descriptions."""
+
+    id: str
+    scope: Scope
+    name: str = Field(min_length=1)
+    aliases: tuple[str, ...] = ()
+    versions: tuple[EntityVersion, ...] = ()
+    participant: bool = False
+    """Whether the entity is a speaker in the scope's conversations."""
+    created_at: UtcDatetime
+
+    @property
+    def description(self) -> str:
+        """The latest description (empty when none was recorded)."""
+        return self.versions[-1].description if self.versions else ""
+
+
+class MemoryHit(_Record):
+    """One search result: a fact, its fused score, its evidence and how it was found."""
+
+    fact: Fact
+    score: float
+    sources: tuple[Message, ...] = ()
+    paths: dict[str, int] = Field(default_factory=dict)
+    """Retrieval path name -> 1-based rank at which that path returned the fact."""
+
+    @property
+    def source_ids(self) -> tuple[str, ...]:
+        """Caller-side ids of the cited messages (``source_id`` when set, else the stored id)."""
+        return tuple(m.source_id or m.id or "" for m in self.sources)
+
+
+def now() -> datetime:
+    """The current time, UTC."""
+    return datetime.now(UTC)

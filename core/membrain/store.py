@@ -1,0 +1,187 @@
+"""Records over a backend: messages, facts and entities to points and back.
+
+This is the one place that knows how a record is laid out as a Qdrant payload and which text of it
+is embedded. Everything above speaks in :mod:`membrain.models` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from membrain.embeddings import DenseEncoder, SparseEncoder
+from membrain.extraction.base import normalize_name
+from membrain.models import Entity, Fact, Message, MessageStatus, Scope, StoredMessage
+from membrain.storage.base import Backend, Collection, Point, ScoredPoint, VectorQuery, Where
+from membrain.temporal import plain_text
+
+__all__ = ["RecordStore", "message_text"]
+
+
+def message_text(message: Message) -> str:
+    """The searchable text of a message: speaker, text and image caption."""
+    text = f"{message.speaker}: {message.text}".strip()
+    if message.caption:
+        text += f" [image: {message.caption}]"
+    return text
+
+
+def _payload(record: Any, **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = record.model_dump(mode="json", exclude={"scope"})
+    data.update(extra)
+    return data
+
+
+def _scope_from(scope: Scope, payload: dict[str, Any]) -> Scope:
+    session = payload.get("session") or None
+    return Scope(dataset=scope.dataset, task=scope.task, session=session)
+
+
+class RecordStore:
+    """Typed access to the MemBrain collections of one backend.
+
+    Args:
+        backend: Where records live.
+        dense: Encoder for the ``dense`` named vector.
+        sparse: Encoder for the ``sparse`` named vector.
+    """
+
+    def __init__(self, backend: Backend, dense: DenseEncoder, sparse: SparseEncoder) -> None:
+        self.backend = backend
+        self.dense = dense
+        self.sparse = sparse
+        backend.ensure_collections(
+            dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
+        )
+
+    def _points(self, ids: Sequence[str], payloads: Sequence[dict[str, Any]], texts: Sequence[str]) -> list[Point]:
+        dense = self.dense.embed_documents(texts)
+        sparse = self.sparse.embed_documents(texts)
+        return [
+            Point(id=i, payload=p, dense=d, sparse=s)
+            for i, p, d, s in zip(ids, payloads, dense, sparse, strict=True)
+        ]
+
+    # -- messages ----------------------------------------------------------------------------
+    def put_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> None:
+        """Store messages (as evidence) with their vectors."""
+        points = self._points(
+            [m.id for m in messages],
+            [_payload(m) for m in messages],
+            [message_text(m.message) for m in messages],
+        )
+        self.backend.upsert(Collection.MESSAGES, scope, points)
+
+    def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[StoredMessage]:
+        """Stored messages by id (missing ids skipped)."""
+        return [
+            self._message(scope, p) for p in self.backend.retrieve(Collection.MESSAGES, scope, ids)
+        ]
+
+    def iter_messages(self, scope: Scope, *, where: Where | None = None) -> Iterator[StoredMessage]:
+        """Every stored message of the scope matching ``where``."""
+        for point in self._scroll(Collection.MESSAGES, scope, where):
+            yield self._message(scope, point)
+
+    def set_message_status(
+        self,
+        scope: Scope,
+        ids: Sequence[str],
+        status: MessageStatus,
+        *,
+        error: str | None = None,
+        discarded: dict[str, list[str]] | None = None,
+    ) -> None:
+        """Record where messages stand in the write path (and what extraction discarded)."""
+        self.backend.set_payload(
+            Collection.MESSAGES, scope, ids, {"status": status.value, "error": error}
+        )
+        for message_id, reasons in (discarded or {}).items():
+            self.backend.set_payload(
+                Collection.MESSAGES, scope, [message_id], {"discarded": reasons}
+            )
+
+    def search_messages(
+        self, scope: Scope, queries: Sequence[VectorQuery], *, limit: int
+    ) -> list[tuple[StoredMessage, float]]:
+        """Ranked messages (the raw evidence) for vector queries."""
+        points = self.backend.query(Collection.MESSAGES, scope, queries, limit=limit)
+        return [(self._message(scope, p), p.score) for p in points]
+
+    @staticmethod
+    def _message(scope: Scope, point: ScoredPoint) -> StoredMessage:
+        payload = dict(point.payload)
+        return StoredMessage.model_validate(
+            {
+                "id": point.id,
+                "scope": _scope_from(scope, payload),
+                "message": payload["message"],
+                "status": payload.get("status", MessageStatus.PENDING),
+                "recorded_at": payload["recorded_at"],
+                "error": payload.get("error"),
+            }
+        )
+
+    # -- facts -------------------------------------------------------------------------------
+    def put_facts(self, scope: Scope, facts: Sequence[Fact]) -> None:
+        """Store facts with vectors of their readable text."""
+        points = self._points(
+            [f.id for f in facts],
+            [_payload(f) for f in facts],
+            [plain_text(f.text) for f in facts],
+        )
+        self.backend.upsert(Collection.FACTS, scope, points)
+
+    def get_facts(self, scope: Scope, ids: Sequence[str]) -> list[Fact]:
+        """Facts by id (missing ids skipped)."""
+        return [self.fact(scope, p) for p in self.backend.retrieve(Collection.FACTS, scope, ids)]
+
+    def iter_facts(self, scope: Scope, *, where: Where | None = None) -> Iterator[Fact]:
+        """Every fact of the scope matching ``where``."""
+        for point in self._scroll(Collection.FACTS, scope, where):
+            yield self.fact(scope, point)
+
+    @staticmethod
+    def fact(scope: Scope, point: ScoredPoint) -> Fact:
+        """A fact from its stored point."""
+        payload = {k: v for k, v in point.payload.items() if k not in ("tenant", "session")}
+        return Fact.model_validate({**payload, "scope": _scope_from(scope, point.payload)})
+
+    # -- entities ----------------------------------------------------------------------------
+    def put_entities(self, scope: Scope, entities: Sequence[Entity]) -> None:
+        """Store entities; the dense vector is of the name and latest description."""
+        points = self._points(
+            [e.id for e in entities],
+            [_payload(e, name_key=normalize_name(e.name)) for e in entities],
+            [f"{e.name}: {e.description}" if e.description else e.name for e in entities],
+        )
+        self.backend.upsert(Collection.ENTITIES, scope, points)
+
+    def get_entities(self, scope: Scope, ids: Sequence[str]) -> list[Entity]:
+        """Entities by id (missing ids skipped)."""
+        return [
+            self._entity(scope, p) for p in self.backend.retrieve(Collection.ENTITIES, scope, ids)
+        ]
+
+    def iter_entities(self, scope: Scope, *, where: Where | None = None) -> Iterator[Entity]:
+        """Every entity of the scope matching ``where``."""
+        for point in self._scroll(Collection.ENTITIES, scope, where):
+            yield self._entity(scope, point)
+
+    @staticmethod
+    def _entity(scope: Scope, point: ScoredPoint) -> Entity:
+        payload = {
+            k: v for k, v in point.payload.items() if k not in ("tenant", "session", "name_key")
+        }
+        return Entity.model_validate({**payload, "scope": _scope_from(scope, point.payload)})
+
+    # -- shared ------------------------------------------------------------------------------
+    def _scroll(
+        self, collection: Collection, scope: Scope, where: Where | None
+    ) -> Iterator[ScoredPoint]:
+        offset: str | None = None
+        while True:
+            page, offset = self.backend.scroll(collection, scope, where=where, offset=offset)
+            yield from page
+            if offset is None:
+                return

@@ -1,0 +1,1 @@
+"""LangChain surfaces for MemBrain."""
