@@ -38,7 +38,9 @@ err = Console(stderr=True)
 PathOption = Annotated[
     Path, typer.Option("--path", help="Folder of the embedded store.", show_default=True)
 ]
-DatasetOption = Annotated[str, typer.Option("--dataset", "-d", help="Whose memory (user, persona).")]
+DatasetOption = Annotated[
+    str, typer.Option("--dataset", "-d", help="Whose memory (user, persona).")
+]
 TaskOption = Annotated[str, typer.Option("--task", "-t", help="Which agent or application.")]
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Optional session within the task.")
@@ -68,9 +70,7 @@ def _progress() -> Progress:
 def _ingest(memory: Memory, messages: list[Message], scope: Scope, label: str) -> None:
     with _progress() as progress:
         task = progress.add_task(label, total=len(messages))
-        result = memory.add(
-            messages, scope=scope, on_progress=lambda n: progress.advance(task, n)
-        )
+        result = memory.add(messages, scope=scope, on_progress=lambda n: progress.advance(task, n))
         progress.update(task, completed=len(messages))
     out.print(
         f"{label}: {result.messages_stored} messages stored, {result.messages_skipped} already "
@@ -79,7 +79,9 @@ def _ingest(memory: Memory, messages: list[Message], scope: Scope, label: str) -
         highlight=False,
     )
     for error in result.errors:
-        err.print(f"[yellow]pending:[/] {len(error.message_ids)} messages: {error}", highlight=False)
+        err.print(
+            f"[yellow]pending:[/] {len(error.message_ids)} messages: {error}", highlight=False
+        )
 
 
 def _print_hits(hits: list[MemoryHit]) -> None:
@@ -94,7 +96,8 @@ def _print_hits(hits: list[MemoryHit]) -> None:
             when = f"  valid {start} → {end} (exclusive)"
         out.print(f"  {rank}. {plain_text(fact.text)}", highlight=False, soft_wrap=True)
         sources = ", ".join(
-            f"{m.source_id or m.id} ({m.speaker}, {m.timestamp:%Y-%m-%d %H:%M})" for m in hit.sources
+            f"{m.source_id or m.id} ({m.speaker}, {m.timestamp:%Y-%m-%d %H:%M})"
+            for m in hit.sources
         )
         out.print(
             f"     [dim]score {hit.score:.3f}{when}  sources: {sources}[/]",

@@ -56,7 +56,9 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     if isinstance(data, list) and data and all(_is_locomo(d) for d in data):
         return locomo_conversations(data)
     if isinstance(data, list):
-        return [Conversation(None, [_message(item, f"{file} item {i}") for i, item in enumerate(data)])]
+        return [
+            Conversation(None, [_message(item, f"{file} item {i}") for i, item in enumerate(data)])
+        ]
     raise InputError(
         f"{file}: unknown format; expected a JSON list of messages, an object with 'messages', "
         "JSON Lines, or a LoCoMo conversation list"
@@ -121,9 +123,7 @@ def locomo_conversations(data: Sequence[dict[str, Any]]) -> list[Conversation]:
         conv = item["conversation"]
         name = str(item.get("sample_id") or f"conversation-{number}")
         speakers = tuple(str(conv[k]) for k in ("speaker_a", "speaker_b") if k in conv)
-        sessions = sorted(
-            (int(m.group(1)), key) for key in conv if (m := _SESSION.match(key))
-        )
+        sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION.match(key)))
         messages: list[Message] = []
         for session_number, key in sessions:
             turns = conv[key]

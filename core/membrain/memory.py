@@ -129,7 +129,10 @@ class Memory:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -301,7 +304,8 @@ class Memory:
         if not paths or unknown:
             raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
         queries = [
-            q for q in self._vector_queries(question, max(k, self._settings.candidates))
+            q
+            for q in self._vector_queries(question, max(k, self._settings.candidates))
             if q.using in paths
         ]
         found = self._store.search_messages(scope, queries, limit=k)
@@ -350,9 +354,7 @@ class Memory:
         self._backend.delete_scope(scope)
 
 
-def _open_backend(
-    path: str | Path | None, qdrant_url: str | None, api_key: str | None
-) -> Backend:
+def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:
     if qdrant_url is not None:
         if path is not None:
             raise ConfigurationError("pass either path (embedded) or qdrant_url (server), not both")

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 _NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
-_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}$")
+_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
 
 
 def utc(value: datetime) -> datetime:

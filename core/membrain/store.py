@@ -54,7 +54,9 @@ class RecordStore:
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
         )
 
-    def _points(self, ids: Sequence[str], payloads: Sequence[dict[str, Any]], texts: Sequence[str]) -> list[Point]:
+    def _points(
+        self, ids: Sequence[str], payloads: Sequence[dict[str, Any]], texts: Sequence[str]
+    ) -> list[Point]:
         dense = self.dense.embed_documents(texts)
         sparse = self.sparse.embed_documents(texts)
         return [

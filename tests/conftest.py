@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from membrain import Memory, Scope
+from membrain.testing import HashingEncoder
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    """A Memory on an embedded store with the fast hashing encoder."""
+    with Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
+        yield mem
+
+
+@pytest.fixture
+def scope() -> Scope:
+    return Scope(dataset="sara", task="assistant")

@@ -1,0 +1,55 @@
+"""The embedded default works with no network: real model, real engine, sockets disabled."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from membrain import Memory, Scope
+from membrain.embeddings import FastEmbedEncoder, packaged_model_path
+
+
+def test_packaged_model_is_verified_and_semantic(socket_disabled: None) -> None:
+    assert packaged_model_path().name == "model.onnx"
+    encoder = FastEmbedEncoder()
+    assert encoder.dim == 384
+    query = encoder.embed_query("A man is eating food.")
+    near, far = encoder.embed_documents(
+        ["A man is eating a piece of bread.", "The girl is carrying a baby."]
+    )
+
+    def cos(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert cos(query, near) > 0.6 > cos(query, far)
+
+
+def test_ingest_and_search_with_sockets_disabled(socket_disabled: None, tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="socket"):
+        socket.create_connection(("127.0.0.1", 9))
+    scope = Scope(dataset="sara", task="offline")
+    messages = [
+        {
+            "speaker": "Sara",
+            "text": "I adopted a grey cat named Miso.",
+            "timestamp": "2024-03-15T14:01:00Z",
+        },
+        {
+            "speaker": "Nate",
+            "text": "My bakery sells croissants on Tuesdays.",
+            "timestamp": "2024-03-15T14:02:00Z",
+        },
+        {
+            "speaker": "Sara",
+            "text": "I am training for the Berlin half marathon.",
+            "timestamp": "2024-03-15T14:03:00Z",
+        },
+    ]
+    with Memory(path=tmp_path / "store") as mem:
+        mem.add(messages, scope=scope)
+        hits = mem.search("Who owns a grey kitten?", scope=scope, k=1)
+        assert "Miso" in hits[0].fact.text
+        hits = mem.search("Where are croissants sold?", scope=scope, k=1)
+        assert "croissants" in hits[0].fact.text

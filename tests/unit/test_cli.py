@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import membrain.cli as cli
+from membrain.testing import HashingEncoder
+
+
+@pytest.fixture(autouse=True)
+def fast_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
+
+
+runner = CliRunner()
+
+
+def test_ingest_then_search(tmp_path: Path) -> None:
+    data = tmp_path / "chat.json"
+    data.write_text(
+        json.dumps(
+            [
+                {
+                    "speaker": "Sara",
+                    "text": "I adopted a cat named Miso.",
+                    "timestamp": "2024-03-15T14:01:00Z",
+                    "id": "a",
+                },
+                {
+                    "speaker": "Nate",
+                    "text": "I bake sourdough bread.",
+                    "timestamp": "2024-03-15T14:02:00Z",
+                    "id": "b",
+                },
+            ]
+        )
+    )
+    store = tmp_path / "store"
+    result = runner.invoke(
+        cli.app, ["ingest", str(data), "-d", "sara", "-t", "chat", "--path", str(store)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "2 messages stored" in result.output
+    result = runner.invoke(
+        cli.app,
+        [
+            "search",
+            "cat name",
+            "-d",
+            "sara",
+            "-t",
+            "chat",
+            "--path",
+            str(store),
+            "--json",
+            "-k",
+            "1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert hits[0]["fact"]["text"] == "[Sara] adopted a cat named [Miso]."
+    assert hits[0]["sources"][0]["source_id"] == "a"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read"),
+        ('[{"speaker": "Sara", "text": "hi"}]', "no timestamp"),
+        ('{"what": 1}', "unknown format"),
+    ],
+)
+def test_bad_input_one_line_error(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "in.json"
+    if content is not None:
+        path.write_text(content)
+    result = runner.invoke(
+        cli.app, ["ingest", str(path), "-d", "a", "-t", "b", "--path", str(tmp_path / "s")]
+    )
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+
+
+def test_search_without_store_fails_cleanly(tmp_path: Path) -> None:
+    result = runner.invoke(
+        cli.app, ["search", "q", "-d", "a", "-t", "b", "--path", str(tmp_path / "none")]
+    )
+    assert result.exit_code == 1
+    assert "no store at" in result.stderr
+
+
+def test_demo_answers_from_the_sample(tmp_path: Path) -> None:
+    result = runner.invoke(cli.app, ["demo", "--path", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    assert "Q: What is the name of Sara's cat?" in result.stdout
+    assert "Miso" in result.stdout and "sources: s1-7" in result.stdout

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from membrain import (
+    ConfigurationError,
+    ExtractionError,
+    InputError,
+    Memory,
+    Message,
+    MessageStatus,
+    Scope,
+    ScopeError,
+)
+from membrain.extraction import ExtractionBatch, OfflineExtractor
+from membrain.testing import HashingEncoder
+
+CHAT = [
+    {"speaker": "Sara", "text": "Hey Nate!", "timestamp": "2024-03-15T14:00:00Z", "id": "m0"},
+    {
+        "speaker": "Sara",
+        "text": "I adopted a grey cat named Miso.",
+        "timestamp": "2024-03-15T14:01:00Z",
+        "source_id": "m1",
+    },
+    {
+        "speaker": "Nate",
+        "text": "I bake croissants at my bakery every Tuesday.",
+        "timestamp": "2024-03-15T14:02:00Z",
+        "source_id": "m2",
+    },
+    {
+        "speaker": "Sara",
+        "text": "My sister Lina lives in Lisbon.",
+        "timestamp": "2024-03-15T14:03:00Z",
+        "source_id": "m3",
+        "caption": "a photo of a yellow tram on a hill",
+    },
+]
+
+
+def test_add_stores_evidence_and_cited_facts(memory: Memory, scope: Scope) -> None:
+    result = memory.add(CHAT, scope=scope)
+    assert result.messages_stored == 4
+    assert result.discarded >= 1  # the greeting
+    stored = memory.messages(scope=scope)
+    assert [m.message.text for m in stored][0] == "Hey Nate!"
+    assert all(m.status is MessageStatus.PROCESSED for m in stored)
+    facts = memory.facts(scope=scope)
+    assert len(facts) == len(result.fact_ids) == 3
+    ids = {m.id for m in stored}
+    for fact in facts:
+        assert set(fact.sources) <= ids
+        assert fact.extractor == "offline-1"
+    miso = next(f for f in facts if "Miso" in f.text)
+    assert miso.text == "[Sara] adopted a grey cat named [Miso]."
+    assert "Sara" in miso.entities and "Miso" in miso.entities
+
+
+def test_search_returns_the_fact_with_its_sources(memory: Memory, scope: Scope) -> None:
+    memory.add(CHAT, scope=scope)
+    hits = memory.search("Where does Lina live?", scope=scope, k=2)
+    assert "Lisbon" in hits[0].fact.text
+    assert [m.source_id for m in hits[0].sources] == ["m3"]
+    assert hits[0].sources[0].caption == "a photo of a yellow tram on a hill"
+    assert hits[0].score >= hits[1].score
+    caption_hit = memory.search("yellow tram", scope=scope, k=1)[0]
+    assert "tram" in caption_hit.fact.text
+
+
+def test_readding_writes_nothing_twice(memory: Memory, scope: Scope) -> None:
+    first = memory.add(CHAT, scope=scope)
+    facts = {f.id: f for f in memory.facts(scope=scope)}
+    again = memory.add(CHAT, scope=scope)
+    assert again.messages_stored == 0
+    assert again.messages_skipped == 4
+    assert again.fact_ids == ()
+    assert {f.id: f for f in memory.facts(scope=scope)} == facts
+    assert len(memory.messages(scope=scope)) == 4
+    assert len(first.fact_ids) == len(facts)
+
+
+def test_reopen_after_restart_finds_everything(tmp_path: Path, scope: Scope) -> None:
+    path = tmp_path / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        mem.add(CHAT, scope=scope)
+        before = mem.search("croissants", scope=scope, k=1)[0].fact
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        after = mem.search("croissants", scope=scope, k=1)[0].fact
+        assert after == before
+        assert len(mem.messages(scope=scope)) == 4
+
+
+def test_store_refuses_other_models(tmp_path: Path, scope: Scope) -> None:
+    path = tmp_path / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        mem.add(CHAT[:2], scope=scope)
+    with pytest.raises(ConfigurationError, match="built with"):
+        Memory(path=path, dense=HashingEncoder(dim=32))
+
+
+def test_entities_and_participants(memory: Memory, scope: Scope) -> None:
+    memory.add(CHAT, scope=scope)
+    entities = {e.name: e for e in memory.entities(scope=scope)}
+    assert entities["Sara"].participant and entities["Nate"].participant
+    assert not entities["Miso"].participant
+    assert entities["Sara"].description == "A participant in the conversation."
+    assert "Sara's sister" in entities or "Lina" in entities
+
+
+class _Failing:
+    id = "failing-1"
+
+    def extract(
+        self, target: Sequence[Message], context: Sequence[Message], participants: Sequence[str]
+    ) -> ExtractionBatch:
+        raise ExtractionError("model returned garbage", raw_output="{not json")
+
+
+def test_failed_extraction_leaves_messages_pending_then_recovers(
+    tmp_path: Path, scope: Scope
+) -> None:
+    path = tmp_path / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64), extractor=_Failing()) as mem:
+        result = mem.add(CHAT, scope=scope)
+        assert len(result.errors) == 1
+        assert result.errors[0].raw_output == "{not json"
+        assert len(result.errors[0].message_ids) == 4
+        stored = mem.messages(scope=scope)
+        assert all(m.status is MessageStatus.PENDING for m in stored)
+        assert all(m.error == "model returned garbage" for m in stored)
+        assert mem.facts(scope=scope) == []
+    with Memory(path=path, dense=HashingEncoder(dim=64), extractor=OfflineExtractor()) as mem:
+        retry = mem.add(CHAT, scope=scope)
+        assert retry.messages_stored == 0
+        assert len(retry.fact_ids) == 3
+        assert all(m.status is MessageStatus.PROCESSED for m in mem.messages(scope=scope))
+
+
+def test_bad_input_is_typed_and_stores_nothing(memory: Memory, scope: Scope) -> None:
+    memory.add(CHAT[:2], scope=scope)
+    with pytest.raises(InputError):
+        memory.add([CHAT[2], {"speaker": "Nate", "text": "no time"}], scope=scope)
+    with pytest.raises(InputError):
+        memory.add([42], scope=scope)  # type: ignore[list-item]
+    assert len(memory.messages(scope=scope)) == 2
+    with pytest.raises(ScopeError):
+        memory.add(CHAT, scope=None)  # type: ignore[arg-type]
+    with pytest.raises(ScopeError):
+        memory.search("x", scope="sara/assistant")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        memory.search("  ", scope=scope)
+    with pytest.raises(InputError):
+        memory.search("cat", scope=scope, k=0)
+    with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
+        memory.search("cat", scope=scope, mode="psychic")
+
+
+def test_search_messages_over_raw_evidence(memory: Memory, scope: Scope) -> None:
+    memory.add(CHAT, scope=scope)
+    for paths in (("sparse",), ("dense",), ("sparse", "dense")):
+        found = memory.search_messages("croissants bakery", scope=scope, k=1, paths=paths)
+        assert found[0].message.source_id == "m2"
+    with pytest.raises(ConfigurationError):
+        memory.search_messages("x", scope=scope, paths=("telepathy",))

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import membrain
+
+EXPECTED = {
+    "AddResult",
+    "AnnotationError",
+    "BackendError",
+    "ConfigurationError",
+    "Entity",
+    "EntityVersion",
+    "EvidenceHit",
+    "ExtractionError",
+    "Fact",
+    "FactStatus",
+    "InputError",
+    "MembrainError",
+    "Memory",
+    "MemoryHit",
+    "Message",
+    "MessageStatus",
+    "MissingDependencyError",
+    "Precision",
+    "RetrievalMode",
+    "Role",
+    "Scope",
+    "ScopeError",
+    "StoredMessage",
+    "TimeSpan",
+    "Trust",
+    "__version__",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(membrain.__all__) == EXPECTED
+    for name in membrain.__all__:
+        assert hasattr(membrain, name), name
+
+
+def test_errors_share_one_root() -> None:
+    for name in membrain.__all__:
+        obj = getattr(membrain, name)
+        if isinstance(obj, type) and name.endswith("Error"):
+            assert issubclass(obj, membrain.MembrainError), name
+
+
+def test_import_loads_no_framework() -> None:
+    code = (
+        "import sys, membrain, membrain.cli;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('langchain', 'langchain_core', 'langgraph', 'llama_index')];"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
