@@ -9,7 +9,7 @@ twice, and a crash between the steps leaves the messages pending for the next ``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +20,7 @@ from membrain.errors import ConfigurationError, ExtractionError, InputError
 from membrain.extraction.base import Extractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.facts import build_facts, merge_entities
+from membrain.indexing import question_dense_text
 from membrain.models import (
     Entity,
     Fact,
@@ -31,7 +32,7 @@ from membrain.models import (
     StoredMessage,
     now,
 )
-from membrain.storage.base import DENSE, SPARSE, Backend, VectorQuery, check_scope
+from membrain.storage.base import DENSE, SPARSE, Backend, Collection, VectorQuery, check_scope
 from membrain.store import RecordStore
 
 __all__ = ["AddResult", "EvidenceHit", "Memory", "RetrievalMode"]
@@ -71,7 +72,9 @@ class _Settings:
     batch_size: int = 32
     context_window: int = 6
     candidates: int = 50
-    extra: dict[str, Any] = field(default_factory=dict)
+    rrf_k: int = 2
+    """Reciprocal rank fusion constant: Qdrant's default. On LoCoMo dev (3 conversations) k=2
+    gave recall@10 0.730 against 0.677 for the textbook k=60, which flattens the ranks."""
 
 
 class Memory:
@@ -119,6 +122,7 @@ class Memory:
         )
         self._extractor: Extractor = extractor or OfflineExtractor()
         self._settings = _Settings(batch_size=batch_size, context_window=context_window)
+        self._participants_cache: dict[str, tuple[str, ...]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -233,8 +237,9 @@ class Memory:
                 recorded_at=now(),
             )
             participants = list(dict.fromkeys([*participants, *speakers]))
+            self._participants_cache[entity_scope.key] = tuple(participants)
             self._store.put_entities(entity_scope, entities)
-            self._store.put_facts(scope, facts)
+            self._store.put_facts(scope, facts, participants)
             reasons: dict[str, list[str]] = {}
             for item in extracted.discarded:
                 reasons.setdefault(item.message_id, []).append(f"{item.reason}: {item.text}")
@@ -254,7 +259,16 @@ class Memory:
         )
 
     def _participants(self, scope: Scope) -> list[str]:
-        return [e.name for e in self._store.iter_entities(scope) if e.participant]
+        """The speakers of the scope's (dataset, task), cached per process."""
+        key = scope.without_session().key
+        cached = self._participants_cache.get(key)
+        if cached is None:
+            entities = self._store.iter_entities(
+                scope.without_session(), where={"participant": True}
+            )
+            cached = tuple(e.name for e in entities)
+            self._participants_cache[key] = cached
+        return list(cached)
 
     # -- read --------------------------------------------------------------------------------
     def search(
@@ -275,19 +289,22 @@ class Memory:
         check_scope(scope)
         _check_query(question, k)
         _mode(mode)
-        queries = self._vector_queries(question, max(k, self._settings.candidates))
-        points = self._backend_query_facts(scope, queries, k)
+        limit = max(k, self._settings.candidates)
+        dense_question = question_dense_text(question, self._participants(scope))
+        queries = [
+            VectorQuery(SPARSE, self._store.sparse.embed_query(question), limit=limit),
+            VectorQuery(DENSE, self._store.dense.embed_query(dense_question), limit=limit),
+        ]
+        points = self._backend.query(
+            Collection.FACTS,
+            scope,
+            queries,
+            limit=k,
+            where={"status": FactStatus.ACTIVE.value},
+            rrf_k=self._settings.rrf_k,
+        )
         facts = [(RecordStore.fact(scope, p), p.score) for p in points]
         return self._hits(scope, facts)
-
-    def _backend_query_facts(
-        self, scope: Scope, queries: Sequence[VectorQuery], k: int
-    ) -> list[Any]:
-        from membrain.storage.base import Collection
-
-        return self._backend.query(
-            Collection.FACTS, scope, queries, limit=k, where={"status": FactStatus.ACTIVE.value}
-        )
 
     def search_messages(
         self,
@@ -303,19 +320,16 @@ class Memory:
         unknown = set(paths) - {SPARSE, DENSE}
         if not paths or unknown:
             raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
-        queries = [
-            q
-            for q in self._vector_queries(question, max(k, self._settings.candidates))
-            if q.using in paths
-        ]
-        found = self._store.search_messages(scope, queries, limit=k)
+        limit = max(k, self._settings.candidates)
+        queries = []
+        if SPARSE in paths:
+            queries.append(
+                VectorQuery(SPARSE, self._store.sparse.embed_query(question), limit=limit)
+            )
+        if DENSE in paths:
+            queries.append(VectorQuery(DENSE, self._store.dense.embed_query(question), limit=limit))
+        found = self._store.search_messages(scope, queries, limit=k, rrf_k=self._settings.rrf_k)
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
-
-    def _vector_queries(self, question: str, limit: int) -> list[VectorQuery]:
-        return [
-            VectorQuery(SPARSE, self._store.sparse.embed_query(question), limit=limit),
-            VectorQuery(DENSE, self._store.dense.embed_query(question), limit=limit),
-        ]
 
     def _hits(self, scope: Scope, facts: Sequence[tuple[Fact, float]]) -> list[MemoryHit]:
         source_ids = list(dict.fromkeys(s for fact, _ in facts for s in fact.sources))

@@ -11,19 +11,11 @@ from typing import Any
 
 from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import normalize_name
-from membrain.models import Entity, Fact, Message, MessageStatus, Scope, StoredMessage
+from membrain.indexing import fact_dense_text, fact_sparse_text, message_text
+from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage
 from membrain.storage.base import Backend, Collection, Point, ScoredPoint, VectorQuery, Where
-from membrain.temporal import plain_text
 
-__all__ = ["RecordStore", "message_text"]
-
-
-def message_text(message: Message) -> str:
-    """The searchable text of a message: speaker, text and image caption."""
-    text = f"{message.speaker}: {message.text}".strip()
-    if message.caption:
-        text += f" [image: {message.caption}]"
-    return text
+__all__ = ["RecordStore"]
 
 
 def _payload(record: Any, **extra: Any) -> dict[str, Any]:
@@ -55,9 +47,13 @@ class RecordStore:
         )
 
     def _points(
-        self, ids: Sequence[str], payloads: Sequence[dict[str, Any]], texts: Sequence[str]
+        self,
+        ids: Sequence[str],
+        payloads: Sequence[dict[str, Any]],
+        texts: Sequence[str],
+        dense_texts: Sequence[str] | None = None,
     ) -> list[Point]:
-        dense = self.dense.embed_documents(texts)
+        dense = self.dense.embed_documents(texts if dense_texts is None else dense_texts)
         sparse = self.sparse.embed_documents(texts)
         return [
             Point(id=i, payload=p, dense=d, sparse=s)
@@ -104,10 +100,10 @@ class RecordStore:
             )
 
     def search_messages(
-        self, scope: Scope, queries: Sequence[VectorQuery], *, limit: int
+        self, scope: Scope, queries: Sequence[VectorQuery], *, limit: int, rrf_k: int
     ) -> list[tuple[StoredMessage, float]]:
         """Ranked messages (the raw evidence) for vector queries."""
-        points = self.backend.query(Collection.MESSAGES, scope, queries, limit=limit)
+        points = self.backend.query(Collection.MESSAGES, scope, queries, limit=limit, rrf_k=rrf_k)
         return [(self._message(scope, p), p.score) for p in points]
 
     @staticmethod
@@ -125,12 +121,13 @@ class RecordStore:
         )
 
     # -- facts -------------------------------------------------------------------------------
-    def put_facts(self, scope: Scope, facts: Sequence[Fact]) -> None:
-        """Store facts with vectors of their readable text."""
+    def put_facts(self, scope: Scope, facts: Sequence[Fact], participants: Sequence[str]) -> None:
+        """Store facts with their BM25 and dense vectors (see :mod:`membrain.indexing`)."""
         points = self._points(
             [f.id for f in facts],
             [_payload(f) for f in facts],
-            [plain_text(f.text) for f in facts],
+            [fact_sparse_text(f.text) for f in facts],
+            [fact_dense_text(f.text, participants) for f in facts],
         )
         self.backend.upsert(Collection.FACTS, scope, points)
 

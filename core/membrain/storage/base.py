@@ -58,7 +58,12 @@ INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """A record to store: id, JSON payload and its vectors."""
+    """A record to store: id, JSON payload and its vectors.
+
+    ``id`` is a UUID string (derive it with :meth:`Scope.record_id`). Ids are global to a
+    collection: the same id written under two scopes is one point, owned by the last writer.
+    The ``tenant`` and ``session`` payload fields are always set from the scope.
+    """
 
     id: str
     payload: Mapping[str, Any]
@@ -98,7 +103,11 @@ class Backend(Protocol):
         ...
 
     def upsert(self, collection: Collection, scope: Scope, points: Sequence[Point]) -> None:
-        """Insert or replace points of ``scope``."""
+        """Insert or replace points of ``scope``.
+
+        Raises:
+            InputError: a point id is not a UUID string.
+        """
         ...
 
     def retrieve(
@@ -144,7 +153,11 @@ class Backend(Protocol):
     def set_payload(
         self, collection: Collection, scope: Scope, ids: Sequence[str], values: Mapping[str, Any]
     ) -> None:
-        """Set payload fields on the scope's points with these ids, keeping their vectors."""
+        """Set payload fields on the scope's points with these ids, keeping their vectors.
+
+        Raises:
+            ScopeError: ``values`` sets ``tenant`` or ``session``, which only the scope sets.
+        """
         ...
 
     def delete(self, collection: Collection, scope: Scope, ids: Sequence[str]) -> None:
