@@ -12,6 +12,7 @@ Example:
     >>> mem.search("What is Sara's cat called?", scope=scope)  # doctest: +SKIP
 """
 
+from membrain.config import MembrainSettings
 from membrain.errors import (
     AnnotationError,
     BackendError,
@@ -54,6 +55,7 @@ __all__ = [
     "FactStatus",
     "InputError",
     "MembrainError",
+    "MembrainSettings",
     "Memory",
     "MemoryHit",
     "Message",

@@ -15,7 +15,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from membrain.embeddings import Bm25Encoder, DenseEncoder, SparseEncoder, default_dense_encoder
+from pydantic import ValidationError
+
+from membrain.config import MembrainSettings
+from membrain.embeddings import (
+    Bm25Encoder,
+    DenseEncoder,
+    FastEmbedEncoder,
+    SparseEncoder,
+    default_dense_encoder,
+)
 from membrain.errors import ConfigurationError, ExtractionError, InputError
 from membrain.extraction.base import Extractor
 from membrain.extraction.offline import OfflineExtractor
@@ -123,6 +132,28 @@ class Memory:
         self._extractor: Extractor = extractor or OfflineExtractor()
         self._settings = _Settings(batch_size=batch_size, context_window=context_window)
         self._participants_cache: dict[str, tuple[str, ...]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: MembrainSettings | None = None) -> Memory:
+        """A Memory configured from ``settings``, or from ``MEMBRAIN_*`` environment variables.
+
+        Example:
+            >>> mem = Memory.from_settings(MembrainSettings(path="/tmp/mem"))  # doctest: +SKIP
+        """
+        if settings is None:
+            try:
+                settings = MembrainSettings()
+            except ValidationError as exc:
+                raise ConfigurationError(f"invalid MEMBRAIN_* setting: {exc}") from exc
+        dense = FastEmbedEncoder(settings.dense_model) if settings.dense_model else None
+        return cls(
+            None if settings.qdrant_url else settings.path,
+            qdrant_url=settings.qdrant_url,
+            qdrant_api_key=settings.qdrant_api_key,
+            dense=dense,
+            batch_size=settings.batch_size,
+            context_window=settings.context_window,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

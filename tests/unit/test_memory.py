@@ -166,3 +166,18 @@ def test_search_messages_over_raw_evidence(memory: Memory, scope: Scope) -> None
         assert found[0].message.source_id == "m2"
     with pytest.raises(ConfigurationError):
         memory.search_messages("x", scope=scope, paths=("telepathy",))
+
+
+def test_from_settings_reads_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scope: Scope
+) -> None:
+    monkeypatch.setenv("MEMBRAIN_PATH", str(tmp_path / "env-store"))
+    monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "2")
+    monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
+    with Memory.from_settings() as mem:
+        assert mem._settings.batch_size == 2
+        mem.add(CHAT[:2], scope=scope)
+    assert (tmp_path / "env-store" / "facts").is_dir()
+    monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "0")
+    with pytest.raises(ConfigurationError, match="MEMBRAIN_"):
+        Memory.from_settings()

@@ -18,6 +18,7 @@ EXPECTED = {
     "FactStatus",
     "InputError",
     "MembrainError",
+    "MembrainSettings",
     "Memory",
     "MemoryHit",
     "Message",
