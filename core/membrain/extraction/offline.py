@@ -113,8 +113,8 @@ _VERBS = frozenset(
     """.split()
 )
 _YOU = tuple((re.compile(p), t) for p, t in _YOU_RULES)
-_MY = re.compile(r"\b[Mm]y\b(\s+)([A-Za-z]+)")
-_YOUR = re.compile(r"\b[Yy]our\b(\s+)([A-Za-z]+)")
+_MY = re.compile(r"\b[Mm]y\b(\s+)([\w-]+)")
+_YOUR = re.compile(r"\b[Yy]our\b(\s+)([\w-]+)")
 _CAPITALISED = re.compile(
     r"(?<![\w\[])((?:[A-Z][\w'’&-]*|[A-Z]{2,})(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'’&-]*)*)"
 )

@@ -1,17 +1,28 @@
-"""PLACEHOLDER so the package imports while the temporal module is being written; overwrite me."""
+"""Time annotations: the ``[raw::resolved]`` wire format and a deterministic English resolver.
 
-import re
-from datetime import datetime
-from typing import Any
+:mod:`membrain.temporal.annotation` parses and writes annotations; :mod:`membrain.temporal.resolver`
+turns English time expressions into spans against a message's timestamp.
+"""
 
+from membrain.temporal.annotation import (
+    Annotation,
+    find_annotations,
+    format_annotation,
+    format_resolved,
+    parse_resolved,
+    plain_text,
+)
+from membrain.temporal.resolver import TimeMatch, annotate, find_times, resolve
 
-def annotate(text: str, reference: datetime) -> str:
-    return text
-
-
-def find_annotations(text: str, strict: bool = True) -> list[Any]:
-    return []
-
-
-def plain_text(text: str) -> str:
-    return re.sub(r"\[([^\[\]]*?)(?:::[^\[\]]*)?\]", r"\1", text)
+__all__ = [
+    "Annotation",
+    "TimeMatch",
+    "annotate",
+    "find_annotations",
+    "find_times",
+    "format_annotation",
+    "format_resolved",
+    "parse_resolved",
+    "plain_text",
+    "resolve",
+]

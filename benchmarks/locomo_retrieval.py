@@ -1,0 +1,489 @@
+"""LoCoMo evidence-recall benchmark of MemBrain retrieval, against raw-turn baselines.
+
+Usage::
+
+    python benchmarks/locomo_retrieval.py --data ../shared/data/locomo/locomo10_dev.json \
+        [--mode fast] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
+        [--limit-conversations N] [--path DIR] [--search-k N]
+
+Each LoCoMo conversation is added to its own scope, ``Scope(dataset="locomo-<name>",
+task="bench")``, of one store (a fresh temporary folder unless ``--path`` is given); then every
+question of the conversation's ``qa`` list is asked of
+
+* the system: ``Memory.search(question, mode=...)`` over the extracted facts;
+* three baselines over the raw stored turns, same store, same encoders:
+  BM25 only (``bm25``), dense only (``dense``) and their RRF fusion (``rrf``), all through
+  ``Memory.search_messages``.
+
+Each method is searched once per question, with ``--search-k`` results (default: enough for the
+largest k and the largest budget), and the figures are computed on prefixes of that ranking.
+
+Metric. A question's evidence is a list of LoCoMo dialogue ids (``D<session>:<turn>``). Malformed
+strings are repaired or dropped ("D8:6; D9:17" holds two ids, "D:11:26" is read as "D11:26", "D"
+is dropped), as are ids naming no turn of the conversation; questions left with no evidence are
+skipped. Evidence recall of a ranked list = |evidence ∩ dialogue ids cited by the list| /
+|evidence|, averaged over questions (all categories for "overall"). A fact cites the turns in
+``MemoryHit.sources``; a raw turn cites itself.
+
+* ``recall@k``: over the top ``k`` items.
+* ``recall within B tokens``: each item is rendered as the line an agent's prompt would hold (a
+  fact: its plain text plus a citation tag such as `` [D1:3; D1:4]``; a turn:
+  ``speaker: text [image: caption] [D1:3]``), and items are taken in rank order while the total
+  ``count_tokens`` (cl100k) of their lines stays within ``B``; recall is over what fits.
+
+Fairness note: a fact may cite several turns, so at equal k the system can cover more evidence ids
+than a turn baseline whose items each cite exactly one turn; recall@k therefore flatters the
+system. The token-budget figures charge every method for the context it actually spends, and are
+the fair comparison with the raw-turn baselines.
+
+Also reported: ingest throughput (turns added per wall second, over all conversations, extraction
+included), ``Memory.optimize()`` time, search latency (p50/p95 per call, ms), facts stored, the mean
+number of turns cited per returned fact (top 10 of every question) and question counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _locomo_eval import (  # noqa: E402
+    CATEGORIES,
+    RecallTable,
+    category_counts,
+    normalize_dia_id,
+    parse_evidence,
+    percentile,
+    recall_at_k,
+    recall_within_budget,
+    render_fact_line,
+    render_turn_line,
+)
+
+from membrain import Memory  # noqa: E402
+from membrain.loaders import Conversation, locomo_conversations  # noqa: E402
+from membrain.models import Message, Scope  # noqa: E402
+from membrain.temporal import plain_text  # noqa: E402
+from membrain.tokens import count_tokens  # noqa: E402
+
+METHODS: tuple[tuple[str, str], ...] = (
+    ("system", "system"),
+    ("bm25", "bm25-turns"),
+    ("dense", "dense-turns"),
+    ("rrf", "rrf-turns"),
+)
+"""(JSON key, printed row name) of every method, in report order."""
+
+_BASELINE_PATHS: dict[str, tuple[str, ...]] = {
+    "bm25": ("sparse",),
+    "dense": ("dense",),
+    "rrf": ("sparse", "dense"),
+}
+_CITED_TOP = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One scored LoCoMo question."""
+
+    conversation: str
+    scope: Scope
+    text: str
+    category: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One ranked result as scored: the dia_ids it cites and its rendered prompt line."""
+
+    dia_ids: tuple[str, ...]
+    line: str
+
+
+@dataclass
+class MethodResult:
+    """Accumulated figures of one method."""
+
+    at_k: RecallTable = field(default_factory=RecallTable)
+    at_budget: RecallTable = field(default_factory=RecallTable)
+    latencies_ms: list[float] = field(default_factory=list)
+    candidates_exhausted: dict[str, int] = field(default_factory=dict)
+    """Per budget: questions whose whole candidate list fitted (recall may be a lower bound)."""
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "recall_at_k": self.at_k.summary(),
+            "recall_at_budget": self.at_budget.summary(),
+            "candidates_exhausted_within_budget": dict(self.candidates_exhausted),
+        }
+
+
+@dataclass
+class QuestionSet:
+    """The questions of the selected conversations and what was filtered out."""
+
+    questions: list[Question]
+    skipped: int
+    skipped_by_category: dict[str, int]
+    dropped_tokens: list[str]
+    unknown_ids: list[str]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--data", required=True, type=Path, help="LoCoMo JSON file")
+    parser.add_argument("--mode", default="fast", help="Memory.search retrieval mode")
+    parser.add_argument("--k", nargs="+", type=int, default=[5, 10, 25], help="cut-offs k")
+    parser.add_argument("--budget", nargs="+", type=int, default=[1000, 2000], help="token budgets")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--path", type=Path, default=None, help="store folder (default: a fresh temporary one)"
+    )
+    parser.add_argument(
+        "--search-k",
+        type=int,
+        default=None,
+        metavar="N",
+        help="results fetched per search (default: max(max k, 100, largest budget / 20))",
+    )
+    args = parser.parse_args(argv)
+    if min(args.k) < 1 or min(args.budget) < 1:
+        parser.error("--k and --budget values must be positive")
+    if args.limit_conversations is not None and args.limit_conversations < 1:
+        parser.error("--limit-conversations must be positive")
+    args.k = sorted(set(args.k))
+    args.budget = sorted(set(args.budget))
+    if args.search_k is None:
+        args.search_k = max(max(args.k), 100, -(-max(args.budget) // 20))
+    if args.search_k < max(args.k):
+        parser.error("--search-k must be at least the largest --k")
+    return args
+
+
+def build_questions(
+    raw: Sequence[dict[str, Any]], conversations: Sequence[Conversation]
+) -> QuestionSet:
+    """Questions with valid evidence, per conversation; evidence ids must name a turn."""
+    by_name = {str(item.get("sample_id")): item for item in raw}
+    questions: list[Question] = []
+    skipped_by_category: dict[str, int] = {}
+    dropped: list[str] = []
+    unknown: list[str] = []
+    for conv in conversations:
+        name = str(conv.name)
+        turn_ids = {normalize_dia_id(m.source_id or "") for m in conv.messages} - {None}
+        scope = conversation_scope(name)
+        for qa in by_name[name].get("qa", []):
+            category = str(qa.get("category"))
+            ids, bad = parse_evidence(qa.get("evidence"))
+            dropped.extend(f"{name}: {token}" for token in bad)
+            unknown.extend(f"{name}: {i}" for i in ids if i not in turn_ids)
+            evidence = tuple(i for i in ids if i in turn_ids)
+            if not evidence:
+                skipped_by_category[category] = skipped_by_category.get(category, 0) + 1
+                continue
+            questions.append(Question(name, scope, str(qa["question"]), category, evidence))
+    return QuestionSet(
+        questions=questions,
+        skipped=sum(skipped_by_category.values()),
+        skipped_by_category=skipped_by_category,
+        dropped_tokens=dropped,
+        unknown_ids=unknown,
+    )
+
+
+def conversation_scope(name: str) -> Scope:
+    return Scope(dataset=f"locomo-{name}", task="bench")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+
+
+def _cited(messages: Sequence[Message]) -> tuple[str, ...]:
+    ids = (normalize_dia_id(m.source_id or "") for m in messages)
+    return tuple(dict.fromkeys(i for i in ids if i is not None))
+
+
+class Evaluator:
+    """Runs every method on every question and accumulates the figures."""
+
+    def __init__(
+        self, mem: Memory, *, mode: str, ks: Sequence[int], budgets: Sequence[int], search_k: int
+    ) -> None:
+        self.mem = mem
+        self.mode = mode
+        self.ks = ks
+        self.budgets = budgets
+        self.search_k = search_k
+        self.results = {key: MethodResult() for key, _ in METHODS}
+        self.cited_per_fact: list[int] = []
+        self.unresolved_sources = 0
+        self._tokens: dict[str, int] = {}
+
+    def _count(self, line: str) -> int:
+        tokens = self._tokens.get(line)
+        if tokens is None:
+            tokens = self._tokens[line] = count_tokens(line)
+        return tokens
+
+    def _system(self, question: Question) -> list[Item]:
+        started = time.perf_counter()
+        hits = self.mem.search(question.text, scope=question.scope, mode=self.mode, k=self.search_k)
+        self.results["system"].latencies_ms.append((time.perf_counter() - started) * 1000)
+        items = []
+        for rank, hit in enumerate(hits):
+            ids = _cited(hit.sources)
+            if rank < _CITED_TOP:
+                self.cited_per_fact.append(len(hit.sources))
+                self.unresolved_sources += len(hit.fact.sources) - len(hit.sources)
+            items.append(Item(ids, render_fact_line(hit.fact.text, ids, plain_text)))
+        return items
+
+    def _baseline(self, key: str, question: Question) -> list[Item]:
+        started = time.perf_counter()
+        hits = self.mem.search_messages(
+            question.text, scope=question.scope, k=self.search_k, paths=_BASELINE_PATHS[key]
+        )
+        self.results[key].latencies_ms.append((time.perf_counter() - started) * 1000)
+        items = []
+        for hit in hits:
+            m = hit.message
+            ids = _cited([m])
+            items.append(Item(ids, render_turn_line(m.speaker, m.text, m.caption, ids)))
+        return items
+
+    def ask(self, question: Question) -> None:
+        for key, _ in METHODS:
+            items = self._system(question) if key == "system" else self._baseline(key, question)
+            self._score(self.results[key], question, items)
+
+    def _score(self, result: MethodResult, question: Question, items: Sequence[Item]) -> None:
+        ranked = [item.dia_ids for item in items]
+        for k in self.ks:
+            value = recall_at_k(question.evidence, ranked, k)
+            result.at_k.add(str(k), question.category, value)
+        tokens = [self._count(item.line) for item in items]
+        for budget in self.budgets:
+            value, exhausted = recall_within_budget(question.evidence, ranked, tokens, budget)
+            result.at_budget.add(str(budget), question.category, value)
+            if exhausted:
+                key = str(budget)
+                result.candidates_exhausted[key] = result.candidates_exhausted.get(key, 0) + 1
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    err = Console(stderr=True)
+    raw = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    conversations = locomo_conversations(raw)[: args.limit_conversations]
+    question_set = build_questions(raw, conversations)
+    questions = question_set.questions
+
+    with ExitStack() as stack:
+        if args.path is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="locomo-")))
+        else:
+            folder = args.path
+        mem = stack.enter_context(Memory(path=folder))
+        # Load the encoders before anything is timed.
+        mem.search_messages("warm up", scope=Scope(dataset="locomo-warmup", task="bench"), k=1)
+
+        turns = sum(len(c.messages) for c in conversations)
+        ingest_s = 0.0
+        stored = 0
+        extraction_errors = 0
+        facts: dict[str, int] = {}
+        with _progress(err) as progress:
+            task = progress.add_task("ingest", total=turns)
+            for conv in conversations:
+                name = str(conv.name)
+                progress.update(task, description=f"ingest {name}")
+                started = time.perf_counter()
+                added = mem.add(
+                    conv.messages,
+                    scope=conversation_scope(name),
+                    on_progress=lambda n: progress.advance(task, n),
+                )
+                ingest_s += time.perf_counter() - started
+                stored += added.messages_stored
+                extraction_errors += len(added.errors)
+            progress.update(task, completed=turns)
+        started = time.perf_counter()
+        mem.optimize()
+        optimize_s = time.perf_counter() - started
+        for conv in conversations:
+            facts[str(conv.name)] = len(mem.facts(scope=conversation_scope(str(conv.name))))
+
+        evaluator = Evaluator(
+            mem, mode=args.mode, ks=args.k, budgets=args.budget, search_k=args.search_k
+        )
+        with _progress(err) as progress:
+            task = progress.add_task("questions", total=len(questions))
+            for question in questions:
+                evaluator.ask(question)
+                progress.advance(task)
+
+    system = evaluator.results["system"]
+    latency = {
+        key: {
+            "p50": percentile(evaluator.results[key].latencies_ms, 50),
+            "p95": percentile(evaluator.results[key].latencies_ms, 95),
+        }
+        for key, _ in METHODS
+    }
+    cited = evaluator.cited_per_fact
+    return {
+        "system": system.summary(),
+        "baselines": {key: evaluator.results[key].summary() for key, _ in METHODS[1:]},
+        "recall_at_k": system.at_k.summary(),
+        "ingest": {
+            "turns": turns,
+            "messages_stored": stored,
+            "seconds": ingest_s,
+            "turns_per_s": turns / ingest_s if ingest_s > 0 else float("nan"),
+            "optimize_s": optimize_s,
+            "extraction_errors": extraction_errors,
+        },
+        "latency_ms": latency,
+        "facts": {"overall": sum(facts.values()), "per_conversation": facts},
+        "mean_cited_turns_per_fact": sum(cited) / len(cited) if cited else float("nan"),
+        "unresolved_fact_sources_top10": evaluator.unresolved_sources,
+        "questions": {
+            "evaluated": len(questions),
+            "skipped": question_set.skipped,
+            "evaluated_per_category": dict(category_counts(q.category for q in questions)),
+            "skipped_per_category": question_set.skipped_by_category,
+            "evidence_tokens_dropped": question_set.dropped_tokens,
+            "evidence_ids_unknown": question_set.unknown_ids,
+        },
+        "conversations": [str(c.name) for c in conversations],
+        "k": list(args.k),
+        "budgets": list(args.budget),
+        "search_k": args.search_k,
+        "mode": args.mode,
+        "data": str(args.data),
+    }
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:5.1f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate((header, *rows)):
+        cells = [
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    ks = [str(k) for k in report["k"]]
+    budgets = [str(b) for b in report["budgets"]]
+    per_method = {"system": report["system"], **report["baselines"]}
+    header = ["method", *(f"R@{k}" for k in ks), *(f"R<={b}tok" for b in budgets)]
+    rows = []
+    for key, label in METHODS:
+        figures = per_method[key]
+        rows.append(
+            [
+                label,
+                *(_pct(figures["recall_at_k"][k]["overall"]) for k in ks),
+                *(_pct(figures["recall_at_budget"][b]["overall"]) for b in budgets),
+            ]
+        )
+    cut = "10" if "10" in ks else ks[0]
+    counts = report["questions"]["evaluated_per_category"]
+    categories = list(counts)
+    cat_header = ["method", *(f"{c} {CATEGORIES.get(c, '?')} (n={counts[c]})" for c in categories)]
+    cat_rows = [
+        [
+            label,
+            *(_pct(per_method[key]["recall_at_k"][cut].get(c, float("nan"))) for c in categories),
+        ]
+        for key, label in METHODS
+    ]
+    ingest = report["ingest"]
+    lat = report["latency_ms"]
+    q = report["questions"]
+    facts = report["facts"]
+    per_conv = ", ".join(f"{n}={v}" for n, v in facts["per_conversation"].items())
+    lines = [
+        f"LoCoMo evidence recall (%), mode={report['mode']}, search k={report['search_k']}, "
+        f"{len(report['conversations'])} conversation(s)",
+        _table(header, rows),
+        "",
+        f"Per-category recall@{cut} (%)",
+        _table(cat_header, cat_rows),
+        "",
+        f"ingest: {ingest['turns']} turns in {ingest['seconds']:.1f} s = "
+        f"{ingest['turns_per_s']:.1f} turns/s (stored {ingest['messages_stored']}, "
+        f"extraction errors {ingest['extraction_errors']}); optimize {ingest['optimize_s']:.2f} s",
+        f"search latency (ms): system p50 {lat['system']['p50']:.1f} / p95 "
+        f"{lat['system']['p95']:.1f}; "
+        + "; ".join(f"{k} p50 {lat[k]['p50']:.1f}" for k, _ in METHODS[1:]),
+        f"facts: {facts['overall']} ({per_conv})",
+        f"mean cited turns per returned fact (top {_CITED_TOP}): "
+        f"{report['mean_cited_turns_per_fact']:.2f}",
+        f"questions: {q['evaluated']} evaluated, {q['skipped']} skipped (no valid evidence); "
+        f"evidence tokens dropped: {len(q['evidence_tokens_dropped'])}, "
+        f"unknown ids dropped: {len(q['evidence_ids_unknown'])}",
+    ]
+    exhausted = {key: per_method[key]["candidates_exhausted_within_budget"] for key, _ in METHODS}
+    if any(v for v in exhausted.values()):
+        lines.append(
+            "candidate list used up within budget (recall may be a lower bound): "
+            + "; ".join(
+                f"{key} " + ", ".join(f"{b}:{n}" for b, n in v.items())
+                for key, v in exhausted.items()
+                if v
+            )
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = run(args)
+    print(format_report(report))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
