@@ -5,28 +5,18 @@ Pure functions: no I/O, so the same planning serves every facade and backend.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from membrain.errors import AnnotationError, ExtractionError
-from membrain.extraction.base import FactDraft, entity_refs, normalize_name
-from membrain.models import Entity, EntityVersion, Fact, Precision, Scope, TimeSpan
+from membrain.extraction.base import EntityDraft, FactDraft, entity_refs, normalize_name
+from membrain.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
 from membrain.temporal import find_annotations
 
-__all__ = ["Mention", "build_facts", "merge_entities", "validity"]
+__all__ = ["build_facts", "drafts_for_refs", "entity_id", "validity"]
 
 _PRECISION_ORDER = {p: i for i, p in enumerate(Precision)}
 PARTICIPANT_DESCRIPTION = "A participant in the conversation."
-
-
-@dataclass
-class Mention:
-    """How one entity was referred to by a batch of facts."""
-
-    entity_id: str
-    names: dict[str, None] = field(default_factory=dict)
-    fact_ids: dict[str, None] = field(default_factory=dict)
 
 
 def entity_id(scope: Scope, name: str) -> str:
@@ -52,15 +42,24 @@ def validity(
 
 
 def build_facts(
-    scope: Scope, drafts: Iterable[FactDraft], *, extractor: str, recorded_at: datetime
-) -> tuple[list[Fact], dict[str, Mention]]:
-    """Facts for ``drafts`` (deduplicated by id) and the entity mentions they carry.
+    scope: Scope,
+    drafts: Iterable[FactDraft],
+    *,
+    extractor: str,
+    recorded_at: datetime,
+    entity_ids: Mapping[str, str] | None = None,
+) -> tuple[list[Fact], dict[str, list[str]]]:
+    """Facts for ``drafts`` (deduplicated by id), and entity id -> ids of the facts naming it.
+
+    ``entity_ids`` maps refs to resolved entity ids; a ref missing from it gets the id of the
+    entity of that name.
 
     Raises:
         ExtractionError: a draft has a malformed time annotation.
     """
+    resolved = entity_ids or {}
     facts: dict[str, Fact] = {}
-    mentions: dict[str, Mention] = {}
+    mentions: dict[str, list[str]] = {}
     for draft in drafts:
         text = draft.text.strip()
         if not text:
@@ -75,8 +74,9 @@ def build_facts(
             ) from exc
         fact_id = scope.record_id("fact", extractor, "|".join(draft.sources), text)
         refs = tuple(entity_refs(text))
-        ids = tuple(entity_id(scope, ref) for ref in refs)
+        ids = tuple(resolved.get(ref) or entity_id(scope, ref) for ref in refs)
         valid_from, valid_to, precision = validity(times)
+        disputed = draft.time_check is TimeCheck.CONTRADICTS
         facts[fact_id] = Fact(
             id=fact_id,
             scope=scope,
@@ -91,64 +91,21 @@ def build_facts(
             recorded_at=recorded_at,
             sources=draft.sources,
             extractor=extractor,
+            trust=Trust.DISPUTED if disputed else Trust.STATED,
+            layer=draft.layer,
+            time_check=draft.time_check,
         )
-        for ref, ref_id in zip(refs, ids, strict=True):
-            mention = mentions.setdefault(ref_id, Mention(ref_id))
-            mention.names.setdefault(ref, None)
-            mention.fact_ids.setdefault(fact_id, None)
+        for ref_id in dict.fromkeys(ids):
+            mentions.setdefault(ref_id, []).append(fact_id)
     return list(facts.values()), mentions
 
 
-def merge_entities(
-    scope: Scope,
-    existing: Sequence[Entity],
-    mentions: dict[str, Mention],
-    *,
-    participants: Iterable[str],
-    recorded_at: datetime,
-) -> list[Entity]:
-    """New entities, and known ones that gained an alias or became participants.
-
-    Nothing is overwritten: a known entity keeps its name, aliases and description versions.
-    """
-    speaker_keys = {normalize_name(p) for p in participants}
-    known = {e.id: e for e in existing}
-    changed: list[Entity] = []
-    for mention in mentions.values():
-        names = list(mention.names)
-        is_participant = any(normalize_name(n) in speaker_keys for n in names)
-        entity = known.get(mention.entity_id)
-        if entity is None:
-            versions: tuple[EntityVersion, ...] = ()
-            if is_participant:
-                versions = (
-                    EntityVersion(
-                        version=1,
-                        description=PARTICIPANT_DESCRIPTION,
-                        recorded_at=recorded_at,
-                        fact_ids=tuple(mention.fact_ids),
-                    ),
-                )
-            changed.append(
-                Entity(
-                    id=mention.entity_id,
-                    scope=scope,
-                    name=names[0],
-                    aliases=tuple(n for n in names[1:]),
-                    versions=versions,
-                    participant=is_participant,
-                    created_at=recorded_at,
-                )
-            )
-            continue
-        aliases = tuple(n for n in names if n != entity.name and n not in entity.aliases)
-        if aliases or (is_participant and not entity.participant):
-            changed.append(
-                entity.model_copy(
-                    update={
-                        "aliases": entity.aliases + aliases,
-                        "participant": entity.participant or is_participant,
-                    }
-                )
-            )
-    return changed
+def drafts_for_refs(drafts: Iterable[FactDraft], named: Iterable[EntityDraft]) -> list[EntityDraft]:
+    """Every entity a batch names: the extractor's list, then refs found only in fact texts."""
+    found: dict[str, EntityDraft] = {}
+    for entity in named:
+        found.setdefault(entity.name, entity)
+    for draft in drafts:
+        for ref in entity_refs(draft.text):
+            found.setdefault(ref, EntityDraft(ref))
+    return list(found.values())

@@ -18,12 +18,19 @@ Messages (the raw evidence) are indexed as ``speaker: text [image: caption]`` fo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from membrain.models import Message
 from membrain.temporal import plain_text
 
-__all__ = ["fact_dense_text", "fact_sparse_text", "message_text", "question_dense_text"]
+__all__ = [
+    "entity_text",
+    "fact_dense_text",
+    "fact_sparse_text",
+    "message_text",
+    "question_dense_text",
+    "render_fact",
+]
 
 _REF = re.compile(r"\[([^\[\]:]+)\]('s)?")
 
@@ -34,6 +41,11 @@ def message_text(message: Message) -> str:
     if message.caption:
         text += f" [image: {message.caption}]"
     return text
+
+
+def entity_text(name: str, description: str) -> str:
+    """The searchable text of an entity: its name and description."""
+    return f"{name}: {description}" if description else name
 
 
 def fact_sparse_text(text: str) -> str:
@@ -76,3 +88,12 @@ def question_dense_text(question: str, participants: Iterable[str]) -> str:
     return pattern.sub(
         lambda m: "their" if m.group(0).lower().endswith(("'s", "’s")) else "they", question
     )
+
+
+def render_fact(text: str, names: Mapping[str, str]) -> str:
+    """A fact as a reader sees it: refs as the current canonical names, no markup."""
+
+    def canonical(match: re.Match[str]) -> str:
+        return f"[{names.get(match.group(1), match.group(1))}]{match.group(2) or ''}"
+
+    return plain_text(_REF.sub(canonical, text))

@@ -8,6 +8,7 @@ twice, and a crash between the steps leaves the messages pending for the next ``
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,13 +26,18 @@ from membrain.embeddings import (
     SparseEncoder,
     default_dense_encoder,
 )
+from membrain.entities import EntityResolver
 from membrain.errors import ConfigurationError, ExtractionError, InputError
 from membrain.extraction.base import Extractor
+from membrain.extraction.llm import LLMClient, as_llm_client
+from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
-from membrain.facts import build_facts, merge_entities
-from membrain.indexing import question_dense_text
+from membrain.extraction.prompts import Prompts
+from membrain.facts import build_facts, drafts_for_refs
+from membrain.indexing import question_dense_text, render_fact
 from membrain.models import (
     Entity,
+    EntityView,
     Fact,
     FactStatus,
     MemoryHit,
@@ -45,6 +51,8 @@ from membrain.storage.base import DENSE, SPARSE, Backend, Collection, VectorQuer
 from membrain.store import RecordStore
 
 __all__ = ["AddResult", "EvidenceHit", "Memory", "RetrievalMode"]
+
+log = logging.getLogger("membrain")
 
 DEFAULT_PATH = Path(".membrain")
 
@@ -66,6 +74,9 @@ class AddResult:
     entity_ids: tuple[str, ...] = ()
     discarded: int = 0
     errors: tuple[ExtractionError, ...] = ()
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +107,13 @@ class Memory:
         backend: A ready :class:`~membrain.storage.Backend` (overrides ``path``/``qdrant_url``).
         dense: Dense encoder; default the packaged offline all-MiniLM-L6-v2.
         sparse: Sparse encoder; default Qdrant's English BM25.
-        extractor: Fact extractor; default the offline rule-based extractor.
-        batch_size: Messages extracted per extractor call.
+        llm: A chat model for extraction: a LangChain ``BaseChatModel``, a LlamaIndex ``LLM``,
+            or any object with ``generate(system, prompt)`` (:class:`membrain.ChatModel`).
+            Without one, the offline rule-based extractor is used.
+        prompts: Prompt templates for LLM extraction (default :mod:`membrain.extraction.prompts`).
+        max_attempts: LLM calls per extraction step before the batch is left pending.
+        extractor: A custom extractor (overrides ``llm``).
+        batch_size: Messages per extraction batch (an LLM batch costs two calls).
         context_window: Preceding messages given to the extractor as context.
 
     Example:
@@ -119,6 +135,9 @@ class Memory:
         backend: Backend | None = None,
         dense: DenseEncoder | None = None,
         sparse: SparseEncoder | None = None,
+        llm: object | None = None,
+        prompts: Prompts | None = None,
+        max_attempts: int = 3,
         extractor: Extractor | None = None,
         batch_size: int = 32,
         context_window: int = 6,
@@ -129,7 +148,14 @@ class Memory:
         self._store = RecordStore(
             self._backend, dense or default_dense_encoder(), sparse or Bm25Encoder()
         )
-        self._extractor: Extractor = extractor or OfflineExtractor()
+        self._llm: LLMClient | None = as_llm_client(llm) if llm is not None else None
+        if extractor is not None:
+            self._extractor: Extractor = extractor
+        elif self._llm is not None:
+            self._extractor = LLMExtractor(self._llm, prompts=prompts, max_attempts=max_attempts)
+        else:
+            self._extractor = OfflineExtractor()
+        self._resolver = EntityResolver(self._store, self._llm)
         self._settings = _Settings(batch_size=batch_size, context_window=context_window)
         self._participants_cache: dict[str, tuple[str, ...]] = {}
 
@@ -219,7 +245,21 @@ class Memory:
             if m.status is not MessageStatus.PROCESSED
         ]
         todo.sort(key=lambda m: m.message.timestamp)
+        before = self._llm.usage.snapshot() if self._llm is not None else None
         result = self._extract(scope, todo, on_progress)
+        calls = input_tokens = output_tokens = 0
+        if self._llm is not None and before is not None:
+            after = self._llm.usage.snapshot()
+            calls = after.calls - before.calls
+            input_tokens = after.input_tokens - before.input_tokens
+            output_tokens = after.output_tokens - before.output_tokens
+            log.info(
+                "add: %d messages, %d LLM calls, %d input and %d output tokens",
+                len(todo),
+                calls,
+                input_tokens,
+                output_tokens,
+            )
         return AddResult(
             messages_stored=len(fresh),
             messages_skipped=len(stored) - sum(1 for m in stored.values() if m in todo),
@@ -227,6 +267,9 @@ class Memory:
             entity_ids=result.entity_ids,
             discarded=result.discarded,
             errors=result.errors,
+            llm_calls=calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
         )
 
     def _extract(
@@ -247,27 +290,41 @@ class Memory:
             context = [m.message for m in todo[max(0, start - window) : start]]
             target = [m.message for m in batch]
             batch_ids = [m.id for m in batch]
+            speakers = list(dict.fromkeys([*participants, *(m.speaker for m in target)]))
             try:
                 extracted = self._extractor.extract(target, context, participants)
+                recorded_at = now()
+                resolution = self._resolver.resolve(
+                    entity_scope,
+                    drafts_for_refs(extracted.facts, extracted.entities),
+                    speakers,
+                    recorded_at=recorded_at,
+                )
                 facts, mentions = build_facts(
-                    scope, extracted.facts, extractor=self._extractor.id, recorded_at=now()
+                    scope,
+                    extracted.facts,
+                    extractor=self._extractor.id,
+                    recorded_at=recorded_at,
+                    entity_ids=resolution.ids,
                 )
             except ExtractionError as exc:
                 exc.message_ids = tuple(batch_ids)
                 errors.append(exc)
+                log.warning("extraction of %d messages failed: %s", len(batch_ids), exc)
                 self._store.set_message_status(
-                    scope, batch_ids, MessageStatus.PENDING, error=str(exc)
+                    scope,
+                    batch_ids,
+                    MessageStatus.PENDING,
+                    error=str(exc),
+                    raw_output=exc.raw_output,
                 )
+                if on_progress is not None:
+                    on_progress(len(batch))
                 continue
-            speakers = {m.speaker for m in target}
-            entities = merge_entities(
-                entity_scope,
-                self._store.get_entities(entity_scope, list(mentions)),
-                mentions,
-                participants=speakers,
-                recorded_at=now(),
+            entities = self._resolver.entities_to_write(
+                entity_scope, resolution, mentions, recorded_at=recorded_at
             )
-            participants = list(dict.fromkeys([*participants, *speakers]))
+            participants = speakers
             self._participants_cache[entity_scope.key] = tuple(participants)
             self._store.put_entities(entity_scope, entities)
             self._store.put_facts(scope, facts, participants)
@@ -364,17 +421,31 @@ class Memory:
 
     def _hits(self, scope: Scope, facts: Sequence[tuple[Fact, float]]) -> list[MemoryHit]:
         source_ids = list(dict.fromkeys(s for fact, _ in facts for s in fact.sources))
-        by_id: dict[str, Message] = {}
-        for stored in self._store.get_messages(scope.without_session(), source_ids):
-            by_id[stored.id] = stored.message
-        return [
-            MemoryHit(
-                fact=fact,
-                score=score,
-                sources=tuple(by_id[s] for s in fact.sources if s in by_id),
+        messages = {
+            m.id: m.message for m in self._store.get_messages(scope.without_session(), source_ids)
+        }
+        entity_ids = list(dict.fromkeys(e for fact, _ in facts for e in fact.entity_ids))
+        views = {
+            e.id: EntityView(id=e.id, name=e.name, description=e.description)
+            for e in self._store.get_entities(scope.without_session(), entity_ids)
+        }
+        hits = []
+        for fact, score in facts:
+            names = {
+                ref: views[i].name
+                for ref, i in zip(fact.entities, fact.entity_ids, strict=True)
+                if i in views
+            }
+            hits.append(
+                MemoryHit(
+                    fact=fact,
+                    score=score,
+                    text=render_fact(fact.text, names),
+                    entities=tuple(views[i] for i in dict.fromkeys(fact.entity_ids) if i in views),
+                    sources=tuple(messages[s] for s in fact.sources if s in messages),
+                )
             )
-            for fact, score in facts
-        ]
+        return hits
 
     def facts(self, *, scope: Scope, include_inactive: bool = False) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``)."""

@@ -19,8 +19,10 @@ from membrain.errors import InputError, ScopeError
 __all__ = [
     "Entity",
     "EntityVersion",
+    "EntityView",
     "Fact",
     "FactStatus",
+    "Layer",
     "MemoryHit",
     "Message",
     "MessageStatus",
@@ -28,6 +30,7 @@ __all__ = [
     "Role",
     "Scope",
     "StoredMessage",
+    "TimeCheck",
     "TimeSpan",
     "Trust",
     "utc",
@@ -187,6 +190,34 @@ class StoredMessage(_Record):
     status: MessageStatus = MessageStatus.PENDING
     recorded_at: UtcDatetime
     error: str | None = None
+    """Why the last extraction of this message failed (it stays pending)."""
+    raw_output: str | None = None
+    """The extractor's output that could not be used, verbatim."""
+    discarded: tuple[str, ...] = ()
+    """What extraction chose not to keep from this message, and why."""
+
+
+class Layer(StrEnum):
+    """Which layer of a character's response a statement comes from (SPEC §7).
+
+    A thought is private: it is stored as the character's thought and never rendered as
+    something said.
+    """
+
+    DIALOGUE = "dialogue"
+    ACTION = "action"
+    THOUGHT = "thought"
+
+
+class TimeCheck(StrEnum):
+    """How a fact's time annotations compare with the deterministic resolver."""
+
+    AGREES = "agrees"
+    """Every annotation the resolver can read resolves to an overlapping span."""
+    UNCHECKED = "unchecked"
+    """The fact has annotations the resolver cannot read (nothing contradicts them)."""
+    CONTRADICTS = "contradicts"
+    """An annotation's span does not overlap the resolver's: the fact is flagged disputed."""
 
 
 class FactStatus(StrEnum):
@@ -233,6 +264,9 @@ class Fact(_Record):
     trust: Trust = Trust.STATED
     extractor: str
     supersedes: str | None = None
+    layer: Layer = Layer.DIALOGUE
+    time_check: TimeCheck | None = None
+    """Set when the fact has time annotations."""
 
     @model_validator(mode="after")
     def _check_entities(self) -> Fact:
@@ -268,11 +302,26 @@ class Entity(_Record):
         return self.versions[-1].description if self.versions else ""
 
 
+class EntityView(_Record):
+    """An entity as a reader sees it: its current canonical name and latest description."""
+
+    id: str
+    name: str
+    description: str = ""
+
+
 class MemoryHit(_Record):
-    """One search result: a fact, its fused score, its evidence and how it was found."""
+    """One search result: a fact, its fused score, its evidence and how it was found.
+
+    ``text`` is the fact as a reader should see it: every alias rendered as its entity's latest
+    canonical name, time annotations as written (``raw``), no brackets. ``entities`` are the
+    entities the fact mentions, with their latest descriptions.
+    """
 
     fact: Fact
     score: float
+    text: str = ""
+    entities: tuple[EntityView, ...] = ()
     sources: tuple[Message, ...] = ()
     paths: dict[str, int] = Field(default_factory=dict)
     """Retrieval path name -> 1-based rank at which that path returned the fact."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import normalize_name
-from membrain.indexing import fact_dense_text, fact_sparse_text, message_text
+from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage
 from membrain.storage.base import Backend, Collection, Point, ScoredPoint, VectorQuery, Where
 
@@ -88,11 +88,15 @@ class RecordStore:
         status: MessageStatus,
         *,
         error: str | None = None,
+        raw_output: str | None = None,
         discarded: dict[str, list[str]] | None = None,
     ) -> None:
         """Record where messages stand in the write path (and what extraction discarded)."""
         self.backend.set_payload(
-            Collection.MESSAGES, scope, ids, {"status": status.value, "error": error}
+            Collection.MESSAGES,
+            scope,
+            ids,
+            {"status": status.value, "error": error, "raw_output": raw_output},
         )
         for message_id, reasons in (discarded or {}).items():
             self.backend.set_payload(
@@ -117,6 +121,8 @@ class RecordStore:
                 "status": payload.get("status", MessageStatus.PENDING),
                 "recorded_at": payload["recorded_at"],
                 "error": payload.get("error"),
+                "raw_output": payload.get("raw_output"),
+                "discarded": tuple(payload.get("discarded") or ()),
             }
         )
 
@@ -151,8 +157,15 @@ class RecordStore:
         """Store entities; the dense vector is of the name and latest description."""
         points = self._points(
             [e.id for e in entities],
-            [_payload(e, name_key=normalize_name(e.name)) for e in entities],
-            [f"{e.name}: {e.description}" if e.description else e.name for e in entities],
+            [
+                _payload(
+                    e,
+                    name_key=normalize_name(e.name),
+                    alias_keys=[normalize_name(a) for a in e.aliases],
+                )
+                for e in entities
+            ],
+            [entity_text(e.name, e.description) for e in entities],
         )
         self.backend.upsert(Collection.ENTITIES, scope, points)
 
@@ -170,7 +183,9 @@ class RecordStore:
     @staticmethod
     def _entity(scope: Scope, point: ScoredPoint) -> Entity:
         payload = {
-            k: v for k, v in point.payload.items() if k not in ("tenant", "session", "name_key")
+            k: v
+            for k, v in point.payload.items()
+            if k not in ("tenant", "session", "name_key", "alias_keys")
         }
         return Entity.model_validate({**payload, "scope": _scope_from(scope, point.payload)})
 

@@ -1,9 +1,12 @@
-"""Fakes for tests, yours and ours: a deterministic hashing embedder.
+"""Fakes for tests, yours and ours: a deterministic hashing embedder and a scripted chat model.
 
 Example:
     >>> enc = HashingEncoder(dim=32)
     >>> len(enc.embed_query("hello world"))
     32
+    >>> model = ScriptedChatModel(entities=['{"entities": ["Sara"]}'], facts=['{"facts": []}'])
+    >>> model.generate("system", "List the entities mentioned ...")
+    '{"entities": ["Sara"]}'
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 
-__all__ = ["HashingEncoder"]
+__all__ = ["HashingEncoder", "ScriptedChatModel"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -61,3 +66,60 @@ class HashingEncoder:
     def embed_query(self, text: str) -> list[float]:
         """Embed a search query."""
         return self._embed(text)
+
+
+Reply = str | BaseException | Callable[[str, str], str]
+
+
+class ScriptedChatModel:
+    """A chat model (MemBrain's ``generate`` protocol) that answers from a script.
+
+    Replies are queued per extraction step, recognised from the prompt: entity extraction, fact
+    generation, and entity disambiguation (``same``). Each queued reply is a string, an exception
+    to raise (e.g. ``TimeoutError()``), or a function of ``(system, prompt)``. When a queue runs
+    out its last reply repeats. Every prompt is recorded in ``calls``.
+
+    Args:
+        entities: Replies to entity-extraction prompts.
+        facts: Replies to fact-generation prompts.
+        same: Replies to same-entity questions.
+        delay: Seconds to sleep before each reply (to simulate a slow model).
+    """
+
+    def __init__(
+        self,
+        *,
+        entities: Sequence[Reply] = ('{"entities": []}',),
+        facts: Sequence[Reply] = ('{"facts": []}',),
+        same: Sequence[Reply] = ('{"same": []}',),
+        delay: float = 0.0,
+    ) -> None:
+        self._queues = {"entities": list(entities), "facts": list(facts), "same": list(same)}
+        self._delay = delay
+        self._lock = threading.Lock()
+        self.calls: list[tuple[str, str, str]] = []
+        """(step, system, prompt) of every call, in order."""
+
+    @staticmethod
+    def step_of(prompt: str) -> str:
+        """Which extraction step a prompt belongs to."""
+        if '"same"' in prompt:
+            return "same"
+        if '"facts"' in prompt:
+            return "facts"
+        return "entities"
+
+    def generate(self, system: str, prompt: str) -> str:
+        """Answer with the next scripted reply for the prompt's step."""
+        if self._delay:
+            time.sleep(self._delay)
+        step = self.step_of(prompt)
+        with self._lock:
+            self.calls.append((step, system, prompt))
+            queue = self._queues[step]
+            reply = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(reply, BaseException):
+            raise reply
+        if callable(reply):
+            return reply(system, prompt)
+        return reply

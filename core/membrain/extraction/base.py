@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from membrain.models import Message
+from membrain.models import Layer, Message, TimeCheck
 
 __all__ = [
     "Discard",
+    "EntityDraft",
     "ExtractionBatch",
     "Extractor",
     "FactDraft",
@@ -22,11 +23,25 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class FactDraft:
-    """A fact as an extractor wrote it: SPEC-format text, the messages it states, their time."""
+    """A fact as an extractor wrote it: SPEC-format text, the messages it states, their time.
+
+    ``layer`` says whether it was said, done or privately thought (SPEC §7); ``time_check`` how
+    its time annotations compare with the deterministic resolver, when the extractor checked.
+    """
 
     text: str
     sources: tuple[str, ...]
     stated_at: datetime
+    layer: Layer = Layer.DIALOGUE
+    time_check: TimeCheck | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntityDraft:
+    """An entity as an extractor named it, with what the messages say it is (may be empty)."""
+
+    name: str
+    description: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +59,7 @@ class ExtractionBatch:
 
     facts: list[FactDraft] = field(default_factory=list)
     discarded: list[Discard] = field(default_factory=list)
+    entities: list[EntityDraft] = field(default_factory=list)
 
 
 class Extractor(Protocol):

@@ -30,9 +30,9 @@ Parsing rules, in the order the scanner applies them (left to right, the first m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from membrain.errors import InputError
+from membrain.models import Layer
 
 __all__ = [
     "PERSONA_STYLE_PROMPT",
@@ -93,14 +93,6 @@ def persona_prompt(character: str, persona: str = "") -> str:
     if description:
         prompt += f"\nAbout {name}:\n{description}\n"
     return prompt
-
-
-class Layer(StrEnum):
-    """Which layer of a character response a piece of text belongs to."""
-
-    DIALOGUE = "dialogue"
-    ACTION = "action"
-    THOUGHT = "thought"
 
 
 @dataclass(frozen=True, slots=True)

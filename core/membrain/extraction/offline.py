@@ -12,6 +12,9 @@ Rules, applied per message:
 * Names are bracketed: participants, capitalised names and acronyms.
 * The kept sentences form facts of at most three sentences, each citing its message. An attached
   image caption is evidence too and is stated as what the speaker shared.
+* A character response (SPEC §7) is split into its layers: the dialogue is treated as above;
+  each ``*action*`` and each ``（thought）`` becomes a fact of its own with ``layer`` action or
+  thought, a thought worded as "[Name] privately thought: ..." so it never reads as said.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import re
 from collections.abc import Sequence
 
 from membrain.extraction.base import Discard, ExtractionBatch, FactDraft
-from membrain.models import Message
+from membrain.extraction.character import layer_statements, parse_response
+from membrain.models import Layer, Message
 from membrain.temporal import annotate
 
 __all__ = ["OfflineExtractor"]
@@ -172,7 +176,9 @@ class OfflineExtractor:
             addressee = others[0] if len(others) == 1 else None
         names = {message.speaker, *(speakers)}
         kept: list[str] = []
-        for sentence in _sentences(message.text):
+        response = parse_response(message.text)
+        dialogue = response.dialogue if response.has_markup else message.text
+        for sentence in _sentences(dialogue):
             reason = _filler_reason(sentence, names)
             if reason:
                 batch.discarded.append(Discard(message.id, reason, sentence))
@@ -184,6 +190,11 @@ class OfflineExtractor:
         for start in range(0, len(kept), _SENTENCES_PER_FACT):
             text = " ".join(kept[start : start + _SENTENCES_PER_FACT])
             batch.facts.append(FactDraft(text, (message.id,), message.timestamp))
+        if response.has_markup:
+            for layer, statement in layer_statements(message.speaker, response):
+                if layer is not Layer.DIALOGUE:
+                    text = annotate(statement, message.timestamp)
+                    batch.facts.append(FactDraft(text, (message.id,), message.timestamp, layer))
 
     def _rewrite(
         self, sentence: str, message: Message, addressee: str | None, names: set[str]

@@ -51,7 +51,7 @@ class Collection(StrEnum):
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.MESSAGES: ("status",),
     Collection.FACTS: ("status", "entity_ids", "sources"),
-    Collection.ENTITIES: ("name_key",),
+    Collection.ENTITIES: ("name_key", "alias_keys"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
 

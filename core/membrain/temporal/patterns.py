@@ -512,6 +512,14 @@ BETWEEN = re.compile(r"\bbetween\s+$", re.IGNORECASE)
 GAP_INTERVAL = re.compile(r"\s*(?P<c>-|–|—|to|through|thru|till|til|until|and)\s*", re.IGNORECASE)
 GAP_DAY_CLOCK = re.compile(r"\s*,?\s*")
 GAP_CLOCK_DAY = re.compile(r"\s*,?\s*(?:on\s+)?", re.IGNORECASE)
+POD_AFTER = re.compile(
+    r"\s+(?:in\s+the\s+(?P<p>morning|afternoon|evening)|at\s+(?P<n>night))\b", re.IGNORECASE
+)
+"""A part of the day after a written day: "May 7 in the morning"."""
+POD_BEFORE = re.compile(
+    r"\b(?:the\s+)?(?P<p>morning|afternoon|evening|night)\s+of\s+$", re.IGNORECASE
+)
+"""A part of the day before a written day: "the morning of May 7"."""
 FUTURE = re.compile(
     r"\b(?:will|shall|gonna|going\s+to)\b|['’]ll\b|\b(?:won['’]t|wo\s+not)\b", re.IGNORECASE
 )

@@ -32,9 +32,10 @@ from membrain.temporal.values import (
     make_date,
     monday_of,
     month_start,
+    offset,
     pair,
     parse_zone,
-    place,
+    place_today,
     single,
     written_year,
 )
@@ -119,36 +120,17 @@ def _r_now(m: re.Match[str], ctx: Ctx) -> Cand | None:
     return _cand(m, single(moment, Precision.DATETIME), "clock", needs)
 
 
-def _offset(n: int, unit: str, sign: int, ctx: Ctx) -> Val:
-    if unit in ("day", "week", "fortnight"):
-        days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
-        return single(ctx.today + timedelta(days=sign * days), Precision.DAY)
-    if unit == "month":
-        return single(month_start(ctx.today, sign * n), Precision.MONTH)
-    if unit in ("year", "decade"):
-        years = n * (10 if unit == "decade" else 1)
-        return single(date(ctx.today.year + sign * years, 1, 1), Precision.YEAR)
-    delta = timedelta(hours=n) if unit == "hour" else timedelta(minutes=n)
-    moment = (ctx.local + sign * delta).replace(second=0, microsecond=0)
-    return single(moment, Precision.DATETIME)
-
-
 def _r_ago(m: re.Match[str], ctx: Ctx) -> Cand | None:
     n = P.number(m["n"])
     if m["q"] or n is None or n > 400:
         return _cand(m, None)  # "about 3 years ago"
     sign = -1 if m["dir"].lower() in ("ago", "back") else 1
     unit = P.UNITS[m["u"].lower()]
+    if m["today"] and unit in ("hour", "minute"):
+        return None
+    today = bool(m["today"]) or m["dir"].lower().endswith("today")
     try:
-        if m["today"] and unit not in ("hour", "minute"):  # "a year ago today": that very day
-            step = {"day": 1, "week": 7, "fortnight": 14}.get(unit)
-            years = {"year": 1, "decade": 10}.get(unit, 0)
-            delta = relativedelta(days=step * n) if step else relativedelta(years=years * n)
-            delta = relativedelta(months=n) if unit == "month" else delta
-            return _cand(m, single(ctx.today + sign * delta, Precision.DAY))
-        if m["today"]:
-            return None
-        return _cand(m, _offset(n, unit, sign, ctx))
+        return _cand(m, offset(n, unit, sign, ctx, today))
     except (OverflowError, ValueError):
         return _cand(m, None)
 
@@ -172,7 +154,7 @@ def _r_in_count(m: re.Match[str], ctx: Ctx) -> Cand | None:
         if not P.FUTURE.search(clause):
             return _cand(m, None)  # "I finished it in 2 days" is a duration
     try:
-        return _cand(m, _offset(n, unit, 1, ctx))
+        return _cand(m, offset(n, unit, 1, ctx))
     except (OverflowError, ValueError):
         return _cand(m, None)
 
@@ -287,7 +269,7 @@ def _r_bare_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
 def _r_rel_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
     month, now, year = _month(m["mon"]), ctx.today.month, ctx.today.year
     target = {
-        "this": year,
+        "this": year if month >= now else None,  # "this January" said in May: which one?
         "last": year - 1 if month >= now else None,
         "next": year + 1 if month <= now else None,
         "coming": year if month > now else year + 1,
@@ -371,7 +353,7 @@ def _r_clock(m: re.Match[str], ctx: Ctx) -> Cand | None:
     else:
         tod = _tod(m["hh"] or m["hw"] or m["hb"] or m["ha"], None, None, m["mer"])
     clock = Clock(tod, hint=hint, zone=zone, day_after=bool(m["hb"]))
-    return _cand(m, place(clock, ctx.today, None), "clock", clock=clock)
+    return _cand(m, place_today(clock, ctx), "clock", clock=clock)
 
 
 def _r_clock_range(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -383,7 +365,7 @@ def _r_clock_range(m: re.Match[str], ctx: Ctx) -> Cand | None:
         wraps = first.hour % 12 > last.hour % 12 and last.meridiem == "pm"
         first = replace(first, meridiem="am" if wraps else last.meridiem)
     clock = Clock(first, last, zone=parse_zone(m["tz"]) if m["tz"] else None)
-    return _cand(m, place(clock, ctx.today, None), "clock", clock=clock)
+    return _cand(m, place_today(clock, ctx), "clock", clock=clock)
 
 
 def _r_past_to(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -399,7 +381,7 @@ def _r_past_to(m: re.Match[str], ctx: Ctx) -> Cand | None:
     base = Tod(12, exact=True) if m["hr"].lower() == "noon" else _tod(m["hr"], None, None, m["mer"])
     tod = replace(base, minute=0 if backwards else minutes, offset=-minutes if backwards else 0)
     clock = Clock(tod, hint=_pod(m["pod"]))
-    return _cand(m, place(clock, ctx.today, None), "clock", clock=clock)
+    return _cand(m, place_today(clock, ctx), "clock", clock=clock)
 
 
 def _between_before(position: int, ctx: Ctx) -> bool:
@@ -410,8 +392,8 @@ def _r_weekday_ordinal(m: re.Match[str], ctx: Ctx) -> Cand | None:
     """Tuesday the 19th: the one month around the reference with a Tuesday the 19th."""
     number, target = P.ordinal(m["d"]), P.WEEKDAYS[m["wd"].lower().rstrip(".")]
     found = []
-    for offset in (-1, 0, 1):
-        start = month_start(ctx.today, offset)
+    for shift in (-1, 0, 1):
+        start = month_start(ctx.today, shift)
         day = make_date(start.year, start.month, number)
         if day is not None and day.weekday() == target:
             found.append(day)
@@ -442,8 +424,8 @@ def _r_rel_holiday(m: re.Match[str], ctx: Ctx) -> Cand | None:
         return _cand(m, None, "day")
     before, after = holiday_date(key, year - 1), holiday_date(key, year + 1)
     choice = {
-        "this": this,
-        "current": this,
+        "this": this if this >= today else None,
+        "current": this if this >= today else None,
         "last": before if this >= today else None,
         "next": after if this <= today else None,
         "coming": this if this > today else after,
@@ -480,7 +462,7 @@ def _r_rel_season(m: re.Match[str], ctx: Ctx) -> Cand | None:
         }.get(rel)
     else:
         target = {
-            "this": year,
+            "this": year if month <= last else None,
             "current": year if first <= month <= last else None,
             "last": year - 1 if month <= last else None,
             "next": year + 1 if month >= first else None,

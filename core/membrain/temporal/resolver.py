@@ -23,38 +23,61 @@ Conventions:
 * Month names, dates and holidays written without a year take the reference's year ("in May"
   said in February is May of that year), but only within five months of the reference's month:
   "in January" said in December, or "Christmas" said in April, could be either year and is
-  not resolved. Numeric dates are US month-first ``5/7/2023``; day-first is read only when the
+  not resolved. (Duckling takes the next one: "New Year's Day" said in February is next
+  January's there, this January's here: chat tells of the past more than it plans.) Numeric dates are US month-first ``5/7/2023``; day-first is read only when the
   first number is over 12. Two-digit years take the century nearest the reference.
 * ``last``/``this``/``next`` + weekday, month or holiday resolve only when the usual readings
   agree: "next Friday" said on a Tuesday may be in 3 or in 10 days and is left alone, as is "last
   Monday" said on a Tuesday; said on a Saturday, "next Friday" is the Friday of next week under
-  every reading. "this" + month, season or holiday is the one in the reference's year. "coming"
-  and "this past" are always the nearest one after / before the reference. Bare weekdays ("on
+  every reading. "this" + month, season or holiday is the one in the reference's year while it
+  is not over ("this May" said in May, "this Christmas" said in May); once over, the one just
+  gone and the next one compete and it is not resolved. "coming" and "this past" are always
+  the nearest one after / before the reference. Bare weekdays ("on
   Friday") are never resolved; "Tuesday the 19th" is, when exactly one month around the
   reference has a Tuesday the 19th.
 * Seasons are northern-hemisphere meteorological seasons (spring = March-May, summer =
   June-August, fall/autumn = September-November, winter = December-February) written as month
-  intervals; "winter 2022" is ambiguous and is not resolved.
+  intervals; "winter 2022" is ambiguous and is not resolved. (Duckling uses astronomical
+  seasons, "this summer" = June 21 - September 23, and its "this season" disagrees with its
+  own named seasons by a day or two; months are what people mean in chat.)
 * Holidays follow US dates where countries differ (Thanksgiving, Memorial Day, Labor Day); those
   that depend on a locale or a lunisolar calendar (Mother's Day, Diwali, Eid, ...) are not
   resolved. Bare "Christmas", "Easter", "Halloween", "Thanksgiving" need a preposition in free
   text ("a Christmas tree" is not a date).
-* Parts of the day ("tonight", "this morning", "last night") resolve to their day at day
-  precision; they also settle am/pm for a clock time ("tonight at 8" is 20:00).
+* Parts of the day are Duckling's clock intervals on their day, at datetime precision: morning
+  00:00-12:00, afternoon 12:00-19:00, evening and night 18:00-24:00. "tonight" and "this
+  evening" are the reference day's evening, "last night" and "yesterday evening" the previous
+  day's, "this morning" / "tomorrow afternoon" / "last Friday night" / "May 7 in the morning" /
+  "the morning of May 7" likewise; "late tonight", "late last night" (as whole expressions) are
+  21:00-24:00. They also settle am/pm for a clock time ("tonight at 8" is 20:00).
 * A clock time with hour 1-12 and neither am/pm nor a part of the day ("at 9:30", "at 3") is
   ambiguous and not resolved; "09:30", "21:30", "9:30 pm", "noon" are. Clock times fall on the
-  reference's day unless a day is written ("tomorrow at 5pm"). "midnight" and "12 am" are
-  ambiguous. "now", "right now", "at the moment" are the reference minute.
-* "N days/weeks ago" has day precision, "N months ago" month precision, "N years ago" year
-  precision, "N hours/minutes ago" datetime precision (truncated to the minute). Approximate
-  counts ("a few", "about 3", "over 2", "2 or 3") are not resolved. "in N days" is the future,
-  but in free text only after a future marker (will, 'll, going to, gonna, shall) or written
-  "in N days' time" / "N days from now", since "I did it in 2 days" is a duration.
+  reference's day unless a day is written ("tomorrow at 5pm"), and a clock time without a day
+  that is already past at the reference minute is not resolved: "at 3am" said at 04:30 is this
+  morning's ("I woke up at 3am") or tomorrow's (Duckling: "my flight is at 3am"). With a day
+  written it is that day's: "this morning at 3" said at 04:30 is 03:00 today (Duckling reads
+  tomorrow). "midnight" and "12 am" are ambiguous. "now", "right now", "at the moment" are the
+  reference minute.
+* "N units ago / from now" is one grain finer than the unit, as in Duckling: "3 months ago" is
+  that day, "2 years ago" that month, "a decade ago" that year, "2 hours ago" that minute;
+  "3 weeks ago" is that day. "3 days ago" is that day too, where Duckling gives the reference's
+  hour 3 days back (a time of day nobody said). "a year ago today", "3 years from today" are
+  that day. Approximate counts ("a few", "about 3", "over 2", "2 or 3") are not resolved. "in N
+  days" is the future, but in free text only after a future marker (will, 'll, going to, gonna,
+  shall) or written "in N days' time" / "N days from now", since "I did it in 2 days" is a
+  duration.
 * "since X" / "from X on" is ``X/`` (from the start of X, open right); "after X" starts when X
-  ends; "before X" ends when X starts (X excluded); "until X", "through X" and "by X" end when
-  X ends (X included); "from X to Y" and "between X and Y" run from the start of X to the end of
-  Y. "early/mid/late X", "the beginning/end of X" resolve to X itself (never to a guessed part of
-  it) and "the week of <date>" to that Monday-Sunday week.
+  ends; "before X" ends when X starts (X excluded); "until X" and "through X" end when X ends (X
+  included); "from X to Y" and "between X and Y" run from the start of X to the end of Y. "by X"
+  is Duckling's "from now until X" when X is a moment still ahead ("by 5pm tomorrow", "by the
+  end of next month", to the minute), ``/X`` when X is over ("by 2019"), and not resolved when
+  X is a period still ahead ("by May": until May begins, as Duckling has it, or until it ends?).
+* Parts of periods follow Duckling: "early / the beginning of <month>" is days 1-10, "mid / the
+  middle of" 11-20, "late / the end of" 21 to the last day; "the beginning of <year>" is
+  January-March and "the end of <year>" September-December; "the beginning of <week>" is
+  Monday-Wednesday and "the end of <week>" Friday-Sunday. Parts Duckling has no convention for
+  ("early 2020", "mid-2021", "late next week", "the end of summer") are not resolved. "the week
+  of <date>" is that Monday-Sunday week.
 * Not resolved: "recently", "soon", "someday", "the other day", decades ("the 90s"), rolling
   periods ("the past week", "the last 3 days", "next few days"), frequencies ("every Tuesday"),
   and anything relative to another event ("the day before", "two weeks after the move").
@@ -63,15 +86,26 @@ Conventions:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Final
 
 from membrain.errors import AnnotationError, InputError
-from membrain.models import TimeSpan
+from membrain.models import Precision, TimeSpan
 from membrain.temporal import patterns as P
 from membrain.temporal.annotation import bracket_regions, format_annotation
 from membrain.temporal.readers import applicable
-from membrain.temporal.values import STANDALONE, Cand, Ctx, Unit, Val, place, to_span, week_of
+from membrain.temporal.values import (
+    STANDALONE,
+    Cand,
+    Ctx,
+    Unit,
+    Val,
+    edge_of,
+    expand,
+    place,
+    to_span,
+    week_of,
+)
 
 __all__ = ["TimeMatch", "annotate", "find_times", "resolve"]
 
@@ -126,24 +160,37 @@ def _day_clocks(cands: list[Cand], ctx: Ctx) -> list[Cand]:
     return made
 
 
-def _on_day(val: Val, day: date) -> Val:
-    def move(unit: Unit | None) -> Unit | None:
-        return (
-            None if unit is None else replace(unit, start=datetime.combine(day, unit.start.time()))
-        )
+def _day_parts(cands: list[Cand], ctx: Ctx) -> list[Cand]:
+    """Parts of a written day: "May 7 in the morning", "the night of the 15th"."""
+    made: list[Cand] = []
+    for day in cands:
+        if day.kind != "day" or day.val is None or day.val.day is None or day.val.hint:
+            continue
+        after = P.POD_AFTER.match(ctx.text, day.end)
+        if after is not None:
+            val = replace(day.val, hint=(after["p"] or after["n"]).lower())
+            made.append(Cand(day.start, after.end(), val, "day", day.needs))
+        before = P.POD_BEFORE.search(ctx.text, max(0, day.start - 24), day.start)
+        if before is not None:
+            val = replace(day.val, hint=before["p"].lower())
+            made.append(Cand(before.start(), day.end, val, "day", day.needs))
+    return made
 
-    return replace(val, first=move(val.first), last=move(val.last))
+
+def _placed(cand: Cand, day: date) -> Val | None:
+    """A clock candidate placed on a written day (other candidates as they are)."""
+    return place(cand.clock, day, None) if cand.clock is not None else cand.val
 
 
 def _join(x: Cand, y: Cand) -> Val | None:
-    if x.val is None or y.val is None:
-        return None
     first_val, last_val = x.val, y.val
-    if x.kind == "clock" and y.kind == "dayclock" and y.val.first is not None:
-        first_val = _on_day(x.val, y.val.first.start.date())  # "from 3pm to 5pm tomorrow"
-    elif y.kind == "clock" and x.kind == "dayclock" and x.val.last is not None:
-        last_val = _on_day(y.val, x.val.last.start.date())  # "tomorrow from 3pm to 5pm"
-    first, last = first_val.first, last_val.last
+    if x.kind == "clock" and y.kind == "dayclock" and y.val and y.val.first:
+        first_val = _placed(x, y.val.first.start.date())  # "from 3pm to 5pm tomorrow"
+    elif y.kind == "clock" and x.kind == "dayclock" and x.val and x.val.last:
+        last_val = _placed(y, x.val.last.start.date())  # "tomorrow from 3pm to 5pm"
+    if first_val is None or last_val is None:
+        return None
+    first, last = expand(first_val).first, expand(last_val).last
     if first is None or last is None or last.start < first.start:
         return None
     return Val(first, last, interval=True)
@@ -218,7 +265,15 @@ def _with_prefix(
                 return []
             val = None if day is None or day.weekday() == 6 else week_of(day)
         elif cand.kind in ("day", "clock", "dayclock"):
-            return []
+            # "late tonight", "late last night" (whole expressions only: in "I stayed up late
+            # last night" the "late" is the staying up)
+            if edge != "late" or ctx.free or val is None or val.hint not in ("evening", "night"):
+                return []
+            val = replace(val, hint="late")
+        else:
+            val = edge_of(edge.split()[0], val)
+        if prep == "at":  # "at the end of April"
+            return [Cand(start, cand.end, val, "period")]
         found = P.EDGE_WORD.search(ctx.text, start, cand.start) if prep else None
         cand = Cand(found.start() if found else start, cand.end, val, "period")
         if prep is None:
@@ -226,6 +281,8 @@ def _with_prefix(
     if prep is None or not _licensed(cand, prep, ctx):
         return []
     val, end, kind = cand.val, cand.end, "open"
+    if prep == "by":
+        return [Cand(start, end, None if val is None else _by(val, edge, cand.kind, ctx), kind)]
     if prep in ("in", "during", "on", "at", "for"):
         fits = {
             "in": cand.kind not in ("day", "clock", "dayclock"),
@@ -247,6 +304,7 @@ def _with_prefix(
         end = onwards.end()
     if val is None:
         return [Cand(start, end, None, kind)]
+    val = expand(val)  # "since last night": from yesterday 18:00
     if prep in ("since", "from"):
         if prep == "since" and P.CAUSAL.match(ctx.text, end):
             return []  # "since today is a holiday": because, not from
@@ -255,9 +313,38 @@ def _with_prefix(
         opened = Val(None, val.first.shifted(-1), interval=True) if val.first else None
     elif prep == "after":
         opened = Val(val.last.shifted(1), None, interval=True) if val.last else None
-    else:  # until, till, through, by: X included
+    else:  # until, till, through: X included
         opened = Val(None, val.last, interval=True) if val.last else None
     return [Cand(start, end, opened, kind)]
+
+
+def _by(val: Val, edge: str | None, kind: str, ctx: Ctx) -> Val | None:
+    """By X: from now until X while X is ahead, up to X (included) once X is past.
+
+    Ahead, only a moment is clear: "by 2pm" (now to 14:00), "by the end of next month" (now to
+    its last minute); "by May" said in March (until May begins, as Duckling has it, or ends?)
+    is not resolved. "by 2019" said in 2023 is ``/2019``.
+    """
+    val = expand(val)
+    if val.first is None or val.last is None:
+        return None
+    now = ctx.local.replace(second=0, microsecond=0)
+    if edge == "end of" or (kind in ("clock", "dayclock") and not val.interval):
+        unit = val.last if edge else val.first
+        moment = _wall(unit.after() if edge else unit.start, unit, ctx)
+        if moment <= now:
+            return Val(None, val.last if edge else val.first.shifted(-1), interval=True)
+        last = Unit(moment - timedelta(minutes=1), Precision.DATETIME)
+        return Val(Unit(now, Precision.DATETIME), last, interval=True)
+    ended = _wall(val.last.after(), val.last, ctx) <= now
+    return Val(None, val.last, interval=True) if ended else None
+
+
+def _wall(moment: datetime, unit: Unit, ctx: Ctx) -> datetime:
+    """A unit's moment on the reference's wall clock (a clock time may carry its own zone)."""
+    if unit.zone is None:
+        return moment
+    return moment.replace(tzinfo=unit.zone).astimezone(ctx.zone).replace(tzinfo=None)
 
 
 def _candidates(text: str, ctx: Ctx) -> list[Cand]:
@@ -272,6 +359,7 @@ def _candidates(text: str, ctx: Ctx) -> list[Cand]:
                 found.rank = rank
                 cands.append(found)
     if cands:
+        cands.extend(_day_parts(cands, ctx))
         cands.extend(_day_clocks(cands, ctx))
         cands.extend(_intervals(cands, ctx))
         cands.extend(_prefixed(cands, ctx))

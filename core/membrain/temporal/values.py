@@ -29,13 +29,17 @@ __all__ = [
     "Tod",
     "Unit",
     "Val",
+    "edge_of",
+    "expand",
     "holiday_date",
     "make_date",
     "monday_of",
     "month_start",
+    "offset",
     "pair",
     "parse_zone",
     "place",
+    "place_today",
     "single",
     "to_span",
     "week_of",
@@ -48,6 +52,23 @@ NEAR_MONTHS: Final = 5
 """How far (in months) a date without a year may be from the reference to take its year."""
 STANDALONE: Final = "standalone"
 """A licence no preposition gives: the form counts only as a whole expression ("2014-10")."""
+PODS: Final = {
+    "morning": (0, 12),
+    "afternoon": (12, 19),
+    "evening": (18, 24),
+    "night": (18, 24),
+    "late": (21, 24),
+}
+"""Parts of the day (Duckling's hours) -> (first hour, hour it ends); "late" is late at night."""
+_EDGE_PARTS: Final = {
+    "early": "begin",
+    "beginning": "begin",
+    "start": "begin",
+    "mid": "mid",
+    "middle": "mid",
+    "late": "end",
+    "end": "end",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +190,7 @@ def to_span(val: Val, ctx: Ctx) -> TimeSpan | None:
             return moment.replace(tzinfo=unit.zone or ctx.zone).astimezone(UTC)
         return moment.replace(tzinfo=UTC)
 
+    val = expand(val)
     ends = [u for u in (val.first, val.last) if u is not None]
     try:
         start = instant(val.first.start, val.first) if val.first is not None else None
@@ -179,7 +201,76 @@ def to_span(val: Val, ctx: Ctx) -> TimeSpan | None:
         return None
 
 
+def expand(val: Val) -> Val:
+    """A part of a day ("tonight", "yesterday morning") as its clock interval; others as is."""
+    day = val.day
+    if day is None or val.hint is None:
+        return val
+    first, end = PODS[val.hint]
+    midnight = datetime.combine(day, time())
+    start = Unit(midnight + timedelta(hours=first), Precision.DATETIME)
+    last = Unit(midnight + timedelta(hours=end, minutes=-1), Precision.DATETIME)
+    return Val(start, last, interval=True)
+
+
+def edge_of(word: str, val: Val | None) -> Val | None:
+    """Duckling's part of a month, year or week, or None where it has no convention.
+
+    Months: early / the beginning of = days 1-10, mid / the middle of = 11-20, late / the end of
+    = 21 to the last day. Years: the beginning of = January-March, the end of =
+    September-December. Weeks: the beginning of = Monday-Wednesday, the end of = Friday-Sunday.
+    """
+    part = _EDGE_PARTS.get(word)
+    if part is None or val is None or val.first is None or val.last is None:
+        return None
+    start, precision = val.first.start.date(), val.first.precision
+    if precision is Precision.MONTH and not val.interval:
+        last_day = (start + relativedelta(day=31)).day
+        first, last = {"begin": (1, 10), "mid": (11, 20), "end": (21, last_day)}[part]
+        return pair(start.replace(day=first), start.replace(day=last), Precision.DAY)
+    if part == "mid" or word in ("early", "late"):
+        return None  # "mid-2020", "early next week": no convention to follow
+    if precision is Precision.YEAR and not val.interval:
+        first, last = (1, 3) if part == "begin" else (9, 12)
+        return pair(start.replace(month=first), start.replace(month=last), Precision.MONTH)
+    is_week = val.last.start.date() - start == timedelta(days=6) and start.weekday() == 0
+    if precision is Precision.DAY and val.interval and is_week:
+        first, last = (0, 2) if part == "begin" else (4, 6)
+        return pair(start + timedelta(days=first), start + timedelta(days=last), Precision.DAY)
+    return None
+
+
 # --------------------------------------------------------------------------- calendar
+
+
+_STEPS: Final = {
+    "day": relativedelta(days=1),
+    "week": relativedelta(weeks=1),
+    "fortnight": relativedelta(weeks=2),
+    "month": relativedelta(months=1),
+    "year": relativedelta(years=1),
+    "decade": relativedelta(years=10),
+}
+
+
+def offset(n: int, unit: str, sign: int, ctx: Ctx, day: bool = False) -> Val:
+    """N units from the reference, one grain finer than the unit, as Duckling has it.
+
+    "3 months ago" is that day, "2 years ago" that month, "a decade ago" that year, "2 hours
+    ago" that minute; but "3 days ago" is that day (Duckling's hour would invent a time of day).
+    ``day``: "a year ago today", "3 years from today" is that very day.
+    """
+    if unit in ("hour", "minute"):
+        delta = timedelta(hours=n) if unit == "hour" else timedelta(minutes=n)
+        return single(
+            (ctx.local + sign * delta).replace(second=0, microsecond=0), Precision.DATETIME
+        )
+    moved: date = ctx.today + sign * n * _STEPS[unit]
+    if day or unit not in ("year", "decade"):
+        return single(moved, Precision.DAY)
+    if unit == "year":
+        return single(moved.replace(day=1), Precision.MONTH)
+    return single(moved.replace(month=1, day=1), Precision.YEAR)
 
 
 def monday_of(day: date) -> date:
@@ -317,6 +408,20 @@ def place(clock: Clock, day: date, hint: str | None) -> Val | None:
     if units[1].start < units[0].start:
         return None
     return Val(units[0], units[1], interval=clock.last is not None)
+
+
+def place_today(clock: Clock, ctx: Ctx) -> Val | None:
+    """A clock time written without a day, on the reference's day; None once that has passed.
+
+    "at 3am" said at 4:30 may be this morning's ("I woke up at 3am") or tomorrow's ("my flight
+    is at 3am"), so a time already past at the reference minute is not resolved.
+    """
+    val = place(clock, ctx.today, None)
+    if val is None or val.first is None:
+        return None
+    start = val.first.start.replace(tzinfo=val.first.zone or ctx.zone)
+    now = ctx.local.replace(second=0, microsecond=0, tzinfo=ctx.zone)
+    return None if start < now else val
 
 
 def parse_zone(text: str) -> tzinfo | None:

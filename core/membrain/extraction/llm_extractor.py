@@ -1,0 +1,342 @@
+"""LLM extraction: two calls per batch (entities, then facts), validated and repaired.
+
+What models really return is checked before anything is stored:
+
+* the JSON (fences, prose around it, trailing commas, a bare list… are recovered by
+  :func:`~membrain.extraction.jsonout.parse_json_object`);
+* entity fidelity: every ``[ref]`` must name a listed entity (a difference of case or spacing is
+  repaired in place);
+* the annotation grammar of every ``[raw::resolved]``;
+* every resolved time against the deterministic resolver at the message time: a span that does not
+  overlap the resolver's is a contradiction;
+* facts without content are discarded, and the discard recorded.
+
+A failed check is fed back to the model and the call retried (``max_attempts`` in all, with
+:mod:`tenacity`). When attempts run out the batch raises :class:`~membrain.errors.ExtractionError`
+carrying the last raw output, so the messages stay pending, except for time contradictions: those
+facts are kept, flagged ``trust=disputed`` and ``time_check=contradicts``, never silently
+accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
+from membrain.errors import AnnotationError, ExtractionError
+from membrain.extraction.base import (
+    Discard,
+    EntityDraft,
+    ExtractionBatch,
+    FactDraft,
+    entity_refs,
+    normalize_name,
+)
+from membrain.extraction.character import parse_response
+from membrain.extraction.jsonout import MalformedOutput, parse_json_object
+from membrain.extraction.llm import LLMCallError, LLMClient
+from membrain.extraction.prompts import DIVIDER, PROMPT_VERSION, Prompts
+from membrain.models import Layer, Message, TimeCheck, TimeSpan, utc
+from membrain.temporal import find_annotations, find_times, format_resolved, resolve
+
+__all__ = ["LLMExtractor", "render_window"]
+
+log = logging.getLogger("membrain.extraction")
+
+_THOUGHT_MARK = "privately thought"
+
+
+class _Invalid(ValueError):
+    """The answer parsed but failed validation; ``problems`` go back to the model."""
+
+    def __init__(self, problems: list[str], raw: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+        self.raw = raw
+
+
+def _stamp(moment: datetime) -> str:
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _lines(message: Message) -> list[str]:
+    head = f"[{_stamp(message.timestamp)}] {message.speaker}"
+    parsed = parse_response(message.text)
+    if not parsed.has_markup:
+        lines = [f"{head}: {message.text}"] if message.text.strip() else []
+    else:
+        lines = [f"{head}: {parsed.dialogue}"] if parsed.dialogue else []
+        lines += [f"{head} (action): {action}" for action in parsed.actions]
+        lines += [f"{head} (private thought): {thought}" for thought in parsed.thoughts]
+    if message.caption:
+        lines.append(f"{head} (shared an image): {message.caption}")
+    return lines
+
+
+def render_window(target: Sequence[Message], context: Sequence[Message]) -> str:
+    """Messages as the prompts show them: context, the divider, then the target."""
+    lines = [line for m in context for line in _lines(m)]
+    if lines:
+        lines.append(DIVIDER)
+    lines += [line for m in target for line in _lines(m)]
+    return "\n".join(lines)
+
+
+def _feedback(problems: list[str]) -> str:
+    listed = "\n".join(f"- {p}" for p in problems[:12])
+    return f"\nYour previous answer could not be used:\n{listed}\nAnswer again, fixing these.\n"
+
+
+def _overlaps(a: TimeSpan, b: TimeSpan) -> bool:
+    a_start = a.start or datetime.min.replace(tzinfo=a.end.tzinfo if a.end else None)
+    b_start = b.start or datetime.min.replace(tzinfo=b.end.tzinfo if b.end else None)
+    a_end, b_end = a.end, b.end
+    return (b_end is None or a_start < b_end) and (a_end is None or b_start < a_end)
+
+
+@dataclass
+class _FactCheck:
+    facts: list[FactDraft]
+    discarded: list[Discard]
+    problems: list[str]
+    contradictions: list[str]
+
+
+class LLMExtractor:
+    """Extraction of SPEC-format facts by a chat model.
+
+    Args:
+        client: The model, wrapped (see :func:`membrain.extraction.llm.as_llm_client`).
+        prompts: Prompt templates.
+        max_attempts: Calls per step before giving up (the first call included).
+        backoff: Seconds to wait before retrying after the model itself failed (timeouts, rate
+            limits); doubled per attempt. Validation retries do not wait.
+    """
+
+    def __init__(
+        self,
+        client: LLMClient,
+        *,
+        prompts: Prompts | None = None,
+        max_attempts: int = 3,
+        backoff: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.prompts = prompts or Prompts()
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+
+    @property
+    def id(self) -> str:
+        """Extractor identity stored on every fact."""
+        return f"llm-{self.client.kind}-p{PROMPT_VERSION}"
+
+    def extract(
+        self,
+        target: Sequence[Message],
+        context: Sequence[Message],
+        participants: Sequence[str],
+    ) -> ExtractionBatch:
+        """Entities, then facts, for ``target``; raises ExtractionError when unrepairable."""
+        ids = tuple(m.id or "" for m in target)
+        window = render_window(target, context)
+        entities, entity_discards = self._call(
+            "entity",
+            self.prompts.entity_system,
+            lambda feedback: self.prompts.entities.format(
+                window=window, divider=DIVIDER, feedback=feedback
+            ),
+            lambda data, raw, final: self._check_entities(data, target),
+            ids,
+        )
+        names = list(dict.fromkeys([*(e.name for e in entities), *participants]))
+        names += [m.speaker for m in target if m.speaker not in names]
+        listing = "\n".join(f"- {n}" for n in names)
+        check: _FactCheck = self._call(
+            "fact",
+            self.prompts.fact_system,
+            lambda feedback: self.prompts.facts.format(
+                window=window, divider=DIVIDER, entities=listing, feedback=feedback
+            ),
+            lambda data, raw, final: self._check_facts(data, raw, target, names, final),
+            ids,
+        )
+        return ExtractionBatch(
+            facts=check.facts, discarded=entity_discards + check.discarded, entities=entities
+        )
+
+    # -- the retry loop ----------------------------------------------------------------------
+    def _call(
+        self,
+        step: str,
+        system: str,
+        prompt: Callable[[str], str],
+        check: Callable[[dict[str, Any], str, bool], Any],
+        message_ids: tuple[str, ...],
+    ) -> Any:
+        key = "entities" if step == "entity" else "facts"
+        feedback = ""
+        raw = ""
+
+        def wait(state: RetryCallState) -> float:
+            failed = state.outcome.exception() if state.outcome else None
+            if isinstance(failed, LLMCallError):
+                return float(self._backoff * 2 ** (state.attempt_number - 1))
+            return 0.0
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self._max_attempts),
+            retry=retry_if_exception_type((MalformedOutput, _Invalid, LLMCallError)),
+            wait=wait,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    final = attempt.retry_state.attempt_number >= self._max_attempts
+                    reply = self.client.call(system, prompt(feedback))
+                    raw = reply.text
+                    try:
+                        data = reply.parsed or parse_json_object(raw, required_key=key)
+                        if key not in data:
+                            raise MalformedOutput(f"missing key '{key}'", raw)
+                        return check(data, raw, final)
+                    except MalformedOutput as exc:
+                        feedback = _feedback([f"the answer was unusable ({exc.reason})"])
+                        log.info("%s extraction: %s, retrying", step, exc.reason)
+                        raise
+                    except _Invalid as exc:
+                        feedback = _feedback(exc.problems)
+                        log.info("%s extraction invalid: %s", step, exc)
+                        raise
+        except (MalformedOutput, _Invalid, LLMCallError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            raise ExtractionError(
+                f"{step} extraction failed after {self._max_attempts} attempts: {reason}",
+                raw_output=raw,
+                message_ids=message_ids,
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    # -- checks ------------------------------------------------------------------------------
+    def _check_entities(
+        self, data: dict[str, Any], target: Sequence[Message]
+    ) -> tuple[list[EntityDraft], list[Discard]]:
+        items = data["entities"]
+        if not isinstance(items, list):
+            raise _Invalid(["'entities' must be a list of names"], str(data))
+        described = data.get("descriptions")
+        descriptions = described if isinstance(described, dict) else {}
+        first = target[0].id or "" if target else ""
+        reference = target[-1].timestamp if target else datetime.now()
+        drafts: dict[str, EntityDraft] = {}
+        discards: list[Discard] = []
+        for item in items:
+            name = item.get("name") if isinstance(item, dict) else item
+            if not isinstance(name, str) or not name.strip():
+                continue
+            name = " ".join(name.split())
+            if find_times(name, reference):
+                discards.append(Discard(first, "time expression inside an entity name", name))
+                continue
+            description = descriptions.get(name)
+            if isinstance(item, dict) and isinstance(item.get("description"), str):
+                description = item["description"]
+            drafts.setdefault(
+                normalize_name(name),
+                EntityDraft(name, description.strip() if isinstance(description, str) else ""),
+            )
+        return list(drafts.values()), discards
+
+    def _check_facts(
+        self,
+        data: dict[str, Any],
+        raw: str,
+        target: Sequence[Message],
+        names: Sequence[str],
+        final: bool,
+    ) -> _FactCheck:
+        items = data["facts"]
+        if not isinstance(items, list):
+            raise _Invalid(["'facts' must be a list of {text, fact_ts} objects"], raw)
+        known = {normalize_name(n): n for n in names}
+        result = _FactCheck([], [], [], [])
+        for number, item in enumerate(items, 1):
+            self._check_fact(number, item, target, known, result)
+        if result.problems or (result.contradictions and not final):
+            raise _Invalid(result.problems + result.contradictions, raw)
+        return result
+
+    def _check_fact(
+        self,
+        number: int,
+        item: object,
+        target: Sequence[Message],
+        known: dict[str, str],
+        result: _FactCheck,
+    ) -> None:
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            result.problems.append(f"fact {number} is not an object with a 'text' string")
+            return
+        text = " ".join(item["text"].split())
+        sources = _sources(item.get("fact_ts"), target)
+        if sources is None:
+            stamps = ", ".join(sorted({_stamp(m.timestamp) for m in target}))
+            result.problems.append(
+                f"fact {number}: fact_ts {item.get('fact_ts')!r} is not one of the message times "
+                f"({stamps})"
+            )
+            return
+        message_ids = tuple(m.id or "" for m in sources)
+        if not text or not any(c.isalnum() for c in text):
+            result.discarded.append(Discard(message_ids[0], "fact without content", text))
+            return
+        for ref in entity_refs(text):
+            canonical = known.get(normalize_name(ref))
+            if canonical is None:
+                result.problems.append(
+                    f"fact {number}: [{ref}] is not in the entity list; use only listed names"
+                )
+            elif canonical != ref:
+                text = text.replace(f"[{ref}]", f"[{canonical}]")
+        try:
+            annotations = find_annotations(text)
+        except AnnotationError as exc:
+            result.problems.append(f"fact {number}: {exc}")
+            return
+        stated_at = sources[0].timestamp
+        check = TimeCheck.AGREES if annotations else None
+        for annotation in annotations:
+            expected = resolve(annotation.raw, stated_at)
+            if expected is None:
+                check = TimeCheck.UNCHECKED if check is TimeCheck.AGREES else check
+            elif not _overlaps(expected, annotation.span):
+                check = TimeCheck.CONTRADICTS
+                result.contradictions.append(
+                    f"fact {number}: [{annotation.raw}::{annotation.resolved}] contradicts the "
+                    f"message time {_stamp(stated_at)}, which gives {format_resolved(expected)}"
+                )
+        layer = Layer.THOUGHT if _THOUGHT_MARK in text.casefold() else Layer.DIALOGUE
+        result.facts.append(FactDraft(text, message_ids, stated_at, layer, check))
+
+
+def _sources(value: object, target: Sequence[Message]) -> list[Message] | None:
+    """The target messages a fact_ts points at: exact time, else the latest message before it."""
+    if not isinstance(value, str) or not target:
+        return None
+    try:
+        moment = utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
+    except ValueError:
+        return None
+    exact = [
+        m for m in target if m.timestamp.replace(microsecond=0) == moment.replace(microsecond=0)
+    ]
+    if exact:
+        return exact
+    earlier = [m for m in target if m.timestamp <= moment]
+    return [earlier[-1]] if earlier else None
