@@ -27,7 +27,9 @@ are floating dates and are read as local dates, our datetimes are converted to l
     compared: our datetime unit is a minute, so "3pm" at hour grain is 15:00-15:01);
   - intervals (``from``/``to``) -> an interval at the mapped precision whose start equals
     ``from`` and whose last included unit starts where Duckling's does (``to`` minus one grain;
-    for week grain, minus one day; ours is ``end`` minus our unit);
+    for week grain, minus one day; ours is ``end`` minus our unit), or whose half-open
+    ``[start, end)`` is exactly Duckling's ``[from, to)`` (the same instants: "tonight" as
+    18:00-00:00, "by 2pm" as now-14:00);
   - Duckling's weekend convention (Friday 18:00 to Monday 00:00, hour grain) is compared as our
     Saturday-Sunday day interval;
   - open intervals: ``after`` -> open right, starting at ``value`` (or one of our units after it,
@@ -92,8 +94,9 @@ NOTE = (
     "the Monday; quarter -> 3-month month interval; hour/minute/second -> datetime, start "
     "compared; intervals -> start and last included unit compared (Duckling 'to' is "
     "exclusive); Duckling weekends (Fri 18:00-Mon 00:00) -> Sat-Sun; open intervals -> anchor "
-    "compared (either boundary convention). 'coarser' = a containing span at a coarser grain, "
-    "counted as resolved but not correct."
+    "compared (either boundary convention); an interval whose [start, end) equals Duckling's "
+    "[from, to) exactly is correct. 'coarser' = a containing span at a coarser grain, counted "
+    "as resolved but not correct."
 )
 
 CHAT_PLAIN = [
@@ -209,7 +212,9 @@ def judge(example: dict[str, Any], span: TimeSpan, zone: Any) -> str:
             grain, precision = "day", Precision.DAY
         last_step = timedelta(days=1) if grain == "week" else STEP[grain]
         if span.interval and span.precision is precision and start is not None and end:
-            correct = start == exp_start and end - our_unit(span, end) == exp_end - last_step
+            correct = (start, end) == (exp_start, exp_end) or (
+                start == exp_start and end - our_unit(span, end) == exp_end - last_step
+            )
     elif grain in ("week", "quarter"):
         correct = (
             span.interval
@@ -325,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, type=Path, help="duckling_time_en_corpus.json")
     parser.add_argument("--json", type=Path, help="write all figures to this JSON file")
-    parser.add_argument("--show", type=int, default=0, help="print up to N wrong answers")
+    parser.add_argument(
+        "--show", type=int, default=0, help="print up to N wrong and N coarser answers"
+    )
     parser.add_argument("--rounds", type=int, default=200, help="timing rounds")
     args = parser.parse_args(argv)
     data = json.loads(args.data.read_text(encoding="utf-8"))
@@ -386,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         wrong = [o for o in outcomes if o.verdict == "wrong"]
         print(f"\nwrong answers ({len(wrong)}):")
         for o in wrong[: args.show]:
+            print(f"  {o.text!r:45} got {o.got:40} expected {o.expected}")
+        coarser = [o for o in outcomes if o.verdict == "coarser"]
+        print(f"\ncoarser answers ({len(coarser)}):")
+        for o in coarser[: args.show]:
             print(f"  {o.text!r:45} got {o.got:40} expected {o.expected}")
     if args.json:
         figures = {

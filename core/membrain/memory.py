@@ -485,15 +485,21 @@ def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str 
 
 
 def _as_message(value: Message | Mapping[str, Any]) -> Message:
+    """A Message; a caller's ``id`` (stored ids are MemBrain's own) becomes ``source_id``."""
     if isinstance(value, Message):
+        if value.id and not value.source_id:
+            return value.model_copy(update={"source_id": value.id, "id": None})
         return value
     if isinstance(value, Mapping):
+        fields = dict(value)
+        if "id" in fields and not fields.get("source_id"):
+            fields["source_id"] = str(fields.pop("id"))
         try:
-            return Message.model_validate(dict(value))
+            return Message.model_validate(fields)
         except InputError:
             raise
         except ValueError as exc:
-            raise InputError(f"invalid message {dict(value)!r}: {exc}") from exc
+            raise InputError(f"invalid message {fields!r}: {exc}") from exc
     raise InputError(f"a message must be a Message or a mapping, got {type(value).__name__}")
 
 

@@ -197,7 +197,8 @@ def test_langchain_timeout_becomes_llm_call_error() -> None:
     assert error.raw_output == ""
     assert "langchain" in str(error)
     assert "TimeoutError" in str(error)
-    assert client.usage.snapshot() == Usage()
+    # The failed call is counted, with the tokens it was sent.
+    assert client.usage.snapshot() == Usage(1, count_tokens(SYSTEM) + count_tokens(PROMPT), 0)
 
 
 def test_structured_output_unsupported_falls_back_once() -> None:

@@ -38,26 +38,44 @@ def resolved(expression: str, reference: datetime = MONDAY) -> str | None:
         # days relative to the message
         ("yesterday", "2023-05-07"),
         ("today", "2023-05-08"),
-        ("tonight", "2023-05-08"),
+        ("tonight", "2023-05-08T18:00Z/2023-05-08T23:59Z"),
         ("tomorrow", "2023-05-09"),
         ("the day before yesterday", "2023-05-06"),
         ("the day after tomorrow", "2023-05-10"),
-        ("last night", "2023-05-07"),
-        ("this morning", "2023-05-08"),
-        ("yesterday evening", "2023-05-07"),
+        # parts of the day: Duckling's hours (morning 0-12, afternoon 12-19, evening/night 18-24)
+        ("last night", "2023-05-07T18:00Z/2023-05-07T23:59Z"),
+        ("this morning", "2023-05-08T00:00Z/2023-05-08T11:59Z"),
+        ("yesterday evening", "2023-05-07T18:00Z/2023-05-07T23:59Z"),
+        ("yesterday morning", "2023-05-07T00:00Z/2023-05-07T11:59Z"),
+        ("this afternoon", "2023-05-08T12:00Z/2023-05-08T18:59Z"),
+        ("tomorrow afternoon", "2023-05-09T12:00Z/2023-05-09T18:59Z"),
+        ("tomorrow night", "2023-05-09T18:00Z/2023-05-09T23:59Z"),
+        ("late tonight", "2023-05-08T21:00Z/2023-05-08T23:59Z"),
+        ("late last night", "2023-05-07T21:00Z/2023-05-07T23:59Z"),
+        ("May 7 in the morning", "2023-05-07T00:00Z/2023-05-07T11:59Z"),
+        ("the morning of May 7", "2023-05-07T00:00Z/2023-05-07T11:59Z"),
+        ("May 7 at night", "2023-05-07T18:00Z/2023-05-07T23:59Z"),
+        ("since last night", "2023-05-07T18:00Z/"),
+        ("until tonight", "/2023-05-08T23:59Z"),
         # counts
         ("3 days ago", "2023-05-05"),
         ("a week ago", "2023-05-01"),
         ("two weeks ago", "2023-04-24"),
         ("a couple of days ago", "2023-05-06"),
+        # one grain finer than the unit, as Duckling has it, but days stay days
         ("3 months ago", "2023-02"),
         ("3 years ago", "2020"),
         ("twenty-one years ago", "2002"),
+        ("a decade ago", "2013"),
+        ("7 days ago", "2023-05-01"),
+        ("a fortnight ago", "2023-04-24"),
+        ("3 years from today", "2026-05-08"),
         ("2 hours ago", "2023-05-08T11:56Z"),
         ("a year ago today", "2022-05-08"),
         ("in 2 days", "2023-05-10"),
         ("in 3 weeks", "2023-05-29"),
         ("two years from now", "2025"),
+        ("in 2 months", "2023-07"),
         # calendar periods
         ("last week", "2023-05-01/2023-05-07"),
         ("this week", "2023-05-08/2023-05-14"),
@@ -80,7 +98,7 @@ def resolved(expression: str, reference: datetime = MONDAY) -> str | None:
         ("this coming Wednesday", "2023-05-10"),
         ("this past Saturday", "2023-05-06"),
         ("Friday of last week", "2023-05-05"),
-        ("last Friday night", "2023-05-05"),
+        ("last Friday night", "2023-05-05T18:00Z/2023-05-05T23:59Z"),
         # month names and dates
         ("May 7, 2023", "2023-05-07"),
         ("7 May 2023", "2023-05-07"),
@@ -121,7 +139,10 @@ def resolved(expression: str, reference: datetime = MONDAY) -> str | None:
         ("before May 8", "/2023-05-07"),
         ("until May", "/2023-05"),
         ("until tomorrow", "/2023-05-09"),
-        ("by 2020", "/2020"),
+        ("by 2020", "/2020"),  # over: up to its end
+        ("by the end of 2019", "/2019-12"),
+        ("by 5pm tomorrow", "2023-05-08T13:56Z/2023-05-09T16:59Z"),  # ahead: from now
+        ("by the end of next month", "2023-05-08T13:56Z/2023-06-30T23:59Z"),
         ("after 2020", "2021/"),
         ("from March to May", "2023-03/2023-05"),
         ("from May 2020 to June 2021", "2020-05/2021-06"),
@@ -130,20 +151,18 @@ def resolved(expression: str, reference: datetime = MONDAY) -> str | None:
         ("from the 13th to the 15th of July", "2023-07-13/2023-07-15"),
         ("May 2 - May 5", "2023-05-02/2023-05-05"),
         ("the week of May 3", "2023-05-01/2023-05-07"),
-        # clock times, on the message's day unless a day is written
+        # clock times, on the message's day (13:56) unless a day is written
         ("at 9:30 pm", "2023-05-08T21:30Z"),
         ("at 3pm", "2023-05-08T15:00Z"),
         ("21:30", "2023-05-08T21:30Z"),
-        ("09:15", "2023-05-08T09:15Z"),
-        ("noon", "2023-05-08T12:00Z"),
         ("tonight at 8", "2023-05-08T20:00Z"),
-        ("at 7 in the morning", "2023-05-08T07:00Z"),
         ("tomorrow at 5pm", "2023-05-09T17:00Z"),
+        ("yesterday at 9am", "2023-05-07T09:00Z"),
+        ("this morning at 7", "2023-05-08T07:00Z"),  # past, but the day is written
         ("3pm on May 7", "2023-05-07T15:00Z"),
         ("a quarter past 3pm", "2023-05-08T15:15Z"),
-        ("a quarter to noon", "2023-05-08T11:45Z"),
         ("3-4pm", "2023-05-08T15:00Z/2023-05-08T16:00Z"),
-        ("from 9am to 5pm", "2023-05-08T09:00Z/2023-05-08T17:00Z"),
+        ("from 9am to 5pm tomorrow", "2023-05-09T09:00Z/2023-05-09T17:00Z"),
         ("since 2pm", "2023-05-08T14:00Z/"),
         ("4pm CET", "2023-05-08T15:00Z"),
         ("9:30:15 pm", "2023-05-08T21:30:15Z"),
@@ -161,9 +180,18 @@ def resolved(expression: str, reference: datetime = MONDAY) -> str | None:
         ("Easter 2024", "2024-03-31"),
         ("Memorial Day", "2023-05-29"),
         ("Q3 2022", "2022-07/2022-09"),
-        # edges resolve to the whole period
-        ("in late March", "2023-03"),
-        ("the end of next week", "2023-05-15/2023-05-21"),
+        # parts of months, years and weeks: Duckling's day and month ranges
+        ("early March", "2023-03-01/2023-03-10"),
+        ("mid-March", "2023-03-11/2023-03-20"),
+        ("in late March", "2023-03-21/2023-03-31"),
+        ("the end of February", "2023-02-21/2023-02-28"),
+        ("at the end of May", "2023-05-21/2023-05-31"),
+        ("the beginning of June", "2023-06-01/2023-06-10"),
+        ("in the middle of June", "2023-06-11/2023-06-20"),
+        ("the beginning of 2017", "2017-01/2017-03"),
+        ("at the end of last year", "2022-09/2022-12"),
+        ("the beginning of next week", "2023-05-15/2023-05-17"),
+        ("the end of next week", "2023-05-19/2023-05-21"),
         ("right now", "2023-05-08T13:56Z"),
     ],
 )
@@ -205,6 +233,26 @@ def test_resolve(expression: str, expected: str | None) -> None:
         "the following week",
         "in a minute",
         "early morning",
+        # clock times already past at 13:56 with no day: this morning's or tomorrow's?
+        "at 7 in the morning",
+        "09:15",
+        "noon",
+        "a quarter to noon",
+        "at 9am",
+        "from 9am to 5pm",
+        # "by" a period still ahead: until it begins or until it ends?
+        "by tomorrow",
+        "by next week",
+        "by June",
+        # parts of periods Duckling has no convention for
+        "early 2020",
+        "mid-2021",
+        "late next week",
+        "the end of summer",
+        "the end of this weekend",
+        # "this" + a month or holiday already over: the one just gone or the next?
+        "this January",
+        "this Valentine's Day",
         "1 adult",
         "25",
         "this is the one",
@@ -251,11 +299,50 @@ def test_aware_reference_uses_its_local_date_and_zone() -> None:
     assert resolved("today", evening_in_new_york) == "2023-05-08"
     assert resolved("last week", evening_in_new_york) == "2023-05-01/2023-05-07"
     # clock times are the speaker's wall clock, converted to UTC
-    assert resolved("at 9:30 pm", evening_in_new_york) == "2023-05-09T01:30Z"
+    assert resolved("at 11:30 pm", evening_in_new_york) == "2023-05-09T03:30Z"
+    assert resolved("at 9:30 pm", evening_in_new_york) is None  # already past at 22:30
     assert resolved("tomorrow at 8am", evening_in_new_york) == "2023-05-09T12:00Z"
     assert resolved("2 hours ago", evening_in_new_york) == "2023-05-09T00:30Z"
+    assert resolved("tonight", evening_in_new_york) == "2023-05-08T22:00Z/2023-05-09T03:59Z"
     # a written zone wins over the reference's
-    assert resolved("at 3pm UTC", evening_in_new_york) == "2023-05-08T15:00Z"
+    morning_in_new_york = datetime(2023, 5, 8, 8, 0, tzinfo=timezone(timedelta(hours=-4)))
+    assert resolved("at 3pm UTC", morning_in_new_york) == "2023-05-08T15:00Z"
+    assert resolved("at 11am UTC", morning_in_new_york) is None  # 07:00 there: past
+
+
+def test_clock_times_without_a_day_resolve_only_while_ahead() -> None:
+    early = datetime(2023, 5, 8, 6, 30)
+    assert resolved("09:15", early) == "2023-05-08T09:15Z"
+    assert resolved("noon", early) == "2023-05-08T12:00Z"
+    assert resolved("at 7 in the morning", early) == "2023-05-08T07:00Z"
+    assert resolved("a quarter to noon", early) == "2023-05-08T11:45Z"
+    assert resolved("from 9am to 5pm", early) == "2023-05-08T09:00Z/2023-05-08T17:00Z"
+    assert resolved("at 6:30 am", early) == "2023-05-08T06:30Z"  # the reference minute
+    assert resolved("at 6am", early) is None  # this morning's or tomorrow's?
+    assert resolved("6-8am", early) is None
+    assert resolved("today at 6am", early) == "2023-05-08T06:00Z"
+    assert resolved("by 2pm", early) == "2023-05-08T06:30Z/2023-05-08T13:59Z"
+    assert resolved("by now", early) == "/2023-05-08T06:29Z"
+
+
+def test_this_resolves_only_while_not_over() -> None:
+    october = datetime(2023, 10, 2, tzinfo=UTC)
+    assert resolved("this October", october) == "2023-10"
+    assert resolved("this September", october) is None
+    assert resolved("this Halloween", october) == "2023-10-31"
+    assert resolved("this Memorial Day", october) is None
+    assert resolved("this fall", october) == "2023-09/2023-11"
+    assert resolved("this summer", october) is None
+    assert resolved("this winter", october) == "2023-12/2024-02"
+    assert resolved("this winter", datetime(2023, 2, 12)) == "2022-12/2023-02"
+
+
+def test_parts_of_periods_follow_the_month_length() -> None:
+    leap = datetime(2024, 2, 5)
+    assert resolved("late February", leap) == "2024-02-21/2024-02-29"
+    assert resolved("the end of this month", leap) == "2024-02-21/2024-02-29"
+    assert resolved("the end of this year", leap) == "2024-09/2024-12"
+    assert resolved("the end of this week", leap) == "2024-02-09/2024-02-11"
 
 
 def test_naive_and_utc_references_agree() -> None:
@@ -307,6 +394,28 @@ def test_reference_must_be_a_datetime() -> None:
         (
             "I'll finish in 2 weeks, I did the first half in 2 weeks.",
             "I'll finish [in 2 weeks::2023-05-22], I did the first half in 2 weeks.",
+        ),
+        (
+            "I stayed up late last night, so tonight I'm sleeping early.",
+            "I stayed up late [last night::2023-05-07T18:00Z/2023-05-07T23:59Z], so "
+            "[tonight::2023-05-08T18:00Z/2023-05-08T23:59Z] I'm sleeping early.",
+        ),
+        (
+            "The workshop is this Saturday morning.",
+            "The workshop is [this Saturday morning::2023-05-13T00:00Z/2023-05-13T11:59Z].",
+        ),
+        (
+            "At the end of March we went camping, in early 2020 too.",
+            "[At the end of March::2023-03-21/2023-03-31] we went camping, in early 2020 too.",
+        ),
+        (
+            "I need the report by 5pm tomorrow, not by Friday.",
+            "I need the report [by 5pm tomorrow::2023-05-08T13:56Z/2023-05-09T16:59Z], not by "
+            "Friday.",
+        ),
+        (
+            "I woke up at 6am and the flight is at 9pm.",
+            "I woke up at 6am and the flight is [at 9pm::2023-05-08T21:00Z].",
         ),
         (
             "Since yesterday was a holiday we slept in.",

@@ -133,7 +133,8 @@ class LLMClient:
             The reply with its token counts; also added to :attr:`usage`.
 
         Raises:
-            LLMCallError: The model raised (any exception, timeouts included).
+            LLMCallError: The model raised (any exception, timeouts included). The failed call
+                is still counted in :attr:`usage`, with the prompt's tokens as input.
         """
         try:
             if self.kind == "langchain":
@@ -143,6 +144,8 @@ class LLMClient:
             else:
                 reply = self._call_membrain(system, prompt)
         except Exception as exc:
+            # A failed call still counts, with the prompt's tokens (what it was sent).
+            self.usage.add(LLMReply("", count_tokens(system) + count_tokens(prompt), 0))
             raise LLMCallError(
                 f"the {self.kind} model {type(self.model).__name__} raised "
                 f"{type(exc).__name__}: {exc}; check the model's configuration and "

@@ -124,7 +124,7 @@ class LLMExtractor:
         *,
         prompts: Prompts | None = None,
         max_attempts: int = 3,
-        backoff: float = 1.0,
+        backoff: float = 0.5,
     ) -> None:
         self.client = client
         self.prompts = prompts or Prompts()

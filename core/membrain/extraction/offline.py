@@ -29,7 +29,7 @@ from membrain.temporal import annotate
 
 __all__ = ["OfflineExtractor"]
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+_SENTENCE = re.compile(r"(?<=[.!?~])\s+(?=[\"'(\[A-Z0-9])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _BRACKETED = re.compile(r"\[[^\[\]]*\]")
 

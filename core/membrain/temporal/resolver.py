@@ -24,8 +24,9 @@ Conventions:
   said in February is May of that year), but only within five months of the reference's month:
   "in January" said in December, or "Christmas" said in April, could be either year and is
   not resolved. (Duckling takes the next one: "New Year's Day" said in February is next
-  January's there, this January's here: chat tells of the past more than it plans.) Numeric dates are US month-first ``5/7/2023``; day-first is read only when the
-  first number is over 12. Two-digit years take the century nearest the reference.
+  January's there, this January's here: chat tells of the past more than it plans.) Numeric
+  dates are US month-first ``5/7/2023``; day-first is read only when the first number is over
+  12. Two-digit years take the century nearest the reference.
 * ``last``/``this``/``next`` + weekday, month or holiday resolve only when the usual readings
   agree: "next Friday" said on a Tuesday may be in 3 or in 10 days and is left alone, as is "last
   Monday" said on a Tuesday; said on a Saturday, "next Friday" is the Friday of next week under
