@@ -264,3 +264,41 @@ def test_pending_messages_survive_a_restart_and_are_extracted_once(tmp_path: Pat
         assert result.errors == () and result.messages_stored == 0
         _assert_first_conversation(mem)
         assert mem.add(FIRST, scope=SCOPE).llm_calls == 0
+
+
+def test_prompts_can_be_overridden_per_memory(tmp_path: Path) -> None:
+    from membrain import Prompts
+    from membrain.extraction.prompts import FACT_PROMPT
+
+    custom = Prompts(facts="HOUSE RULES: facts only about cats.\n" + FACT_PROMPT)
+    model = _scripted()
+    with _memory(tmp_path, model, prompts=custom) as mem:
+        mem.add(FIRST, scope=SCOPE)
+    fact_prompts = [p for step, _, p in model.calls if step == "facts"]
+    entity_prompts = [p for step, _, p in model.calls if step == "entities"]
+    assert fact_prompts and all(p.startswith("HOUSE RULES") for p in fact_prompts)
+    assert entity_prompts and not any("HOUSE RULES" in p for p in entity_prompts)
+    assert "--- EXTRACT BELOW ---" not in fact_prompts[0].split("Messages:")[-1]  # no context yet
+
+
+class _StructuredChat(GenericFakeChatModel):
+    """A LangChain model with native structured output: answers are parsed dicts."""
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:
+        from langchain_core.runnables import RunnableLambda
+
+        def answer(messages: Any) -> dict[str, Any]:
+            prompt = str(messages[-1][1])
+            parsed = FIRST_FACTS if '"facts"' in prompt else FIRST_ENTITIES
+            assert schema["title"] in ("EntityList", "FactList")
+            return {"raw": AIMessage(content=""), "parsed": parsed, "parsing_error": None}
+
+        return RunnableLambda(answer)
+
+
+def test_native_structured_output_is_used_where_supported(tmp_path: Path) -> None:
+    model = _StructuredChat(messages=iter([]))
+    with _memory(tmp_path, model) as mem:
+        result = mem.add(FIRST, scope=SCOPE)
+        assert result.errors == () and result.llm_calls == 2
+        _assert_first_conversation(mem)

@@ -40,7 +40,13 @@ from membrain.extraction.base import (
 from membrain.extraction.character import parse_response
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient
-from membrain.extraction.prompts import DIVIDER, PROMPT_VERSION, Prompts
+from membrain.extraction.prompts import (
+    DIVIDER,
+    ENTITY_SCHEMA,
+    FACT_SCHEMA,
+    PROMPT_VERSION,
+    Prompts,
+)
 from membrain.models import Layer, Message, TimeCheck, TimeSpan, utc
 from membrain.temporal import find_annotations, find_times, format_resolved, resolve
 
@@ -199,7 +205,8 @@ class LLMExtractor:
             for attempt in retrying:
                 with attempt:
                     final = attempt.retry_state.attempt_number >= self._max_attempts
-                    reply = self.client.call(system, prompt(feedback))
+                    schema = ENTITY_SCHEMA if step == "entity" else FACT_SCHEMA
+                    reply = self.client.call(system, prompt(feedback), schema=schema)
                     raw = reply.text
                     try:
                         data = reply.parsed or parse_json_object(raw, required_key=key)

@@ -11,12 +11,15 @@ with ``Memory(prompts=Prompts(facts=...))``. Placeholders:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "DIVIDER",
     "ENTITY_PROMPT",
+    "ENTITY_SCHEMA",
     "ENTITY_SYSTEM",
     "FACT_PROMPT",
+    "FACT_SCHEMA",
     "FACT_SYSTEM",
     "PROMPT_VERSION",
     "Prompts",
@@ -97,6 +100,37 @@ Answer with exactly this JSON shape:
 Messages:
 {window}
 """
+
+
+ENTITY_SCHEMA: dict[str, Any] = {
+    "title": "EntityList",
+    "description": "The entities mentioned in the target messages.",
+    "type": "object",
+    "properties": {
+        "entities": {"type": "array", "items": {"type": "string"}},
+        "descriptions": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "required": ["entities"],
+}
+"""Native structured-output schema of the entity answer (where the model supports it)."""
+
+FACT_SCHEMA: dict[str, Any] = {
+    "title": "FactList",
+    "description": "Self-contained facts with bracketed entities and [raw::resolved] times.",
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}, "fact_ts": {"type": "string"}},
+                "required": ["text", "fact_ts"],
+            },
+        }
+    },
+    "required": ["facts"],
+}
+"""Native structured-output schema of the fact answer (where the model supports it)."""
 
 
 @dataclass(frozen=True, slots=True)
