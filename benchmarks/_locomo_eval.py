@@ -203,3 +203,18 @@ def category_counts(categories: Iterable[str]) -> Mapping[str, int]:
     for category in categories:
         counts[category] = counts.get(category, 0) + 1
     return {c: counts[c] for c in sorted(counts, key=_category_order)}
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned plain-text table: first column left, the rest right-aligned."""
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate((header, *rows)):
+        cells = [
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -70,6 +70,7 @@ from _locomo_eval import (  # noqa: E402
     CATEGORIES,
     RecallTable,
     category_counts,
+    format_table,
     normalize_dia_id,
     parse_evidence,
     percentile,
@@ -397,20 +398,6 @@ def _pct(value: float) -> str:
     return f"{100 * value:5.1f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    lines = []
-    for n, row in enumerate((header, *rows)):
-        cells = [
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells))
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def format_report(report: dict[str, Any]) -> str:
     ks = [str(k) for k in report["k"]]
     budgets = [str(b) for b in report["budgets"]]
@@ -445,10 +432,10 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"LoCoMo evidence recall (%), mode={report['mode']}, search k={report['search_k']}, "
         f"{len(report['conversations'])} conversation(s)",
-        _table(header, rows),
+        format_table(header, rows),
         "",
         f"Per-category recall@{cut} (%)",
-        _table(cat_header, cat_rows),
+        format_table(cat_header, cat_rows),
         "",
         f"ingest: {ingest['turns']} turns in {ingest['seconds']:.1f} s = "
         f"{ingest['turns_per_s']:.1f} turns/s (stored {ingest['messages_stored']}, "
