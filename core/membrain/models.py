@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from membrain.errors import InputError, ScopeError
 
 __all__ = [
+    "Context",
     "Entity",
     "EntityVersion",
     "EntityView",
@@ -335,3 +336,21 @@ class MemoryHit(_Record):
 def now() -> datetime:
     """The current time, UTC."""
     return datetime.now(UTC)
+
+
+class Context(_Record):
+    """A context block for a prompt: cited facts grouped by entity, within a token budget.
+
+    ``text`` is what goes into the prompt; ``tokens`` its size (cl100k), never more than
+    ``max_tokens``. ``hits`` are the facts it holds, in rank order; ``entities`` the entities it
+    describes. ``profile_tokens`` is the share of the budget reserved for a stable user profile
+    block (none is written yet: the reserve is left unused).
+    """
+
+    question: str
+    text: str
+    tokens: int
+    max_tokens: int
+    hits: tuple[MemoryHit, ...] = ()
+    entities: tuple[EntityView, ...] = ()
+    profile_tokens: int = 0

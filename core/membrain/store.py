@@ -7,7 +7,7 @@ is embedded. Everything above speaks in :mod:`membrain.models` records.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import normalize_name
@@ -15,7 +15,15 @@ from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, me
 from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage
 from membrain.storage.base import Backend, Collection, Point, ScoredPoint, VectorQuery, Where
 
-__all__ = ["RecordStore"]
+__all__ = ["LexicalSink", "RecordStore"]
+
+
+class LexicalSink(Protocol):
+    """A derived index that receives every fact written (see :mod:`membrain.storage.lexical`)."""
+
+    def add(self, scope: Scope, facts: Sequence[Fact]) -> None:
+        """Index (or re-index) facts of ``scope``."""
+        ...
 
 
 def _payload(record: Any, **extra: Any) -> dict[str, Any]:
@@ -42,6 +50,8 @@ class RecordStore:
         self.backend = backend
         self.dense = dense
         self.sparse = sparse
+        self.lexical: LexicalSink | None = None
+        """The derived lexical index (path D), fed with every fact written."""
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
         )
@@ -136,6 +146,8 @@ class RecordStore:
             [fact_dense_text(f.text, participants) for f in facts],
         )
         self.backend.upsert(Collection.FACTS, scope, points)
+        if self.lexical is not None:
+            self.lexical.add(scope, facts)
 
     def get_facts(self, scope: Scope, ids: Sequence[str]) -> list[Fact]:
         """Facts by id (missing ids skipped)."""

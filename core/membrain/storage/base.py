@@ -46,12 +46,15 @@ class Collection(StrEnum):
     MESSAGES = "messages"
     FACTS = "facts"
     ENTITIES = "entities"
+    TREE = "tree"
+    """Nodes of the hierarchical entity tree (retrieval path C)."""
 
 
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.MESSAGES: ("status",),
     Collection.FACTS: ("status", "entity_ids", "sources"),
     Collection.ENTITIES: ("name_key", "alias_keys"),
+    Collection.TREE: ("level", "parent", "children"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
 
