@@ -9,9 +9,10 @@ twice, and a crash between the steps leaves the messages pending for the next ``
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,8 +35,9 @@ from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
 from membrain.facts import build_facts, drafts_for_refs
-from membrain.indexing import question_dense_text, render_fact
+from membrain.indexing import render_fact
 from membrain.models import (
+    Context,
     Entity,
     EntityView,
     Fact,
@@ -46,22 +48,22 @@ from membrain.models import (
     Scope,
     StoredMessage,
     now,
+    utc,
 )
+from membrain.retrieval.base import SearchContext
+from membrain.retrieval.boolean import BooleanPath
+from membrain.retrieval.context import assemble_context
+from membrain.retrieval.search import RetrievalMode, Searcher
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, VectorQuery, check_scope
+from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import RecordStore
+from membrain.temporal import find_times
 
 __all__ = ["AddResult", "EvidenceHit", "Memory", "RetrievalMode"]
 
 log = logging.getLogger("membrain")
 
 DEFAULT_PATH = Path(".membrain")
-
-
-class RetrievalMode(StrEnum):
-    """Which retrieval paths a search runs (SPEC §5)."""
-
-    FAST = "fast"
-    """BM25 (path A) and dense (path B) over facts, fused by Qdrant's RRF. No LLM call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +147,14 @@ class Memory:
         if batch_size < 1 or context_window < 0:
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
         self._backend = backend or _open_backend(path, qdrant_url, qdrant_api_key)
+        embedded = backend is None and qdrant_url is None
+        lexical_path = (Path(path) if path is not None else DEFAULT_PATH) / "lexical"
+        self._lexical = open_lexical_index(lexical_path if embedded else None)
+        self._lexical_checked: set[str] = set()
         self._store = RecordStore(
             self._backend, dense or default_dense_encoder(), sparse or Bm25Encoder()
         )
+        self._store.lexical = self._lexical
         self._llm: LLMClient | None = as_llm_client(llm) if llm is not None else None
         if extractor is not None:
             self._extractor: Extractor = extractor
@@ -157,6 +164,9 @@ class Memory:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
         self._settings = _Settings(batch_size=batch_size, context_window=context_window)
+        self._searcher = Searcher(
+            rrf_k=self._settings.rrf_k, extra_paths={"D": BooleanPath(self._lexical)}
+        )
         self._participants_cache: dict[str, tuple[str, ...]] = {}
 
     @classmethod
@@ -184,6 +194,7 @@ class Memory:
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         """Flush and release the store."""
+        release_lexical_index(self._lexical)
         self._backend.close()
 
     def __enter__(self) -> Memory:
@@ -364,35 +375,106 @@ class Memory:
         question: str,
         *,
         scope: Scope,
-        mode: RetrievalMode | str = RetrievalMode.FAST,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
         k: int = 10,
+        reference: datetime | None = None,
+        exclude_paths: Sequence[str] = (),
     ) -> list[MemoryHit]:
-        """The ``k`` facts that best answer ``question``, with their sources.
+        """The ``k`` facts that best answer ``question``, with their sources and explanation.
+
+        Args:
+            question: What to look for.
+            scope: Where to look.
+            mode: Which paths run (see :class:`RetrievalMode`).
+            k: How many facts.
+            reference: "Now" for relative times in the question ("last summer"); default the
+                current time.
+            exclude_paths: Path names the mode would run but should not ("B2", "time", ...).
+
+        Every hit's ``paths`` maps each path that found the fact to its rank there, and
+        ``score`` is the fused score.
 
         Raises:
             ScopeError: ``scope`` is missing or malformed.
             InputError: empty question or ``k < 1``.
             ConfigurationError: unknown mode.
         """
+        return self._search(question, scope, _mode(mode), k, reference, exclude_paths)[0]
+
+    def _search(
+        self,
+        question: str,
+        scope: Scope,
+        mode: RetrievalMode,
+        k: int,
+        reference: datetime | None,
+        skip: Sequence[str] = (),
+    ) -> tuple[list[MemoryHit], RetrievalMode]:
         check_scope(scope)
         _check_query(question, k)
-        _mode(mode)
-        limit = max(k, self._settings.candidates)
-        dense_question = question_dense_text(question, self._participants(scope))
-        queries = [
-            VectorQuery(SPARSE, self._store.sparse.embed_query(question), limit=limit),
-            VectorQuery(DENSE, self._store.dense.embed_query(dense_question), limit=limit),
-        ]
-        points = self._backend.query(
-            Collection.FACTS,
-            scope,
-            queries,
-            limit=k,
-            where={"status": FactStatus.ACTIVE.value},
-            rrf_k=self._settings.rrf_k,
+        ctx = self._search_context(question, scope, max(k, self._settings.candidates), reference)
+        self._sync_lexical(scope)
+        fused, used = self._searcher.search(mode, ctx, k=k, skip=skip)
+        facts = {f.id: f for f in self._store.get_facts(scope, [r.id for r in fused])}
+        ranked = [(facts[r.id], r.score, r.paths) for r in fused if r.id in facts]
+        return self._hits(scope, ranked), used
+
+    def _sync_lexical(self, scope: Scope) -> None:
+        """Rebuild the scope's lexical index from Qdrant when it is missing or behind.
+
+        The index is derived: a new folder, another schema, or a store written without it.
+        """
+        if scope.key in self._lexical_checked:
+            return
+        stored = self._backend.count(Collection.FACTS, scope.without_session())
+        whole = scope.without_session()
+        if self._lexical.count(whole) != stored:
+            self._lexical.rebuild(whole, self._store.iter_facts(whole))
+        self._lexical_checked.add(scope.key)
+
+    def _search_context(
+        self, question: str, scope: Scope, limit: int, reference: datetime | None
+    ) -> SearchContext:
+        when = utc(reference) if reference is not None else now()
+        return SearchContext(
+            question=question,
+            scope=scope,
+            backend=self._backend,
+            dense=self._store.dense,
+            sparse=self._store.sparse,
+            participants=self._participants(scope),
+            limit=limit,
+            llm=self._llm,
+            reference=when,
+            times=[match.span for match in find_times(question, when)],
+            asks_when=bool(_ASKS_WHEN.search(question)),
         )
-        facts = [(RecordStore.fact(scope, p), p.score) for p in points]
-        return self._hits(scope, facts)
+
+    def context(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        max_tokens: int = 2000,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 50,
+        profile_tokens: int = 0,
+        reference: datetime | None = None,
+    ) -> Context:
+        """A cited context block for ``question`` that fits ``max_tokens`` (cl100k tokens).
+
+        Facts are searched (``k`` candidates), then as many as fit are grouped under the
+        entities they mention (with the entities' latest descriptions), ordered in time, each
+        citing its source messages. ``profile_tokens`` of the budget are reserved for a stable
+        profile block.
+
+        Raises:
+            InputError: ``max_tokens < 1`` or a reserve larger than the budget.
+        """
+        hits = self.search(question, scope=scope, mode=mode, k=k, reference=reference)
+        return assemble_context(
+            question, hits, max_tokens=max_tokens, profile_tokens=profile_tokens
+        )
 
     def search_messages(
         self,
@@ -419,18 +501,20 @@ class Memory:
         found = self._store.search_messages(scope, queries, limit=k, rrf_k=self._settings.rrf_k)
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
 
-    def _hits(self, scope: Scope, facts: Sequence[tuple[Fact, float]]) -> list[MemoryHit]:
-        source_ids = list(dict.fromkeys(s for fact, _ in facts for s in fact.sources))
+    def _hits(
+        self, scope: Scope, facts: Sequence[tuple[Fact, float, dict[str, int]]]
+    ) -> list[MemoryHit]:
+        source_ids = list(dict.fromkeys(s for fact, _, _ in facts for s in fact.sources))
         messages = {
             m.id: m.message for m in self._store.get_messages(scope.without_session(), source_ids)
         }
-        entity_ids = list(dict.fromkeys(e for fact, _ in facts for e in fact.entity_ids))
+        entity_ids = list(dict.fromkeys(e for fact, _, _ in facts for e in fact.entity_ids))
         views = {
             e.id: EntityView(id=e.id, name=e.name, description=e.description)
             for e in self._store.get_entities(scope.without_session(), entity_ids)
         }
         hits = []
-        for fact, score in facts:
+        for fact, score, paths in facts:
             names = {
                 ref: views[i].name
                 for ref, i in zip(fact.entities, fact.entity_ids, strict=True)
@@ -443,6 +527,7 @@ class Memory:
                     text=render_fact(fact.text, names),
                     entities=tuple(views[i] for i in dict.fromkeys(fact.entity_ids) if i in views),
                     sources=tuple(messages[s] for s in fact.sources if s in messages),
+                    paths=paths,
                 )
             )
         return hits
@@ -501,6 +586,11 @@ def _as_message(value: Message | Mapping[str, Any]) -> Message:
         except ValueError as exc:
             raise InputError(f"invalid message {fields!r}: {exc}") from exc
     raise InputError(f"a message must be a Message or a mapping, got {type(value).__name__}")
+
+
+_ASKS_WHEN = re.compile(
+    r"^\s*(?:when\b|what (?:year|month|day|date|time)\b|how long ago\b|since when\b)", re.I
+)
 
 
 def _check_query(question: str, k: int) -> None:

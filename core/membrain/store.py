@@ -161,7 +161,8 @@ class RecordStore:
     @staticmethod
     def fact(scope: Scope, point: ScoredPoint) -> Fact:
         """A fact from its stored point."""
-        payload = {k: v for k, v in point.payload.items() if k not in ("tenant", "session")}
+        derived = ("tenant", "session")
+        payload = {k: v for k, v in point.payload.items() if k not in derived}
         return Fact.model_validate({**payload, "scope": _scope_from(scope, point.payload)})
 
     # -- entities ----------------------------------------------------------------------------

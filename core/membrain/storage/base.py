@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ __all__ = [
     "Collection",
     "Point",
     "ScoredPoint",
+    "TimeRange",
     "VectorQuery",
     "Where",
     "check_payload_values",
@@ -36,8 +38,23 @@ __all__ = [
 DENSE = "dense"
 SPARSE = "sparse"
 
-Where = Mapping[str, str | int | bool | Sequence[str]]
-"""Payload equality filter: field -> value, or field -> list of accepted values."""
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """A datetime range condition on a payload field holding an ISO 8601 time."""
+
+    gte: datetime | None = None
+    lt: datetime | None = None
+    gt: datetime | None = None
+
+    def iso(self) -> dict[str, str]:
+        """The set bounds as RFC 3339 strings, by operator."""
+        bounds = {"gte": self.gte, "lt": self.lt, "gt": self.gt}
+        return {k: v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for k, v in bounds.items() if v}
+
+
+Where = Mapping[str, "str | int | bool | Sequence[str] | TimeRange"]
+"""Payload filter: field -> value (equality), list of accepted values, or a :class:`TimeRange`."""
 
 
 class Collection(StrEnum):

@@ -12,6 +12,7 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -27,6 +28,7 @@ from membrain.storage.base import (
     Collection,
     Point,
     ScoredPoint,
+    TimeRange,
     VectorQuery,
     Where,
     check_payload_values,
@@ -57,6 +59,10 @@ def _filter(scope: Scope, *wheres: Where | None) -> qm.Filter:
     ]
     for where in wheres:
         for key, value in (where or {}).items():
+            if isinstance(value, TimeRange):
+                bounds = {k: datetime.fromisoformat(v) for k, v in value.iso().items()}
+                conditions.append(qm.FieldCondition(key=key, range=qm.DatetimeRange(**bounds)))
+                continue
             match: qm.MatchValue | qm.MatchAny
             if isinstance(value, str | int | bool):
                 match = qm.MatchValue(value=value)

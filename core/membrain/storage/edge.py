@@ -30,6 +30,7 @@ from membrain.storage.base import (
     Collection,
     Point,
     ScoredPoint,
+    TimeRange,
     VectorQuery,
     Where,
     check_payload_values,
@@ -63,7 +64,9 @@ def _filter(scope: Scope, *wheres: Where | None) -> qe.Filter:
     ]
     for where in wheres:
         for key, value in (where or {}).items():
-            if isinstance(value, str | int | bool):
+            if isinstance(value, TimeRange):
+                conditions.append(qe.FieldCondition(key, range=qe.RangeDateTime(**value.iso())))
+            elif isinstance(value, str | int | bool):
                 conditions.append(qe.FieldCondition(key, match=qe.MatchValue(value)))
             else:
                 conditions.append(qe.FieldCondition(key, match=qe.MatchAny(list(value))))

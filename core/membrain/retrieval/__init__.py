@@ -1,0 +1,16 @@
+"""Retrieval: paths, modes and fusion, time-aware boosts, and token-budgeted context assembly."""
+
+from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
+from membrain.retrieval.context import assemble_context
+from membrain.retrieval.search import Fused, RetrievalMode, Searcher, rrf
+
+__all__ = [
+    "Fused",
+    "Ranked",
+    "RetrievalMode",
+    "RetrievalPath",
+    "SearchContext",
+    "Searcher",
+    "assemble_context",
+    "rrf",
+]

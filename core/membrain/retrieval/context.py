@@ -1,0 +1,303 @@
+"""Context assembly: ranked hits as a cited prompt block that fits a token budget.
+
+:func:`assemble_context` takes the hits of a search, best first, and a budget. The budget is a
+parameter of the selection, not a cut of finished text: facts are chosen in rank order while
+their rendered lines (and the header of any group they open) still fit, a fact that does not fit
+is skipped and later, smaller ones are still tried (a greedy knapsack in rank order; nothing is
+reordered by size). The chosen facts are then rendered, and the final text is counted exactly
+with :func:`membrain.tokens.count_tokens` (cl100k); ``Context.tokens`` is that count and never
+exceeds ``max_tokens - profile_tokens``. A budget too small for anything gives an empty context
+(``text == ""``, ``tokens == 0``).
+
+Format
+------
+Facts are grouped under the canonical entity each one mentions first (``hit.entities[0]``,
+current name and latest description); facts that mention no entity go under ``## Other``::
+
+    ## Caroline — Transgender woman, counsels LGBTQ youth
+    - 2023-05-01..2023-05-07: Caroline went to a pride parade with Melanie. [D1:3; D2:1]
+    - 2023-05-07: Caroline attended an LGBTQ support group. [D1:5]
+
+    ## Melanie
+    - 2023: Melanie painted a sunrise. [D2:4]
+    - thought 2023-05-08: Melanie privately thought: "I should have said yes." [D3:2]
+
+    ## Other
+    - said 2023-05-09: The concert was cancelled. [9f1c2ab4]
+
+* A group's header is ``## <name> — <description>`` (``## <name>`` when the description is
+  empty). Groups are separated by a blank line and ordered by their best-ranked fact.
+* Inside a group, facts are in time order: ``valid_from``, else ``valid_to`` (an open-left
+  "before ..." fact sorts by its end), else ``stated_at``; ties keep rank order.
+* Each line is ``- <time>: <text> [<sources>]``.
+
+  - ``<time>`` is the valid time at the fact's precision when it has one: ``2023``,
+    ``2023-05``, ``2023-05-07``, ``2023-05-07T14:30Z`` (UTC); an interval is ``start..end``
+    with the end inclusive (``2023-05-01..2023-05-07``), an open end is left empty
+    (``2020..``, ``..2023-05``). Without a valid time it is the day the fact was stated:
+    ``said 2023-05-08``, or ``thought 2023-05-08`` for a private thought, so nothing makes a
+    thought look said.
+  - ``<text>`` is ``hit.text`` (aliases already rendered as canonical names, no markup) with
+    runs of whitespace, newlines included, collapsed to one space so a fact stays on one line.
+    A thought's text ("... privately thought: ...") is kept as it is. When ``hit.text`` is
+    empty the fact's own text without bracket markup is used.
+  - ``<sources>`` cites the evidence messages: each message's ``source_id`` when set (a LoCoMo
+    ``dia_id`` such as ``D1:3``), else the first 8 characters of its stored id; several are
+    joined with ``"; "``. A hit without loaded messages cites the first 8 characters of its
+    fact's source ids.
+
+Profile reserve
+---------------
+``profile_tokens`` reserves part of the budget for a stable profile block (SPEC §8: the profile
+and the episodic facts are assembled against one budget). The facts get ``max_tokens -
+profile_tokens``; the reserve is recorded in ``Context.profile_tokens``. No profile block is
+written yet, so the reserve is left unused and ``Context.text`` holds the facts only.
+
+Hits repeating a fact already seen (same fact id) are ignored. Rendering is pure: the same
+arguments always give the same context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from membrain.errors import InputError
+from membrain.models import Context, EntityView, Fact, Layer, MemoryHit, Precision
+from membrain.temporal import plain_text
+from membrain.tokens import count_tokens
+
+__all__ = ["OTHER_GROUP", "assemble_context"]
+
+OTHER_GROUP = "Other"
+"""Heading of the group of facts that mention no entity."""
+
+_LINE_SEP = "\n"
+_GROUP_SEP = "\n\n"
+_SLACK_PER_PIECE = 4
+"""How far a sum of per-piece counts may plausibly exceed the count of the joined text."""
+
+
+@dataclass(slots=True)
+class _Group:
+    view: EntityView | None
+    header: str
+    members: list[int] = field(default_factory=list)
+
+
+def assemble_context(
+    question: str, hits: Sequence[MemoryHit], *, max_tokens: int, profile_tokens: int = 0
+) -> Context:
+    """Render ranked hits as a cited context block within a token budget.
+
+    Args:
+        question: The question the hits answer (recorded in the context).
+        hits: Search results, best first.
+        max_tokens: The whole budget (cl100k tokens), at least 1.
+        profile_tokens: The part of ``max_tokens`` reserved for a stable profile block; the facts
+            get the rest. Between 0 and ``max_tokens``.
+
+    Returns:
+        The context: ``text`` (format in the module docstring), ``tokens ==
+        count_tokens(text) <= max_tokens - profile_tokens``, the included ``hits`` in rank order
+        and the ``entities`` of the groups rendered, in group order.
+
+    Raises:
+        InputError: ``max_tokens`` is below 1, or ``profile_tokens`` is negative or larger than
+            ``max_tokens``.
+
+    Example:
+        >>> assemble_context("Anything?", [], max_tokens=100).tokens
+        0
+    """
+    _check_budget(max_tokens, profile_tokens)
+    available = max_tokens - profile_tokens
+    ranked = _unique(hits)
+    lines = [_fact_line(hit) for hit in ranked]
+    keys = [_group_key(hit) for hit in ranked]
+
+    chosen: list[int] = []
+    if available > 0 and ranked:
+        line_costs = [count_tokens(line + _LINE_SEP) for line in lines]
+        header_costs: dict[str | None, int] = {}
+        for index, key in enumerate(keys):
+            if key not in header_costs:
+                header_costs[key] = count_tokens(_header(_view(ranked[index])) + _LINE_SEP)
+        sep_cost = count_tokens(_LINE_SEP)
+        estimate = sum(line_costs) + sum(header_costs.values()) + sep_cost * (len(header_costs) - 1)
+        pieces = len(line_costs) + 2 * len(header_costs)
+        everything = list(range(len(ranked)))
+        if estimate - available <= _SLACK_PER_PIECE * pieces and _fits(
+            ranked, lines, everything, available
+        ):
+            chosen = everything
+        else:
+            chosen = _greedy(keys, line_costs, header_costs, sep_cost, available)
+
+    while True:
+        groups = _groups(ranked, chosen)
+        text = _render(ranked, lines, groups)
+        tokens = count_tokens(text)
+        if tokens <= available:
+            break
+        chosen.pop()  # the per-piece estimate was short: drop the lowest-ranked fact
+
+    return Context(
+        question=question,
+        text=text,
+        tokens=tokens,
+        max_tokens=max_tokens,
+        hits=tuple(ranked[i] for i in chosen),
+        entities=tuple(g.view for g in groups if g.view is not None),
+        profile_tokens=profile_tokens,
+    )
+
+
+def _check_budget(max_tokens: int, profile_tokens: int) -> None:
+    for name, value in (("max_tokens", max_tokens), ("profile_tokens", profile_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{name} must be an integer, got {value!r}")
+    if max_tokens < 1:
+        raise InputError(f"max_tokens must be at least 1, got {max_tokens}")
+    if profile_tokens < 0:
+        raise InputError(f"profile_tokens must not be negative, got {profile_tokens}")
+    if profile_tokens > max_tokens:
+        raise InputError(
+            f"profile_tokens ({profile_tokens}) must not exceed max_tokens ({max_tokens})"
+        )
+
+
+def _unique(hits: Sequence[MemoryHit]) -> list[MemoryHit]:
+    seen: set[str] = set()
+    out: list[MemoryHit] = []
+    for hit in hits:
+        if hit.fact.id not in seen:
+            seen.add(hit.fact.id)
+            out.append(hit)
+    return out
+
+
+def _greedy(
+    keys: Sequence[str | None],
+    line_costs: Sequence[int],
+    header_costs: dict[str | None, int],
+    sep_cost: int,
+    available: int,
+) -> list[int]:
+    """Indices chosen in rank order by estimated cost; skipped facts leave room for later ones."""
+    chosen: list[int] = []
+    opened: set[str | None] = set()
+    used = 0
+    for index, key in enumerate(keys):
+        if used >= available:
+            break
+        cost = line_costs[index]
+        if key not in opened:
+            cost += header_costs[key] + (sep_cost if opened else 0)
+        if used + cost <= available:
+            chosen.append(index)
+            opened.add(key)
+            used += cost
+    return chosen
+
+
+def _fits(
+    ranked: Sequence[MemoryHit], lines: Sequence[str], chosen: list[int], available: int
+) -> bool:
+    return count_tokens(_render(ranked, lines, _groups(ranked, chosen))) <= available
+
+
+def _groups(ranked: Sequence[MemoryHit], chosen: Sequence[int]) -> list[_Group]:
+    """The groups of the chosen hits, ordered by their best-ranked member."""
+    groups: dict[str | None, _Group] = {}
+    for index in chosen:
+        hit = ranked[index]
+        key = _group_key(hit)
+        group = groups.get(key)
+        if group is None:
+            view = _view(hit)
+            group = groups[key] = _Group(view, _header(view))
+        group.members.append(index)
+    return list(groups.values())
+
+
+def _render(ranked: Sequence[MemoryHit], lines: Sequence[str], groups: Sequence[_Group]) -> str:
+    blocks = []
+    for group in groups:
+        members = sorted(group.members, key=lambda i: (_when(ranked[i].fact), i))
+        blocks.append(_LINE_SEP.join([group.header, *(lines[i] for i in members)]))
+    return _GROUP_SEP.join(blocks)
+
+
+def _view(hit: MemoryHit) -> EntityView | None:
+    return hit.entities[0] if hit.entities else None
+
+
+def _group_key(hit: MemoryHit) -> str | None:
+    return hit.entities[0].id if hit.entities else None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _header(view: EntityView | None) -> str:
+    if view is None:
+        return f"## {OTHER_GROUP}"
+    name = _one_line(view.name) or view.id[:8]
+    description = _one_line(view.description)
+    return f"## {name} — {description}" if description else f"## {name}"
+
+
+def _when(fact: Fact) -> datetime:
+    return fact.valid_from or fact.valid_to or fact.stated_at
+
+
+def _fact_line(hit: MemoryHit) -> str:
+    text = _one_line(hit.text) or _one_line(plain_text(hit.fact.text))
+    line = f"- {_time_label(hit.fact)}: {text}"
+    sources = _citations(hit)
+    return f"{line} [{'; '.join(sources)}]" if sources else line
+
+
+def _citations(hit: MemoryHit) -> list[str]:
+    labels = [_one_line(m.source_id or (m.id or "")[:8]) for m in hit.sources]
+    labels = [label for label in labels if label]
+    if not labels:
+        labels = [_one_line(s[:8]) for s in hit.fact.sources if s.strip()]
+    return list(dict.fromkeys(labels))
+
+
+def _time_label(fact: Fact) -> str:
+    start, end = fact.valid_from, fact.valid_to
+    if start is None and end is None:
+        verb = "thought" if fact.layer is Layer.THOUGHT else "said"
+        return f"{verb} {_write(fact.stated_at, Precision.DAY, fine=False)}"
+    precision = fact.precision or Precision.DAY
+    fine = precision is Precision.DATETIME and any(t.second for t in (start, end) if t)
+    first = _write(start, precision, fine=fine) if start is not None else ""
+    last = ""
+    if end is not None and (start is None or end > start):
+        try:
+            last = _write(end - timedelta(microseconds=1), precision, fine=fine)
+        except OverflowError:  # an end at the very start of the calendar
+            last = _write(end, precision, fine=fine)
+    if start is not None and end is not None and (not last or last == first):
+        return first
+    return f"{first}..{last}"
+
+
+def _write(moment: datetime, precision: Precision, *, fine: bool) -> str:
+    """``moment`` truncated to ``precision`` (seconds only when ``fine``)."""
+    if precision is Precision.YEAR:
+        return f"{moment.year:04d}"
+    if precision is Precision.MONTH:
+        return f"{moment.year:04d}-{moment.month:02d}"
+    day = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+    if precision is Precision.DAY:
+        return day
+    clock = f"{moment.hour:02d}:{moment.minute:02d}"
+    if fine:
+        clock += f":{moment.second:02d}"
+    return f"{day}T{clock}Z"

@@ -1,0 +1,481 @@
+"""The lexical index of path D: facts in a tantivy index, for structured BM25 queries.
+
+The index is derived: Qdrant holds the facts, and :meth:`LexicalIndex.rebuild` restores a scope
+from them. Each fact is one document:
+
+======== ========================================================================================
+field    content
+======== ========================================================================================
+id       the fact id (raw, stored)
+tenant   ``scope.key`` (raw); session: the fact's session, ``""`` when none (raw)
+text     the readable text (``plain_text``), English stemming, positions for phrase queries
+entities the entity refs as written, lowercased words with positions
+year     ``"2023"`` for every year the fact's times cover (``month``: ``"2023-05"``, ``day``:
+         ``"2023-05-07"``; see :func:`time_keys` for how long spans are capped)
+status   ``active`` / ``superseded`` / ``forgotten`` (raw); layer: ``dialogue`` ... (raw)
+======== ========================================================================================
+
+A query is tantivy syntax over ``text``, ``entities``, ``year``, ``month``, ``day`` (and
+``layer``); every search is a conjunction of it with the scope (tenant, and session when the
+scope has one) and ``status:active``, so no query text reaches another tenant.
+
+One long-lived writer per index, guarded by a lock: each :meth:`LexicalIndex.add` commits once
+at its end (and every ``batch_size`` documents within it), then reloads the reader so the next
+search sees the change. tantivy allows one writer per directory: one owner per path.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import tantivy
+
+from membrain.errors import BackendError, InputError, MembrainError, ScopeError
+from membrain.extraction.base import entity_refs
+from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan
+from membrain.retrieval.base import Ranked
+from membrain.temporal import plain_text
+
+__all__ = [
+    "DEFAULT_FIELDS",
+    "FIELD_BOOSTS",
+    "QUERY_FIELDS",
+    "LexicalIndex",
+    "TimeKeys",
+    "normalize_query",
+    "time_keys",
+    "validate_query",
+]
+
+QUERY_FIELDS = ("text", "entities", "year", "month", "day", "layer")
+"""Fields a query may name; the others (tenant, session, status, id) are set by the index."""
+DEFAULT_FIELDS = ["text", "entities"]
+"""Fields searched by words that name no field."""
+FIELD_BOOSTS = {"entities": 2.0}
+_RESERVED = frozenset({"id", "tenant", "session", "status"})
+
+MAX_DAYS = 31
+"""Spans of day precision up to this many days list their days."""
+MAX_MONTHS = 24
+"""Spans up to this many months list their months."""
+MAX_YEARS = 100
+"""Spans up to this many years list their years; longer ones only their first and last."""
+
+_HEAP_BYTES = 50_000_000  # tantivy needs at least 15 MB per indexing thread
+_TANTIVY_FILE = re.compile(r"^(?:[0-9a-f]{32}\.\w+|meta\.json|\.managed\.json|\.tantivy-.+\.lock)$")
+_EPSILON = timedelta(microseconds=1)
+_NOT = re.compile(r"(?<![^\s(])NOT(?:\s+|(?=\())")
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    for name in ("tenant", "session", "status", "layer", "year", "month", "day"):
+        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("text", tokenizer_name="en_stem", index_option="position")
+    builder.add_text_field("entities", tokenizer_name="default", index_option="position")
+    return builder.build()
+
+
+@dataclass(frozen=True, slots=True)
+class TimeKeys:
+    """The ``year`` / ``month`` / ``day`` terms of a time span."""
+
+    years: tuple[str, ...] = ()
+    months: tuple[str, ...] = ()
+    days: tuple[str, ...] = ()
+
+
+def _point_keys(point: datetime, precision: Precision) -> TimeKeys:
+    year = f"{point.year:04d}"
+    if precision is Precision.YEAR:
+        return TimeKeys(years=(year,))
+    month = f"{year}-{point.month:02d}"
+    if precision is Precision.MONTH:
+        return TimeKeys(years=(year,), months=(month,))
+    return TimeKeys(years=(year,), months=(month,), days=(f"{month}-{point.day:02d}",))
+
+
+def time_keys(span: TimeSpan) -> TimeKeys:
+    """The terms a span covers, capped for long spans.
+
+    Every covered year is listed (first and last only beyond :data:`MAX_YEARS`), every covered
+    month up to :data:`MAX_MONTHS`, and the days of spans of day precision up to
+    :data:`MAX_DAYS` days. An open interval ("since May 2023") lists its known endpoint at its
+    precision (``/2020``, "up to 2020", lists 2020: the last unit it covers).
+
+    Example:
+        >>> from membrain.temporal import parse_resolved
+        >>> time_keys(parse_resolved("2023-04/2023-05"))
+        TimeKeys(years=('2023',), months=('2023-04', '2023-05'), days=())
+    """
+    if span.start is None:
+        assert span.end is not None  # a TimeSpan has at least one endpoint
+        return _point_keys(span.end - _EPSILON, span.precision)
+    if span.end is None:
+        return _point_keys(span.start, span.precision)
+    first, last = span.start, span.end - _EPSILON
+    if last.year - first.year + 1 <= MAX_YEARS:
+        years = tuple(f"{y:04d}" for y in range(first.year, last.year + 1))
+    else:
+        years = (f"{first.year:04d}", f"{last.year:04d}")
+    months: tuple[str, ...] = ()
+    count = (last.year - first.year) * 12 + last.month - first.month + 1
+    if count <= MAX_MONTHS:
+        index = first.year * 12 + first.month - 1
+        months = tuple(f"{i // 12:04d}-{i % 12 + 1:02d}" for i in range(index, index + count))
+    days: tuple[str, ...] = ()
+    span_days = (last.date() - first.date()).days + 1
+    if span.precision in (Precision.DAY, Precision.DATETIME) and span_days <= MAX_DAYS:
+        days = tuple((first.date() + timedelta(days=i)).isoformat() for i in range(span_days))
+    return TimeKeys(years=years, months=months, days=days)
+
+
+def _fact_keys(fact: Fact) -> TimeKeys:
+    years: dict[str, None] = {}
+    months: dict[str, None] = {}
+    days: dict[str, None] = {}
+    for span in fact.times:
+        keys = time_keys(span)
+        years.update(dict.fromkeys(keys.years))
+        months.update(dict.fromkeys(keys.months))
+        days.update(dict.fromkeys(keys.days))
+    return TimeKeys(tuple(years), tuple(months), tuple(days))
+
+
+def _document(scope: Scope, fact: Fact) -> tantivy.Document:
+    if fact.scope.key != scope.key:
+        raise ScopeError(f"fact {fact.id} belongs to {fact.scope.key!r}, not {scope.key!r}")
+    if scope.session is not None and fact.scope.session != scope.session:
+        raise ScopeError(f"fact {fact.id} is not of session {scope.session!r}")
+    keys = _fact_keys(fact)
+    return tantivy.Document(
+        id=fact.id,
+        tenant=scope.key,
+        session=fact.scope.session or "",
+        text=plain_text(fact.text),
+        entities=list(fact.entities or entity_refs(fact.text)),
+        year=list(keys.years),
+        month=list(keys.months),
+        day=list(keys.days),
+        status=fact.status.value,
+        layer=fact.layer.value,
+    )
+
+
+def _nodes(ast: Any, depth: int = 0) -> Iterator[tuple[dict[str, Any], int]]:
+    """Every node of a parsed query AST (a dict), with its depth (the root is 0)."""
+    children: Iterable[Any] = ()
+    if isinstance(ast, dict):
+        yield ast, depth
+        children = ast.values()
+    elif isinstance(ast, list | tuple):
+        children = ast
+    for child in children:
+        yield from _nodes(child, depth + 1)
+
+
+def normalize_query(query: str) -> str:
+    """``NOT x`` (outside quotes) written as ``-x``.
+
+    tantivy reads ``a AND NOT b`` as "a, and a group holding only NOT b", and such a group
+    matches nothing, so the whole conjunction finds nothing; ``a AND -b`` is what was meant.
+
+    Example:
+        >>> normalize_query('sara AND NOT "NOT this" AND NOT(golden)')
+        'sara AND -"NOT this" AND -(golden)'
+    """
+    parts = query.split('"')
+    for i in range(0, len(parts), 2):
+        parts[i] = _NOT.sub("-", parts[i])
+    return '"'.join(parts)
+
+
+def _problems(index: tantivy.Index, query: str) -> list[str]:
+    query = normalize_query(query)
+    _, errors = index.parse_query_lenient(query, DEFAULT_FIELDS, FIELD_BOOSTS)
+    problems = [str(e) for e in errors]
+    nodes = list(_nodes(tantivy.parse_query_lenient(query)[0]))
+    # Literals name their field in "field_name", ranges and sets in "field".
+    named = {node.get("field_name") or node.get("field") for node, _ in nodes}
+    for field in sorted(_RESERVED & named):
+        problems.append(f"field {field!r} cannot be queried (use {', '.join(QUERY_FIELDS)})")
+    if any(
+        depth
+        and node.get("type") == "bool"
+        and node.get("clauses")
+        and all(clause[0] == "must_not" for clause in node["clauses"])
+        for node, depth in nodes
+    ):
+        problems.append(
+            "a group of only excluded (NOT/-) clauses matches nothing: attach the exclusion to "
+            "a positive clause, as in (a OR b) -c"
+        )
+    return problems
+
+
+@functools.cache
+def _validator() -> tantivy.Index:
+    return tantivy.Index(_schema())
+
+
+def validate_query(query: str) -> list[str]:
+    """What is wrong with a query (syntax errors, unknown or reserved fields); empty when valid.
+
+    Example:
+        >>> validate_query('entities:Sara AND month:2023-05')
+        []
+        >>> validate_query('colour:red')
+        ["Field does not exist: 'colour'"]
+    """
+    return _problems(_validator(), query)
+
+
+@contextmanager
+def _engine(action: str) -> Iterator[None]:
+    try:
+        yield
+    except MembrainError:
+        raise
+    except Exception as exc:
+        raise BackendError(f"tantivy failed to {action}: {exc}") from exc
+
+
+class LexicalIndex:
+    """A tantivy index of facts, scoped on every call (see the module docstring).
+
+    Args:
+        path: Directory of the index (created if missing); ``None`` keeps it in memory.
+        batch_size: Documents after which an ``add`` commits before going on.
+
+    Attributes:
+        created: The index was created empty by this open (new directory, or an index of an
+            older schema that was discarded): rebuild it from the source of truth.
+
+    Raises:
+        BackendError: The directory cannot be opened, or another writer holds it.
+    """
+
+    def __init__(self, path: Path | None = None, *, batch_size: int = 10_000) -> None:
+        self.path = path
+        self._batch_size = max(1, batch_size)
+        self._lock = threading.RLock()
+        self._schema = _schema()
+        self.created = True
+        with _engine(f"open the lexical index at {path}"):
+            if path is None:
+                self._index = tantivy.Index(self._schema)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                self._index = self._open(path)
+            self._index.config_reader("manual")
+            self._writer: tantivy.IndexWriter | None = self._index.writer(_HEAP_BYTES, 1)
+
+    def _open(self, path: Path) -> tantivy.Index:
+        if not tantivy.Index.exists(str(path)):
+            return tantivy.Index(self._schema, path=str(path))
+        try:
+            index = tantivy.Index(self._schema, path=str(path), reuse=True)
+        except ValueError as exc:
+            if "schema does not match" not in str(exc):
+                raise
+            # A derived index of another schema: drop its files, the owner rebuilds it.
+            for child in path.iterdir():
+                if child.is_file() and _TANTIVY_FILE.match(child.name):
+                    child.unlink()
+            return tantivy.Index(self._schema, path=str(path))
+        self.created = False
+        return index
+
+    def __enter__(self) -> LexicalIndex:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _live_writer(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            raise BackendError("the lexical index is closed")
+        return self._writer
+
+    def _commit(self) -> None:
+        self._live_writer().commit()
+        self._index.reload()
+
+    # -- writes ------------------------------------------------------------------------------
+    def add(self, scope: Scope, facts: Sequence[Fact]) -> None:
+        """Index facts of ``scope``, replacing earlier versions of the same ids.
+
+        Raises:
+            ScopeError: A fact belongs to another tenant or session.
+            BackendError: tantivy failed.
+        """
+        self._write(scope, facts, drop_scope=False)
+
+    def rebuild(self, scope: Scope, facts: Iterable[Fact]) -> None:
+        """Drop the scope's documents (one session's, when the scope has one), index ``facts``."""
+        self._write(scope, facts, drop_scope=True)
+
+    def delete_scope(self, scope: Scope) -> None:
+        """Drop the scope's documents (one session's, when the scope has one)."""
+        self._write(scope, (), drop_scope=True)
+
+    def _write(self, scope: Scope, facts: Iterable[Fact], *, drop_scope: bool) -> None:
+        with self._lock, _engine(f"index facts of {scope.key!r}"):
+            writer = self._live_writer()
+            try:
+                pending = self._stage(writer, scope, facts, drop_scope=drop_scope)
+            except BaseException:
+                writer.rollback()  # nothing half-written reaches a later commit
+                raise
+            if pending:
+                self._commit()
+
+    def _stage(
+        self, writer: tantivy.IndexWriter, scope: Scope, facts: Iterable[Fact], *, drop_scope: bool
+    ) -> int:
+        """Queue the changes (committing every ``batch_size``); how many are left uncommitted."""
+        pending = 0
+        if drop_scope:
+            writer.delete_documents_by_query(self._scope_query(scope, active_only=False))
+            pending += 1
+        for fact in facts:
+            document = _document(scope, fact)
+            same = [self._term("id", fact.id), self._term("tenant", scope.key)]
+            writer.delete_documents_by_query(
+                tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in same])
+            )
+            writer.add_document(document)
+            pending += 1
+            if pending >= self._batch_size:
+                self._commit()
+                pending = 0
+        return pending
+
+    # -- reads -------------------------------------------------------------------------------
+    def _term(self, field: str, value: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, field, value)
+
+    def _scope_query(self, scope: Scope, *, active_only: bool) -> tantivy.Query:
+        terms = [self._term("tenant", scope.key)]
+        if scope.session is not None:
+            terms.append(self._term("session", scope.session))
+        if active_only:
+            terms.append(self._term("status", FactStatus.ACTIVE.value))
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tantivy.Query.const_score_query(t, 0.0)) for t in terms]
+        )
+
+    def validate(self, query: str) -> list[str]:
+        """Problems of a query (see :func:`validate_query`); empty when it is valid."""
+        return _problems(self._index, query)
+
+    def search(self, scope: Scope, query: str, *, limit: int, lenient: bool = True) -> list[Ranked]:
+        """Active facts of ``scope`` matching a tantivy query, best BM25 score first.
+
+        Args:
+            scope: Where to search; always enforced, whatever the query says.
+            query: tantivy syntax over text, entities, year, month, day (words without a field
+                search text and entities; entities count double).
+            limit: How many ids to return at most.
+            lenient: Recover from syntax errors (run what parses); ``False`` rejects them.
+
+        ``NOT x`` is read as ``-x`` (see :func:`normalize_query`).
+
+        Raises:
+            InputError: ``lenient`` is false and the query does not parse or names a field it
+                may not.
+            BackendError: tantivy failed.
+        """
+        if limit <= 0:
+            return []
+        query = normalize_query(query)
+        if lenient:
+            with _engine("parse a query"):
+                parsed, _ = self._index.parse_query_lenient(query, DEFAULT_FIELDS, FIELD_BOOSTS)
+        else:
+            try:
+                parsed = self._index.parse_query(query, DEFAULT_FIELDS, FIELD_BOOSTS)
+            except ValueError as exc:
+                raise InputError(f"invalid lexical query {query!r}: {exc}") from exc
+            problems = self.validate(query)
+            if problems:
+                raise InputError(f"invalid lexical query {query!r}: {'; '.join(problems)}")
+        scoped = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, parsed),
+                (tantivy.Occur.Must, self._scope_query(scope, active_only=True)),
+            ]
+        )
+        with _engine(f"search {scope.key!r}"):
+            self._live_writer()
+            searcher = self._index.searcher()
+            hits = searcher.search(scoped, limit).hits
+            return [
+                Ranked(id=str(searcher.doc(address).get_first("id")), score=float(score))
+                for score, address in hits
+            ]
+
+    def count(self, scope: Scope) -> int:
+        """How many facts of the scope are indexed, whatever their status."""
+        with _engine(f"count {scope.key!r}"):
+            self._live_writer()
+            searcher = self._index.searcher()
+            # ``SearchResult.count`` is missing from tantivy's type stubs.
+            result: Any = searcher.search(self._scope_query(scope, active_only=False), 1)
+            return int(result.count)
+
+    def close(self) -> None:
+        """Release the writer (and the directory's lock); later calls raise ``BackendError``."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                with _engine("close the lexical index"):
+                    writer.wait_merging_threads()
+
+
+_registry_lock = threading.Lock()
+_registry: dict[Path, tuple[LexicalIndex, int]] = {}
+
+
+def open_lexical_index(path: Path | None) -> LexicalIndex:
+    """The process-wide index at ``path``, or a new in-RAM index when ``path`` is None.
+
+    tantivy allows one writer per folder. Release the index with :func:`release_lexical_index`.
+    """
+    if path is None:
+        return LexicalIndex(None)
+    resolved = path.expanduser().resolve()
+    with _registry_lock:
+        index, users = _registry.get(resolved, (None, 0))
+        if index is None:
+            index = LexicalIndex(resolved)
+        _registry[resolved] = (index, users + 1)
+        return index
+
+
+def release_lexical_index(index: LexicalIndex) -> None:
+    """Give back an index from :func:`open_lexical_index`; the last user closes it."""
+    with _registry_lock:
+        for path, (shared, users) in list(_registry.items()):
+            if shared is index:
+                if users > 1:
+                    _registry[path] = (shared, users - 1)
+                    return
+                del _registry[path]
+                break
+    index.close()

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from membrain import ConfigurationError, Memory, RetrievalMode, Scope
+from membrain.retrieval.base import Ranked, SearchContext
+from membrain.retrieval.rewrite import deterministic_rewrites
+from membrain.retrieval.search import Searcher, rrf
+from membrain.retrieval.vector_paths import vector_paths
+from membrain.tokens import count_tokens
+
+CHAT = [
+    {
+        "speaker": "Sara",
+        "text": "I went hiking in the Alps in May 2023.",
+        "timestamp": "2023-06-02T10:00:00Z",
+        "id": "h1",
+    },
+    {
+        "speaker": "Sara",
+        "text": "I adopted a grey cat named Miso.",
+        "timestamp": "2023-06-02T10:01:00Z",
+        "id": "c1",
+    },
+    {
+        "speaker": "Nate",
+        "text": "I bake sourdough bread at my bakery every Tuesday.",
+        "timestamp": "2023-06-02T10:02:00Z",
+        "id": "b1",
+    },
+    {
+        "speaker": "Nate",
+        "text": "I visited Lisbon in March 2023 for a pastry course.",
+        "timestamp": "2023-06-02T10:03:00Z",
+        "id": "l1",
+    },
+    {
+        "speaker": "Sara",
+        "text": "My sister Lina plays the violin in an orchestra.",
+        "timestamp": "2023-06-02T10:04:00Z",
+        "id": "v1",
+    },
+]
+
+
+def _source(hit: object) -> str:
+    return hit.sources[0].source_id  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.fixture
+def loaded(memory: Memory, scope: Scope) -> Memory:
+    memory.add(CHAT, scope=scope)
+    return memory
+
+
+def test_hits_explain_paths_ranks_and_scores(loaded: Memory, scope: Scope) -> None:
+    for mode, allowed in [
+        (RetrievalMode.FAST, {"A", "B"}),
+        (RetrievalMode.EXPAND, {"A", "B", "B2", "B3"}),
+    ]:
+        hits = loaded.search("Who plays the violin?", scope=scope, mode=mode, k=3)
+        assert _source(hits[0]) == "v1"
+        assert hits[0].paths and set(hits[0].paths) <= allowed
+        assert all(rank >= 1 for hit in hits for rank in hit.paths.values())
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    expand = loaded.search("Who plays the violin?", scope=scope, mode="expand", k=1)[0]
+    assert {"B2", "B3"} & set(expand.paths)
+
+
+def test_time_in_question_boosts_facts_valid_then(loaded: Memory, scope: Scope) -> None:
+    hits = loaded.search("What did they do in March 2023?", scope=scope, mode="fast", k=5)
+    by_source = {_source(h): h for h in hits}
+    assert "time" in by_source["l1"].paths
+    assert "time" not in by_source.get("h1", by_source["l1"]).paths or _source(hits[0]) == "l1"
+    assert _source(hits[0]) == "l1"
+    assert all("time" not in h.paths for h in hits if _source(h) != "l1")
+
+
+def test_when_questions_favour_facts_with_times(loaded: Memory, scope: Scope) -> None:
+    hits = loaded.search("When did Sara go hiking?", scope=scope, mode="fast", k=5)
+    assert _source(hits[0]) == "h1"
+    assert "when" in hits[0].paths
+    assert all("when" not in h.paths for h in hits if not h.fact.times)
+
+
+def test_relative_question_times_use_the_reference(loaded: Memory, scope: Scope) -> None:
+    june = datetime(2023, 6, 15, tzinfo=UTC)
+    hits = loaded.search("What happened last month?", scope=scope, mode="fast", k=5, reference=june)
+    assert any("time" in h.paths for h in hits)
+    (hiking,) = [h for h in hits if _source(h) == "h1"]
+    assert "time" in hiking.paths
+
+
+def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
+    hits = loaded.search("Who plays the violin?", scope=scope, mode="auto", k=3)
+    assert _source(hits[0]) == "v1"
+    with pytest.raises(ConfigurationError):
+        loaded.search("x", scope=scope, mode="telepathic")
+
+
+def test_exclude_paths(loaded: Memory, scope: Scope) -> None:
+    hits = loaded.search(
+        "Who plays the violin?", scope=scope, mode="expand", exclude_paths=("B2", "B3")
+    )
+    assert all(set(h.paths) <= {"A", "B"} for h in hits)
+
+
+def test_context_fits_the_budget_and_cites(loaded: Memory, scope: Scope) -> None:
+    context = loaded.context("Tell me about Sara's cat", scope=scope, max_tokens=60)
+    assert context.tokens == count_tokens(context.text) <= 60
+    assert "Miso" in context.text and "[c1]" in context.text
+    big = loaded.context("Tell me about Sara's cat", scope=scope, max_tokens=4000)
+    assert len(big.hits) == 5 and big.tokens <= 4000
+    assert all(f"[{m['id']}]" in big.text for m in CHAT)
+    tiny = loaded.context("cat", scope=scope, max_tokens=1)
+    assert tiny.text == "" and tiny.tokens == 0
+
+
+def test_rrf_matches_qdrant_formula() -> None:
+    fused = rrf(
+        {"A": [Ranked("x", 1.0), Ranked("y", 0.5)], "B": [Ranked("y", 0.9)]},
+        {"A": 1.0, "B": 2.0},
+        k=2,
+    )
+    assert [f.id for f in fused] == ["y", "x"]
+    assert fused[0].score == pytest.approx(1 / (2 / 1 + 1) + 1 / (1 / 2 + 1))
+    assert fused[0].paths == {"A": 2, "B": 1}
+
+
+def test_deterministic_rewrites() -> None:
+    rewrites = deterministic_rewrites(
+        "When did Caroline go to the LGBTQ support group?", ["Caroline"]
+    )
+    assert rewrites.hypothetical == "Caroline went to the LGBTQ support group"
+    assert rewrites.event == "go LGBTQ support group"
+    assert "When" not in rewrites.keywords and "Caroline" in rewrites.keywords
+    assert deterministic_rewrites("What does Nate bake?").hypothetical == "Nate bakes"
+
+
+def _ctx(memory: Memory, scope: Scope, question: str) -> SearchContext:
+    return memory._search_context(question, scope, 1, None)
+
+
+@pytest.mark.parametrize(
+    ("path", "question", "expected"),
+    [
+        # BM25 stems "baking" to the fact's "bake"; the hashing dense vectors do not.
+        ("A", "baking", "b1"),
+        ("B", "Nate's grey cat Miso?", "c1"),
+        # The declarative rewrite turns "did ... go" into "went", the fact's own word.
+        ("B2", "Where did Lina go hiking?", "h1"),
+    ],
+)
+def test_each_vector_path_alone(
+    loaded: Memory, scope: Scope, path: str, question: str, expected: str
+) -> None:
+    ctx = _ctx(loaded, scope, question)
+    facts = {f.id: f for f in loaded.facts(scope=scope)}
+    messages = {m.id: m.message.source_id for m in loaded.messages(scope=scope)}
+    tops = {}
+    for name, candidate in vector_paths(rewritten_keywords=False).items():
+        if name in ("A", "B", "B2", "B3"):
+            found = candidate.run(ctx)
+            tops[name] = messages[facts[found[0].id].sources[0]] if found else None
+    assert tops[path] == expected
+    if path == "A":  # with the lexical test encoder only BM25's stemming is unique to a path
+        assert [name for name, top in tops.items() if top == expected] == [path], tops
+
+
+def test_searcher_plan_adds_boosts_only_when_asked(loaded: Memory, scope: Scope) -> None:
+    searcher = Searcher()
+    plain = _ctx(loaded, scope, "Who plays the violin?")
+    dated = _ctx(loaded, scope, "When did Nate visit Lisbon in March 2023?")
+    assert searcher.plan(RetrievalMode.FAST, plain) == ("A", "B")
+    assert searcher.plan(RetrievalMode.DEEP, dated) == (
+        "A",
+        "B",
+        "B2",
+        "B3",
+        "C",
+        "D",
+        "time",
+        "stated",
+        "when",
+    )
