@@ -219,6 +219,7 @@ class Memory:
         *,
         scope: Scope,
         on_progress: Callable[[int], None] | None = None,
+        extract: bool = True,
     ) -> AddResult:
         """Store messages as evidence, then extract facts from them.
 
@@ -230,6 +231,8 @@ class Memory:
             messages: :class:`Message` objects or dicts with ``speaker``, ``text``, ``timestamp``.
             scope: Where the memory belongs.
             on_progress: Called with the number of messages finished after each batch.
+            extract: ``False`` only stores the messages, durably, as pending evidence (for a
+                background writer); :meth:`extract_pending` extracts them later.
 
         Raises:
             ScopeError: ``scope`` is missing or malformed.
@@ -250,12 +253,40 @@ class Memory:
                 )
         if fresh:
             self._store.put_messages(scope, list(fresh.values()))
+        if not extract:
+            return AddResult(messages_stored=len(fresh), messages_skipped=len(stored))
         todo = [
             m
             for m in (*stored.values(), *fresh.values())
             if m.status is not MessageStatus.PROCESSED
         ]
+        return self._extract_messages(scope, todo, on_progress, stored=len(fresh), known=stored)
+
+    def extract_pending(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Extract every pending message of the scope.
+
+        Pending messages are those ``add(..., extract=False)`` stored and those an earlier
+        failure left pending. Safe to call again: processed messages are never extracted twice.
+        """
+        check_scope(scope)
+        pending = list(
+            self._store.iter_messages(scope, where={"status": MessageStatus.PENDING.value})
+        )
+        return self._extract_messages(scope, pending, on_progress, stored=0, known={})
+
+    def _extract_messages(
+        self,
+        scope: Scope,
+        todo: list[StoredMessage],
+        on_progress: Callable[[int], None] | None,
+        *,
+        stored: int,
+        known: Mapping[str, StoredMessage],
+    ) -> AddResult:
         todo.sort(key=lambda m: m.message.timestamp)
+        fresh_count = stored
         before = self._llm.usage.snapshot() if self._llm is not None else None
         result = self._extract(scope, todo, on_progress)
         calls = input_tokens = output_tokens = 0
@@ -272,8 +303,8 @@ class Memory:
                 output_tokens,
             )
         return AddResult(
-            messages_stored=len(fresh),
-            messages_skipped=len(stored) - sum(1 for m in stored.values() if m in todo),
+            messages_stored=fresh_count,
+            messages_skipped=len(known) - sum(1 for m in known.values() if m in todo),
             fact_ids=result.fact_ids,
             entity_ids=result.entity_ids,
             discarded=result.discarded,

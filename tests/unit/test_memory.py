@@ -181,3 +181,14 @@ def test_from_settings_reads_the_environment(
     monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "0")
     with pytest.raises(ConfigurationError, match="MEMBRAIN_"):
         Memory.from_settings()
+
+
+def test_store_now_extract_later(memory: Memory, scope: Scope) -> None:
+    stored = memory.add(CHAT, scope=scope, extract=False)
+    assert stored.messages_stored == 4 and stored.fact_ids == ()
+    assert {m.status for m in memory.messages(scope=scope)} == {MessageStatus.PENDING}
+    assert memory.facts(scope=scope) == []
+    done = memory.extract_pending(scope=scope)
+    assert len(done.fact_ids) == 3
+    assert {m.status for m in memory.messages(scope=scope)} == {MessageStatus.PROCESSED}
+    assert memory.extract_pending(scope=scope).fact_ids == ()  # never twice
