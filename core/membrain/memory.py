@@ -53,7 +53,9 @@ from membrain.models import (
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
+from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.search import RetrievalMode, Searcher
+from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, VectorQuery, check_scope
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import RecordStore
@@ -164,8 +166,10 @@ class Memory:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
         self._settings = _Settings(batch_size=batch_size, context_window=context_window)
+        self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
-            rrf_k=self._settings.rrf_k, extra_paths={"D": BooleanPath(self._lexical)}
+            rrf_k=self._settings.rrf_k,
+            extra_paths={"C": EntityTreePath(self._tree), "D": BooleanPath(self._lexical)},
         )
         self._participants_cache: dict[str, tuple[str, ...]] = {}
 
@@ -369,6 +373,8 @@ class Memory:
             participants = speakers
             self._participants_cache[entity_scope.key] = tuple(participants)
             self._store.put_entities(entity_scope, entities)
+            if entities and not self._tree.is_empty(entity_scope):
+                self._tree.update(entity_scope, entities)
             self._store.put_facts(scope, facts, participants)
             reasons: dict[str, list[str]] = {}
             for item in extracted.discarded:
@@ -393,10 +399,10 @@ class Memory:
         key = scope.without_session().key
         cached = self._participants_cache.get(key)
         if cached is None:
-            entities = self._store.iter_entities(
-                scope.without_session(), where={"participant": True}
-            )
-            cached = tuple(e.name for e in entities)
+            # Filtered here, not in the engine: Qdrant Edge matches no point on an unindexed
+            # boolean payload field.
+            entities = self._store.iter_entities(scope.without_session())
+            cached = tuple(e.name for e in entities if e.participant)
             self._participants_cache[key] = cached
         return list(cached)
 

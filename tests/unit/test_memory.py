@@ -192,3 +192,11 @@ def test_store_now_extract_later(memory: Memory, scope: Scope) -> None:
     assert len(done.fact_ids) == 3
     assert {m.status for m in memory.messages(scope=scope)} == {MessageStatus.PROCESSED}
     assert memory.extract_pending(scope=scope).fact_ids == ()  # never twice
+
+
+def test_participants_survive_a_restart(tmp_path: Path, scope: Scope) -> None:
+    path = tmp_path / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        mem.add(CHAT, scope=scope)
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        assert set(mem._participants(scope)) == {"Sara", "Nate"}
