@@ -244,7 +244,8 @@ class Memory:
         """
         check_scope(scope)
         incoming = [_as_message(m) for m in messages]
-        ids = [scope.record_id(*m.identity()) for m in incoming]
+        # A caller's message id is unique within its session, not across the task's sessions.
+        ids = [scope.record_id(scope.session or "", *m.identity()) for m in incoming]
         stored = {m.id: m for m in self._store.get_messages(scope, ids)}
         fresh: dict[str, StoredMessage] = {}
         for message_id, message in zip(ids, incoming, strict=True):

@@ -81,3 +81,16 @@ def test_every_fact_cites_its_message_and_time() -> None:
 def test_entity_refs_skip_time_annotations() -> None:
     text = "[Sara] booked a [wedding shoot] for [June::2024-06] with [Sara's mom]."
     assert entity_refs(text) == ["Sara", "wedding shoot", "Sara's mom"]
+
+
+def test_system_messages_are_not_evidence() -> None:
+    message = Message(
+        id="s",
+        speaker="system",
+        role="system",
+        text="You are Kurisu.",
+        timestamp="2024-03-15T14:01:00Z",
+    )
+    batch = OfflineExtractor().extract([message], [], PARTICIPANTS)
+    assert batch.facts == []
+    assert [d.reason for d in batch.discarded] == ["system message, not evidence"]

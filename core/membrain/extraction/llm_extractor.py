@@ -47,7 +47,7 @@ from membrain.extraction.prompts import (
     PROMPT_VERSION,
     Prompts,
 )
-from membrain.models import Layer, Message, TimeCheck, TimeSpan, utc
+from membrain.models import Layer, Message, Role, TimeCheck, TimeSpan, utc
 from membrain.temporal import find_annotations, find_times, format_resolved, resolve
 
 __all__ = ["LLMExtractor", "render_window"]
@@ -71,6 +71,8 @@ def _stamp(moment: datetime) -> str:
 
 
 def _lines(message: Message) -> list[str]:
+    if message.role is Role.SYSTEM:  # instructions to a model, not something anyone said
+        return []
     head = f"[{_stamp(message.timestamp)}] {message.speaker}"
     parsed = parse_response(message.text)
     if not parsed.has_markup:

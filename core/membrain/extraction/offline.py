@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from membrain.extraction.base import Discard, ExtractionBatch, FactDraft
 from membrain.extraction.character import layer_statements, parse_response
-from membrain.models import Layer, Message
+from membrain.models import Layer, Message, Role
 from membrain.temporal import annotate
 
 __all__ = ["OfflineExtractor"]
@@ -174,6 +174,11 @@ class OfflineExtractor:
         if addressee is None:
             others = [s for s in speakers if s != message.speaker]
             addressee = others[0] if len(others) == 1 else None
+        if message.role is Role.SYSTEM:
+            batch.discarded.append(
+                Discard(message.id, "system message, not evidence", message.text)
+            )
+            return
         names = {message.speaker, *(speakers)}
         kept: list[str] = []
         response = parse_response(message.text)
