@@ -3,8 +3,8 @@
 Usage::
 
     python benchmarks/locomo_retrieval.py --data ../shared/data/locomo/locomo10_dev.json \
-        [--mode fast] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
-        [--limit-conversations N] [--path DIR] [--search-k N]
+        [--mode fast|expand|deep|auto] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
+        [--limit-conversations N] [--path DIR] [--search-k N] [--ablate]
 
 Each LoCoMo conversation is added to its own scope, ``Scope(dataset="locomo-<name>",
 task="bench")``, of one store (a fresh temporary folder unless ``--path`` is given); then every
@@ -37,8 +37,25 @@ system. The token-budget figures charge every method for the context it actually
 the fair comparison with the raw-turn baselines.
 
 Also reported: ingest throughput (turns added per wall second, over all conversations, extraction
-included), ``Memory.optimize()`` time, search latency (p50/p95 per call, ms), facts stored, the mean
-number of turns cited per returned fact (top 10 of every question) and question counts.
+included), ``Memory.optimize()`` time, search latency (p50/p95 per call, ms; the system's is that of
+the ``--mode`` run), facts stored, the mean number of turns cited per returned fact (top 10 of every
+question) and question counts.
+
+Paths. ``paths_seen`` lists the retrieval paths that found at least one returned fact (the keys of
+``MemoryHit.paths``), and ``paths_seen_questions`` in how many questions each did. With ``--mode
+auto``, ``auto_escalation`` is the share of questions that escalated from ``fast`` to ``deep``: a
+question counts as escalated when one of its hits was found by a path beyond A, B and the time
+boosts (``fast`` never runs one, and an escalated search runs B2 and B3, dense paths that always
+return candidates, so with the default ``--search-k`` of 100 one of them is in the hits).
+
+Ablation (``--ablate``). After the main run, the system's searches are run again over the same
+ingested stores, once per path of the mode with that path removed (``Memory.search(...,
+exclude_paths=(name,))``), and once with the three time boosts (``time``, ``stated``, ``when``)
+removed together as "time boosts". Only paths seen in the main run are ablated: removing a path
+that found none of any question's results leaves every ranking unchanged. For ``auto`` the paths
+are those of ``deep``, which it escalates to; removing A or B there also changes when it
+escalates. Reported per removed path: recall@k, recall within each budget, search latency and
+the change of each against the full mode (``ablation`` in the JSON).
 """
 
 from __future__ import annotations
@@ -48,7 +65,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +99,8 @@ from _locomo_eval import (  # noqa: E402
 
 from membrain import Memory  # noqa: E402
 from membrain.loaders import Conversation, locomo_conversations  # noqa: E402
-from membrain.models import Message, Scope  # noqa: E402
+from membrain.models import MemoryHit, Message, Scope  # noqa: E402
+from membrain.retrieval.search import MODE_PATHS, RetrievalMode  # noqa: E402
 from membrain.temporal import plain_text  # noqa: E402
 from membrain.tokens import count_tokens  # noqa: E402
 
@@ -100,6 +118,11 @@ _BASELINE_PATHS: dict[str, tuple[str, ...]] = {
     "rrf": ("sparse", "dense"),
 }
 _CITED_TOP = 10
+TIME_BOOSTS = ("time", "stated", "when")
+"""The boosts every mode adds when the question names a time or asks when (one ablation group)."""
+FAST_PATHS = frozenset({"A", "B", *TIME_BOOSTS})
+"""Paths a search that did not escalate can run; any other path in a hit means escalation."""
+_PATH_ORDER = ("A", "B", "B2", "B3", "C", "D", *TIME_BOOSTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +176,12 @@ class QuestionSet:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", required=True, type=Path, help="LoCoMo JSON file")
-    parser.add_argument("--mode", default="fast", help="Memory.search retrieval mode")
+    parser.add_argument(
+        "--mode",
+        default="fast",
+        choices=[m.value for m in RetrievalMode],
+        help="Memory.search retrieval mode",
+    )
     parser.add_argument("--k", nargs="+", type=int, default=[5, 10, 25], help="cut-offs k")
     parser.add_argument("--budget", nargs="+", type=int, default=[1000, 2000], help="token budgets")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -167,6 +195,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         metavar="N",
         help="results fetched per search (default: max(max k, 100, largest budget / 20))",
+    )
+    parser.add_argument(
+        "--ablate",
+        action="store_true",
+        help="re-run the system's searches once per path of the mode with that path removed",
     )
     args = parser.parse_args(argv)
     if min(args.k) < 1 or min(args.budget) < 1:
@@ -248,6 +281,10 @@ class Evaluator:
         self.results = {key: MethodResult() for key, _ in METHODS}
         self.cited_per_fact: list[int] = []
         self.unresolved_sources = 0
+        self.paths_seen: dict[str, int] = {}
+        """Path name -> questions in which it found at least one returned fact."""
+        self.escalated = 0
+        """Questions whose hits include a path beyond A, B and the boosts (``auto``)."""
         self._tokens: dict[str, int] = {}
 
     def _count(self, line: str) -> int:
@@ -256,18 +293,45 @@ class Evaluator:
             tokens = self._tokens[line] = count_tokens(line)
         return tokens
 
-    def _system(self, question: Question) -> list[Item]:
+    def _search(
+        self, question: Question, result: MethodResult, exclude: Sequence[str] = ()
+    ) -> list[MemoryHit]:
         started = time.perf_counter()
-        hits = self.mem.search(question.text, scope=question.scope, mode=self.mode, k=self.search_k)
-        self.results["system"].latencies_ms.append((time.perf_counter() - started) * 1000)
+        hits = self.mem.search(
+            question.text,
+            scope=question.scope,
+            mode=self.mode,
+            k=self.search_k,
+            exclude_paths=exclude,
+        )
+        result.latencies_ms.append((time.perf_counter() - started) * 1000)
+        return hits
+
+    @staticmethod
+    def _items(hits: Sequence[MemoryHit]) -> list[Item]:
         items = []
-        for rank, hit in enumerate(hits):
+        for hit in hits:
             ids = _cited(hit.sources)
-            if rank < _CITED_TOP:
-                self.cited_per_fact.append(len(hit.sources))
-                self.unresolved_sources += len(hit.fact.sources) - len(hit.sources)
             items.append(Item(ids, render_fact_line(hit.fact.text, ids, plain_text)))
         return items
+
+    def _system(self, question: Question) -> list[Item]:
+        hits = self._search(question, self.results["system"])
+        for hit in hits[:_CITED_TOP]:
+            self.cited_per_fact.append(len(hit.sources))
+            self.unresolved_sources += len(hit.fact.sources) - len(hit.sources)
+        seen = {name for hit in hits for name in hit.paths}
+        for name in seen:
+            self.paths_seen[name] = self.paths_seen.get(name, 0) + 1
+        self.escalated += bool(seen - FAST_PATHS)
+        return self._items(hits)
+
+    def ablate(self, questions: Sequence[Question], exclude: Sequence[str]) -> MethodResult:
+        """The system's figures over ``questions`` with the ``exclude`` paths removed."""
+        result = MethodResult()
+        for question in questions:
+            self._score(result, question, self._items(self._search(question, result, exclude)))
+        return result
 
     def _baseline(self, key: str, question: Question) -> list[Item]:
         started = time.perf_counter()
@@ -352,15 +416,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 evaluator.ask(question)
                 progress.advance(task)
 
+        ablation: dict[str, Any] = {}
+        not_ablated: list[str] = []
+        if args.ablate:
+            groups, not_ablated = ablation_groups(args.mode, evaluator.paths_seen)
+            full = evaluator.results["system"].summary()
+            with _progress(err) as progress:
+                task = progress.add_task("ablation", total=len(groups) * len(questions))
+                for label, exclude in groups:
+                    progress.update(task, description=f"ablation -{label}")
+                    result = evaluator.ablate(questions, exclude)
+                    ablation[label] = _ablation_entry(result, exclude, full)
+                    progress.advance(task, len(questions))
+
     system = evaluator.results["system"]
-    latency = {
-        key: {
-            "p50": percentile(evaluator.results[key].latencies_ms, 50),
-            "p95": percentile(evaluator.results[key].latencies_ms, 95),
-        }
-        for key, _ in METHODS
-    }
+    latency = {key: _latency(evaluator.results[key].latencies_ms) for key, _ in METHODS}
     cited = evaluator.cited_per_fact
+    paths_seen = sorted(evaluator.paths_seen, key=_path_order)
+    extra: dict[str, Any] = {
+        "paths_seen": paths_seen,
+        "paths_seen_questions": {p: evaluator.paths_seen[p] for p in paths_seen},
+    }
+    if args.mode == RetrievalMode.AUTO.value:
+        extra["auto_escalation"] = {
+            "escalated": evaluator.escalated,
+            "questions": len(questions),
+            "share": evaluator.escalated / len(questions) if questions else float("nan"),
+            "rule": "a hit found by a path other than A, B, time, stated, when",
+        }
+    if args.ablate:
+        extra["ablation"] = ablation
+        extra["ablation_skipped"] = not_ablated
     return {
         "system": system.summary(),
         "baselines": {key: evaluator.results[key].summary() for key, _ in METHODS[1:]},
@@ -391,6 +477,59 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "search_k": args.search_k,
         "mode": args.mode,
         "data": str(args.data),
+        **extra,
+    }
+
+
+def _path_order(name: str) -> tuple[int, str]:
+    return (_PATH_ORDER.index(name), "") if name in _PATH_ORDER else (len(_PATH_ORDER), name)
+
+
+def _latency(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+    }
+
+
+def ablation_groups(
+    mode: str, paths_seen: Mapping[str, int]
+) -> tuple[list[tuple[str, tuple[str, ...]]], list[str]]:
+    """``(label, paths to exclude)`` per ablation run, and the mode's paths left out (unseen).
+
+    One run per path of the mode (``deep``'s for ``auto``) seen in the main run, then one for
+    the time boosts together when any of them was seen.
+    """
+    resolved = RetrievalMode(mode)
+    base = MODE_PATHS[RetrievalMode.DEEP if resolved is RetrievalMode.AUTO else resolved]
+    groups: list[tuple[str, tuple[str, ...]]] = [
+        (name, (name,)) for name in base if name in paths_seen
+    ]
+    skipped = [name for name in base if name not in paths_seen]
+    if any(b in paths_seen for b in TIME_BOOSTS):
+        groups.append(("time boosts", TIME_BOOSTS))
+    else:
+        skipped.append("time boosts")
+    return groups, skipped
+
+
+def _ablation_entry(
+    result: MethodResult, exclude: Sequence[str], full: Mapping[str, Any]
+) -> dict[str, Any]:
+    figures = result.summary()
+    return {
+        "excluded": list(exclude),
+        **figures,
+        "delta_recall_at_k": {
+            k: v["overall"] - full["recall_at_k"][k]["overall"]
+            for k, v in figures["recall_at_k"].items()
+        },
+        "delta_recall_at_budget": {
+            b: v["overall"] - full["recall_at_budget"][b]["overall"]
+            for b, v in figures["recall_at_budget"].items()
+        },
+        "latency_ms": _latency(result.latencies_ms),
     }
 
 
@@ -440,8 +579,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"ingest: {ingest['turns']} turns in {ingest['seconds']:.1f} s = "
         f"{ingest['turns_per_s']:.1f} turns/s (stored {ingest['messages_stored']}, "
         f"extraction errors {ingest['extraction_errors']}); optimize {ingest['optimize_s']:.2f} s",
-        f"search latency (ms): system p50 {lat['system']['p50']:.1f} / p95 "
-        f"{lat['system']['p95']:.1f}; "
+        f"search latency (ms): system (mode {report['mode']}) p50 {lat['system']['p50']:.1f} / "
+        f"p95 {lat['system']['p95']:.1f}; "
         + "; ".join(f"{k} p50 {lat[k]['p50']:.1f}" for k, _ in METHODS[1:]),
         f"facts: {facts['overall']} ({per_conv})",
         f"mean cited turns per returned fact (top {_CITED_TOP}): "
@@ -450,6 +589,16 @@ def format_report(report: dict[str, Any]) -> str:
         f"evidence tokens dropped: {len(q['evidence_tokens_dropped'])}, "
         f"unknown ids dropped: {len(q['evidence_ids_unknown'])}",
     ]
+    seen = report.get("paths_seen_questions", {})
+    lines.append(
+        "paths seen in hits (questions): " + (", ".join(f"{p} {n}" for p, n in seen.items()) or "-")
+    )
+    escalation = report.get("auto_escalation")
+    if escalation is not None:
+        lines.append(
+            f"auto escalated to deep: {escalation['escalated']} of {escalation['questions']} "
+            f"questions ({_pct(escalation['share']).strip()}%)"
+        )
     exhausted = {key: per_method[key]["candidates_exhausted_within_budget"] for key, _ in METHODS}
     if any(v for v in exhausted.values()):
         lines.append(
@@ -459,6 +608,53 @@ def format_report(report: dict[str, Any]) -> str:
                 for key, v in exhausted.items()
                 if v
             )
+        )
+    if "ablation" in report:
+        lines += ["", format_ablation(report)]
+    return "\n".join(lines)
+
+
+def format_ablation(report: Mapping[str, Any]) -> str:
+    """The ablation table: the system's recall with each path removed, against the full mode."""
+    ks = [str(k) for k in report["k"]]
+    budgets = [str(b) for b in report["budgets"]]
+    cut = "10" if "10" in ks else ks[0]
+    header = [
+        "removed path",
+        *(f"R@{k}" for k in ks),
+        *(f"R<={b}tok" for b in budgets),
+        f"delta R@{cut}",
+        "p50 ms",
+    ]
+    full = report["system"]
+    rows = [
+        [
+            f"(none: full {report['mode']})",
+            *(_pct(full["recall_at_k"][k]["overall"]) for k in ks),
+            *(_pct(full["recall_at_budget"][b]["overall"]) for b in budgets),
+            "",
+            f"{report['latency_ms']['system']['p50']:.1f}",
+        ]
+    ]
+    for label, entry in report["ablation"].items():
+        delta = 100 * entry["delta_recall_at_k"][cut]
+        rows.append(
+            [
+                label,
+                *(_pct(entry["recall_at_k"][k]["overall"]) for k in ks),
+                *(_pct(entry["recall_at_budget"][b]["overall"]) for b in budgets),
+                f"{delta:+.1f}",
+                f"{entry['latency_ms']['p50']:.1f}",
+            ]
+        )
+    lines = [
+        f"Ablation (%), mode={report['mode']}: the system's searches re-run with one path removed",
+        format_table(header, rows),
+    ]
+    if report.get("ablation_skipped"):
+        lines.append(
+            "not ablated (found no returned fact in the full run): "
+            + ", ".join(report["ablation_skipped"])
         )
     return "\n".join(lines)
 

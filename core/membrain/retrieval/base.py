@@ -56,6 +56,13 @@ class SearchContext:
     times: Sequence[TimeSpan] = ()
     asks_when: bool = False
     extra: dict[str, object] = field(default_factory=dict)
+    _vectors: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    def dense_vector(self, text: str) -> list[float]:
+        """The dense query vector of ``text``, computed once per search."""
+        if text not in self._vectors:
+            self._vectors[text] = self.dense.embed_query(text)
+        return self._vectors[text]
 
 
 class RetrievalPath(Protocol):

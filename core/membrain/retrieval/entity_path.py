@@ -86,4 +86,4 @@ class EntityTreePath:
 
 
 def _question_vector(ctx: SearchContext) -> list[float]:
-    return ctx.dense.embed_query(question_dense_text(ctx.question, ctx.participants))
+    return ctx.dense_vector(question_dense_text(ctx.question, ctx.participants))

@@ -12,10 +12,11 @@ when. *Weak* (``auto``): BM25 and dense agree on fewer than ``auto_min_agreement
 ten facts — when two unrelated signals do not agree, neither is trusted.
 
 Fusion is weighted reciprocal rank fusion with Qdrant's formula
-(``1 / ((rank + 1) / weight + k - 1)``) over the union of every path's candidates; when all of a
-mode's paths are Qdrant queries (``fast``, ``expand``) the fused ranking is computed by Qdrant
-in one request, else (``deep``, and ``auto`` once escalated) in Python over the same lists. Every
-result records the rank at which each path found it.
+(``1 / ((rank + 1) / weight + k - 1)``) over the union of every path's candidates, computed here
+over the per-path lists. Every result must say at which rank each path found it, so the per-path
+lists are needed anyway; sending Qdrant the fused request as well ran every query twice (fast-mode
+p95 300 ms at 10,000 facts, ``benchmarks/search_latency.py``). Paths C and D are not Qdrant
+queries in any case.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from enum import StrEnum
 
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
-from membrain.retrieval.vector_paths import ACTIVE, vector_paths
-from membrain.storage.base import Collection
+from membrain.retrieval.vector_paths import vector_paths
 
 __all__ = ["Fused", "RetrievalMode", "Searcher", "rrf"]
 
@@ -139,9 +139,7 @@ class Searcher:
                 rankings.update(self._run([n for n in deep if n not in rankings], ctx, rewrites))
                 return rrf(rankings, self._weights, self._rrf_k)[:k], RetrievalMode.DEEP
             mode = RetrievalMode.FAST
-        if any(n in self._extra for n in rankings):
-            return rrf(rankings, self._weights, self._rrf_k)[:k], mode
-        return self._server_fused(names, ctx, rewrites, rankings, k), mode
+        return rrf(rankings, self._weights, self._rrf_k)[:k], mode
 
     def _run(
         self, names: Sequence[str], ctx: SearchContext, rewrites: Rewrites
@@ -158,33 +156,3 @@ class Searcher:
     def _weak(self, rankings: Mapping[str, Sequence[Ranked]]) -> bool:
         top = [{r.id for r in rankings.get(n, [])[:10]} for n in ("A", "B")]
         return len(top[0] & top[1]) < self._auto_min_agreement
-
-    def _server_fused(
-        self,
-        names: Sequence[str],
-        ctx: SearchContext,
-        rewrites: Rewrites,
-        rankings: Mapping[str, Sequence[Ranked]],
-        k: int,
-    ) -> list[Fused]:
-        """Qdrant fuses the Qdrant paths in one request; per-path ranks come from ``rankings``."""
-        qdrant = vector_paths(rewritten_keywords=True)
-        queries = []
-        for name in names:
-            query = qdrant[name].query(ctx, rewrites)
-            if query is not None:
-                weight = self._weights.get(name, 1.0)
-                queries.append(
-                    type(query)(query.using, query.vector, query.limit, weight, query.where)
-                )
-        points = ctx.backend.query(
-            Collection.FACTS, ctx.scope, queries, limit=k, where=ACTIVE, rrf_k=self._rrf_k
-        )
-        ranks = {
-            name: {r.id: position for position, r in enumerate(ranked, 1)}
-            for name, ranked in rankings.items()
-        }
-        return [
-            Fused(p.id, p.score, {n: r[p.id] for n, r in ranks.items() if p.id in r})
-            for p in points
-        ]

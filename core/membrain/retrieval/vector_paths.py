@@ -55,7 +55,7 @@ class VectorPath:
 
 
 def _dense(ctx: SearchContext, text: str, where: Where | None = None) -> VectorQuery:
-    vector = ctx.dense.embed_query(question_dense_text(text, ctx.participants))
+    vector = ctx.dense_vector(question_dense_text(text, ctx.participants))
     return VectorQuery(DENSE, vector, limit=ctx.limit, where=dict(where or {}))
 
 

@@ -69,11 +69,16 @@ class Collection(StrEnum):
 
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.MESSAGES: ("status",),
-    Collection.FACTS: ("status", "entity_ids", "sources"),
+    Collection.FACTS: ("status", "entity_ids", "sources", "precision"),
     Collection.ENTITIES: ("name_key", "alias_keys"),
     Collection.TREE: ("level", "parent", "children"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
+
+DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
+    Collection.FACTS: ("valid_from", "valid_to", "stated_at"),
+}
+"""Datetime payload fields indexed per collection (time-aware search filters on them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from membrain.embeddings import SparseVector
 from membrain.errors import BackendError, ConfigurationError, MembrainError
 from membrain.models import Scope
 from membrain.storage.base import (
+    DATETIME_FIELDS,
     DENSE,
     INDEXED_FIELDS,
     SPARSE,
@@ -146,6 +147,10 @@ class QdrantClientBackend:
                     for field in ("session", *INDEXED_FIELDS[collection]):
                         self._client.create_payload_index(
                             name, field, field_schema=qm.PayloadSchemaType.KEYWORD
+                        )
+                    for field in DATETIME_FIELDS.get(collection, ()):
+                        self._client.create_payload_index(
+                            name, field, field_schema=qm.PayloadSchemaType.DATETIME
                         )
 
     def _check_existing(self, name: str, dense_dim: int, marker: dict[str, str]) -> None:

@@ -24,6 +24,7 @@ from membrain.embeddings import SparseVector
 from membrain.errors import BackendError, ConfigurationError, MembrainError
 from membrain.models import Scope
 from membrain.storage.base import (
+    DATETIME_FIELDS,
     DENSE,
     INDEXED_FIELDS,
     SPARSE,
@@ -140,13 +141,16 @@ class EdgeBackend:
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         )
         if folder.exists() and any(folder.iterdir()):
-            return qe.EdgeShard.load(str(folder), config)
-        shard = qe.EdgeShard.create(str(folder), config)
-        shard.update(
-            qe.UpdateOperation.create_field_index("tenant", qe.KeywordIndexParams(is_tenant=True))
-        )
-        for name in ("session", *INDEXED_FIELDS[collection]):
-            shard.update(qe.UpdateOperation.create_field_index(name, qe.KeywordIndexParams()))
+            shard = qe.EdgeShard.load(str(folder), config)
+        else:
+            shard = qe.EdgeShard.create(str(folder), config)
+        existing = set(shard.info().payload_schema)
+        wanted: list[tuple[str, Any]] = [("tenant", qe.KeywordIndexParams(is_tenant=True))]
+        wanted += [(n, qe.KeywordIndexParams()) for n in ("session", *INDEXED_FIELDS[collection])]
+        wanted += [(n, qe.DatetimeIndexParams()) for n in DATETIME_FIELDS.get(collection, ())]
+        for name, params in wanted:  # a store made by an older version gains new indexes here
+            if name not in existing:
+                shard.update(qe.UpdateOperation.create_field_index(name, params))
         return shard
 
     def _shard(self, collection: Collection) -> Any:
