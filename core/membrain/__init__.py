@@ -12,6 +12,7 @@ Example:
     >>> mem.search("What is Sara's cat called?", scope=scope)  # doctest: +SKIP
 """
 
+from membrain.aio import AsyncMemory
 from membrain.config import MembrainSettings
 from membrain.errors import (
     AnnotationError,
@@ -27,6 +28,7 @@ from membrain.extraction.llm import ChatModel, LLMReply
 from membrain.extraction.prompts import Prompts
 from membrain.memory import AddResult, EvidenceHit, Memory, RetrievalMode
 from membrain.models import (
+    Context,
     Entity,
     EntityVersion,
     EntityView,
@@ -50,9 +52,11 @@ __version__ = "0.1.0"
 __all__ = [
     "AddResult",
     "AnnotationError",
+    "AsyncMemory",
     "ChatModel",
     "BackendError",
     "ConfigurationError",
+    "Context",
     "Entity",
     "EntityVersion",
     "EntityView",

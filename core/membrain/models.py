@@ -332,6 +332,29 @@ class MemoryHit(_Record):
         """Caller-side ids of the cited messages (``source_id`` when set, else the stored id)."""
         return tuple(m.source_id or m.id or "" for m in self.sources)
 
+    def metadata(self) -> dict[str, Any]:
+        """The hit as flat metadata, as the framework retrievers attach it to documents/nodes.
+
+        Keys: ``fact_id``; ``text`` (the fact as stored, with ``[entity]`` brackets and
+        ``[raw::resolved]`` annotations); ``entities`` (canonical names); ``valid_from`` and
+        ``valid_to`` (ISO 8601 or ``None``); ``sources`` (the cited messages' caller-side ids);
+        ``score`` (fused); ``paths`` (retrieval path -> rank); ``scope`` (the ``dataset/task``
+        key) and ``session``.
+        """
+        fact = self.fact
+        return {
+            "fact_id": fact.id,
+            "text": fact.text,
+            "entities": [entity.name for entity in self.entities],
+            "valid_from": fact.valid_from.isoformat() if fact.valid_from is not None else None,
+            "valid_to": fact.valid_to.isoformat() if fact.valid_to is not None else None,
+            "sources": list(self.source_ids),
+            "score": self.score,
+            "paths": dict(self.paths),
+            "scope": fact.scope.key,
+            "session": fact.scope.session,
+        }
+
 
 def now() -> datetime:
     """The current time, UTC."""

@@ -8,9 +8,11 @@ import membrain
 EXPECTED = {
     "AddResult",
     "AnnotationError",
+    "AsyncMemory",
     "ChatModel",
     "BackendError",
     "ConfigurationError",
+    "Context",
     "Entity",
     "EntityVersion",
     "EntityView",
@@ -57,7 +59,7 @@ def test_errors_share_one_root() -> None:
 
 def test_import_loads_no_framework() -> None:
     code = (
-        "import sys, membrain, membrain.cli;"
+        "import sys, membrain, membrain.cli, membrain.aio;"
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('langchain', 'langchain_core', 'langgraph', 'llama_index')];"
         "print(','.join(bad))"

@@ -1,0 +1,249 @@
+"""The :class:`AsyncMemory` facade: :class:`~membrain.Memory` for ``asyncio`` code.
+
+The embedded engines (Qdrant Edge, tantivy, the ONNX encoder) have no async client, so
+:class:`AsyncMemory` is a thin driver: every method runs the same :class:`~membrain.Memory`
+method in a worker thread (:func:`asyncio.to_thread`) and awaits it. All planning stays in
+:class:`~membrain.Memory`; the two facades differ only in how they wait for I/O.
+
+Calls from many tasks at once are safe: the memory and its backends are thread-safe, and each call
+runs in its own worker thread (the event loop's default executor). A cancelled call stops waiting
+but the thread finishes its work; the write path is idempotent, so a later ``add`` of the same
+messages writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from membrain.config import MembrainSettings
+from membrain.embeddings import DenseEncoder, SparseEncoder
+from membrain.extraction.base import Extractor
+from membrain.extraction.prompts import Prompts
+from membrain.memory import AddResult, EvidenceHit, Memory
+from membrain.models import Context, Entity, Fact, MemoryHit, Message, Scope, StoredMessage
+from membrain.retrieval.search import RetrievalMode
+from membrain.storage.base import DENSE, SPARSE, Backend
+
+__all__ = ["AsyncMemory"]
+
+
+class AsyncMemory:
+    """Long-term memory for async agents: :class:`~membrain.Memory` with awaitable methods.
+
+    Takes the same arguments as :class:`~membrain.Memory` (and builds one), or wraps an existing
+    one with :meth:`from_memory`. Every public method of :class:`~membrain.Memory` is here as a
+    coroutine with the same signature; :meth:`aclose` (or ``async with``) releases the store.
+
+    Example:
+        >>> import asyncio
+        >>> from membrain import Scope
+        >>> from membrain.aio import AsyncMemory
+        >>> async def main() -> None:
+        ...     async with AsyncMemory(path="/tmp/mem") as mem:
+        ...         scope = Scope(dataset="sara", task="assistant")
+        ...         await mem.add([{"speaker": "Sara", "text": "I adopted a cat named Miso.",
+        ...                         "timestamp": "2024-03-15T14:01:00Z"}], scope=scope)
+        ...         hits = await mem.search("What is the cat called?", scope=scope)
+        >>> asyncio.run(main())  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        qdrant_url: str | None = None,
+        qdrant_api_key: str | None = None,
+        backend: Backend | None = None,
+        dense: DenseEncoder | None = None,
+        sparse: SparseEncoder | None = None,
+        llm: object | None = None,
+        prompts: Prompts | None = None,
+        max_attempts: int = 3,
+        extractor: Extractor | None = None,
+        batch_size: int = 32,
+        context_window: int = 6,
+    ) -> None:
+        self._memory = Memory(
+            path,
+            qdrant_url=qdrant_url,
+            qdrant_api_key=qdrant_api_key,
+            backend=backend,
+            dense=dense,
+            sparse=sparse,
+            llm=llm,
+            prompts=prompts,
+            max_attempts=max_attempts,
+            extractor=extractor,
+            batch_size=batch_size,
+            context_window=context_window,
+        )
+
+    @classmethod
+    def from_memory(cls, memory: Memory) -> AsyncMemory:
+        """An AsyncMemory driving ``memory`` (closing one closes the other's store).
+
+        Example:
+            >>> amem = AsyncMemory.from_memory(Memory(path="/tmp/mem"))  # doctest: +SKIP
+        """
+        instance = cls.__new__(cls)
+        instance._memory = memory
+        return instance
+
+    @classmethod
+    def from_settings(cls, settings: MembrainSettings | None = None) -> AsyncMemory:
+        """An AsyncMemory configured like :meth:`Memory.from_settings <membrain.Memory>`.
+
+        Reads ``settings``, or the ``MEMBRAIN_*`` environment variables when it is ``None``.
+        """
+        return cls.from_memory(Memory.from_settings(settings))
+
+    @property
+    def memory(self) -> Memory:
+        """The synchronous :class:`~membrain.Memory` this facade drives."""
+        return self._memory
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Flush and release the store."""
+        await asyncio.to_thread(self._memory.close)
+
+    async def close(self) -> None:
+        """Flush and release the store (the same as :meth:`aclose`)."""
+        await self.aclose()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def optimize(self) -> None:
+        """Build search indexes now (useful after a bulk load)."""
+        await asyncio.to_thread(self._memory.optimize)
+
+    # -- write -------------------------------------------------------------------------------
+    async def add(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        scope: Scope,
+        on_progress: Callable[[int], None] | None = None,
+        extract: bool = True,
+    ) -> AddResult:
+        """Store messages as evidence, then extract facts from them.
+
+        See :meth:`Memory.add <membrain.Memory.add>`. ``messages`` is read before the call
+        returns control to the loop; ``on_progress`` is called from the worker thread.
+
+        Raises:
+            ScopeError: ``scope`` is missing or malformed.
+            InputError: a message is malformed (nothing is stored then).
+        """
+        batch = list(messages)
+        return await asyncio.to_thread(
+            self._memory.add, batch, scope=scope, on_progress=on_progress, extract=extract
+        )
+
+    async def extract_pending(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Extract every pending message of the scope (see ``Memory.extract_pending``)."""
+        return await asyncio.to_thread(
+            self._memory.extract_pending, scope=scope, on_progress=on_progress
+        )
+
+    # -- read --------------------------------------------------------------------------------
+    async def search(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 10,
+        reference: datetime | None = None,
+        exclude_paths: Sequence[str] = (),
+    ) -> list[MemoryHit]:
+        """The ``k`` facts that best answer ``question`` (see ``Memory.search``).
+
+        Raises:
+            ScopeError: ``scope`` is missing or malformed.
+            InputError: empty question or ``k < 1``.
+            ConfigurationError: unknown mode.
+        """
+        return await asyncio.to_thread(
+            self._memory.search,
+            question,
+            scope=scope,
+            mode=mode,
+            k=k,
+            reference=reference,
+            exclude_paths=tuple(exclude_paths),
+        )
+
+    async def context(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        max_tokens: int = 2000,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 50,
+        profile_tokens: int = 0,
+        reference: datetime | None = None,
+    ) -> Context:
+        """A cited context block for ``question`` within ``max_tokens`` (see ``Memory.context``).
+
+        Raises:
+            InputError: ``max_tokens < 1`` or a reserve larger than the budget.
+        """
+        return await asyncio.to_thread(
+            self._memory.context,
+            question,
+            scope=scope,
+            max_tokens=max_tokens,
+            mode=mode,
+            k=k,
+            profile_tokens=profile_tokens,
+            reference=reference,
+        )
+
+    async def search_messages(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        k: int = 10,
+        paths: Sequence[str] = (SPARSE, DENSE),
+    ) -> list[EvidenceHit]:
+        """Search the raw messages (the evidence) directly (see ``Memory.search_messages``)."""
+        return await asyncio.to_thread(
+            self._memory.search_messages, question, scope=scope, k=k, paths=tuple(paths)
+        )
+
+    async def facts(self, *, scope: Scope, include_inactive: bool = False) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``)."""
+        return await asyncio.to_thread(
+            self._memory.facts, scope=scope, include_inactive=include_inactive
+        )
+
+    async def messages(self, *, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status."""
+        return await asyncio.to_thread(self._memory.messages, scope=scope)
+
+    async def entities(self, *, scope: Scope) -> list[Entity]:
+        """Every entity of the scope's (dataset, task)."""
+        return await asyncio.to_thread(self._memory.entities, scope=scope)
+
+    async def delete_scope(self, scope: Scope) -> None:
+        """Delete everything stored under ``scope`` (all sessions when it has none)."""
+        await asyncio.to_thread(self._memory.delete_scope, scope)

@@ -1,0 +1,259 @@
+"""A LangChain chat message history whose messages are MemBrain evidence.
+
+Every message added to the history is stored in MemBrain as a message of the chat's session (its
+evidence store), and facts are then extracted from it: by a background writer when one is hooked in
+(``on_added``), else right away. Reading the history returns the session's transcript.
+
+``clear()`` ends the transcript; it does not forget anything. See
+:meth:`MembrainChatMessageHistory.clear`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+)
+
+from membrain import Memory, Message, Role, Scope, ScopeError, StoredMessage
+
+__all__ = ["MembrainChatMessageHistory", "transcript_marker_scope"]
+
+log = logging.getLogger("membrain")
+
+CLEAR_SOURCE_PREFIX = "membrain:clear:"
+"""``source_id`` prefix of the markers :meth:`MembrainChatMessageHistory.clear` stores."""
+
+_TICK = timedelta(microseconds=1)
+
+
+class _MonotonicClock:
+    """Process-wide UTC clock whose readings strictly increase (1 µs apart at least)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: datetime | None = None
+
+    def next(self) -> datetime:
+        with self._lock:
+            current = datetime.now(UTC)
+            if self._last is not None and current <= self._last:
+                current = self._last + _TICK
+            self._last = current
+            return current
+
+
+_CLOCK = _MonotonicClock()
+
+
+def transcript_marker_scope(scope: Scope) -> Scope:
+    """The scope that holds the transcript-cleared markers of ``scope``'s session.
+
+    The markers are bookkeeping, not conversation: they live in a sibling task of the same
+    dataset (``membrain.transcript:<hash of the task>``) so that no search, no listing of the
+    chat's messages and no extraction of the chat's scope ever sees them.
+    """
+    digest = hashlib.sha256(scope.task.encode()).hexdigest()[:24]
+    return Scope(dataset=scope.dataset, task=f"membrain.transcript:{digest}", session=scope.session)
+
+
+class MembrainChatMessageHistory(BaseChatMessageHistory):
+    """Chat history stored in MemBrain: the session's messages are evidence for facts.
+
+    Messages are stored at once (durably, as pending evidence); facts are then extracted from
+    them. With ``on_added`` (a background writer's ``schedule`` function, for instance) and
+    ``extract_in_background=True`` extraction is left to that callback; otherwise the history
+    extracts synchronously with :meth:`membrain.Memory.extract_pending` before returning.
+
+    Human messages are stored with role ``user`` and speaker ``user_name`` (or the message's own
+    ``name``), AI messages with role ``assistant`` and speaker ``ai_name``, system messages with
+    role ``system``. A LangChain message ``id`` is kept as the MemBrain ``source_id``, so facts
+    cite it. Messages without text (an AI turn holding only tool calls) are not stored; tool
+    calls and tool results are not kept as evidence.
+
+    **clear() does not forget.** It ends the transcript: :attr:`messages` no longer returns what
+    was said before, but the stored messages and every fact and entity derived from them stay in
+    memory and keep being found by searches.
+
+    Args:
+        memory: The :class:`~membrain.Memory` to store into.
+        scope: The chat's scope; it must name a ``session`` (the chat's thread).
+        dataset: Scope dataset (instead of ``scope``).
+        task: Scope task (instead of ``scope``).
+        session: Scope session (instead of ``scope``).
+        user_name: Speaker name of human messages.
+        ai_name: Speaker name of AI messages.
+        extract_in_background: Leave extraction to ``on_added`` when it is given.
+        on_added: Called with the scope after messages are stored.
+
+    Example:
+        >>> from membrain import Memory, Scope
+        >>> mem = Memory(path="/tmp/mem")  # doctest: +SKIP
+        >>> history = MembrainChatMessageHistory(
+        ...     mem, Scope(dataset="sara", task="assistant", session="thread-1"), user_name="Sara"
+        ... )  # doctest: +SKIP
+        >>> history.add_user_message("I adopted a cat named Miso yesterday.")  # doctest: +SKIP
+        >>> history.messages  # doctest: +SKIP
+        [HumanMessage(content='I adopted a cat named Miso yesterday.', ...)]
+    """
+
+    def __init__(
+        self,
+        memory: Memory,
+        scope: Scope | None = None,
+        *,
+        dataset: str | None = None,
+        task: str | None = None,
+        session: str | None = None,
+        user_name: str = "user",
+        ai_name: str = "assistant",
+        extract_in_background: bool = True,
+        on_added: Callable[[Scope], None] | None = None,
+    ) -> None:
+        if scope is None:
+            if dataset is None or task is None:
+                raise ScopeError(
+                    "MembrainChatMessageHistory needs a scope with a session: pass "
+                    "scope=Scope(dataset=..., task=..., session=...) or dataset/task/session"
+                )
+            scope = Scope(dataset=dataset, task=task, session=session)
+        elif any(part is not None for part in (dataset, task, session)):
+            raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
+        if scope.session is None:
+            raise ScopeError(
+                "a chat history needs a scope with a session (the chat's thread), e.g. "
+                f"Scope(dataset={scope.dataset!r}, task={scope.task!r}, session='thread-1')"
+            )
+        if not user_name or not ai_name:
+            raise ValueError("user_name and ai_name must be non-empty speaker names")
+        self.memory = memory
+        self.scope = scope
+        self.user_name = user_name
+        self.ai_name = ai_name
+        self.extract_in_background = extract_in_background
+        self.on_added = on_added
+
+    # -- read --------------------------------------------------------------------------------
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The session's transcript since the last :meth:`clear`, in time order."""
+        cleared_at = self._cleared_at()
+        stored = self.memory.messages(scope=self.scope)
+        return [
+            self._to_langchain(m)
+            for m in stored
+            if cleared_at is None or m.recorded_at > cleared_at
+        ]
+
+    def _cleared_at(self) -> datetime | None:
+        markers = self.memory.messages(scope=transcript_marker_scope(self.scope))
+        times = [
+            m.recorded_at
+            for m in markers
+            if (m.message.source_id or "").startswith(CLEAR_SOURCE_PREFIX)
+        ]
+        return max(times, default=None)
+
+    def _to_langchain(self, stored: StoredMessage) -> BaseMessage:
+        message = stored.message
+        content = message.text
+        if message.caption:
+            content = f"{content}\n[image: {message.caption}]" if content else message.caption
+        message_id = message.source_id or stored.id
+        if message.role is Role.USER:
+            name = None if message.speaker == self.user_name else message.speaker
+            return HumanMessage(content=content, id=message_id, name=name)
+        if message.role is Role.ASSISTANT:
+            name = None if message.speaker == self.ai_name else message.speaker
+            return AIMessage(content=content, id=message_id, name=name)
+        if message.role is Role.SYSTEM:
+            return SystemMessage(content=content, id=message_id)
+        return ChatMessage(content=content, role=message.speaker, id=message_id)
+
+    # -- write -------------------------------------------------------------------------------
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store ``messages`` as evidence of the session, then have facts extracted from them.
+
+        Timestamps are the current time, strictly increasing (even within one call), so the
+        transcript keeps the order the messages were added in.
+        """
+        converted = [m for m in (self._from_langchain(msg) for msg in messages) if m is not None]
+        if not converted:
+            return
+        self.memory.add(converted, scope=self.scope, extract=False)
+        background = self.extract_in_background and self.on_added is not None
+        if not background:
+            result = self.memory.extract_pending(scope=self.scope)
+            for error in result.errors:
+                log.warning("extraction failed; the messages stay pending: %s", error)
+        if self.on_added is not None:
+            self.on_added(self.scope)
+
+    def _from_langchain(self, message: BaseMessage) -> Message | None:
+        text = message.text
+        if not text.strip():
+            return None
+        name = message.name or None
+        if isinstance(message, HumanMessage):
+            speaker, role = name or self.user_name, Role.USER
+        elif isinstance(message, AIMessage):
+            speaker, role = name or self.ai_name, Role.ASSISTANT
+        elif isinstance(message, SystemMessage):
+            speaker, role = name or "system", Role.SYSTEM
+        elif isinstance(message, ChatMessage):
+            speaker, role = name or message.role, _ROLES.get(message.role, Role.OTHER)
+            if role is Role.USER and not name:
+                speaker = self.user_name
+            elif role is Role.ASSISTANT and not name:
+                speaker = self.ai_name
+        else:
+            # Tool and function results are not conversation evidence.
+            return None
+        return Message(
+            speaker=speaker,
+            text=text,
+            timestamp=_CLOCK.next(),
+            role=role,
+            source_id=message.id or None,
+        )
+
+    def clear(self) -> None:
+        """End the transcript; **this forgets nothing**.
+
+        After ``clear()``, :attr:`messages` returns only messages added later, for this and every
+        other history object of the same session. The stored messages stay as evidence, and the
+        facts and entities extracted from them stay in memory and keep being found by searches
+        (a forget API does not exist yet).
+
+        The clear is recorded as a marker message in a bookkeeping scope beside the chat's
+        (:func:`transcript_marker_scope`), never in the chat's own scope, so it is neither
+        searched nor extracted; messages recorded up to the newest marker are hidden.
+        """
+        marker = Message(
+            speaker="membrain",
+            text="transcript cleared",
+            timestamp=_CLOCK.next(),
+            role=Role.SYSTEM,
+            source_id=f"{CLEAR_SOURCE_PREFIX}{uuid.uuid4()}",
+        )
+        self.memory.add([marker], scope=transcript_marker_scope(self.scope), extract=False)
+
+
+_ROLES = {
+    "user": Role.USER,
+    "human": Role.USER,
+    "assistant": Role.ASSISTANT,
+    "ai": Role.ASSISTANT,
+    "system": Role.SYSTEM,
+}

@@ -1,0 +1,128 @@
+"""A LangChain retriever over MemBrain facts.
+
+Each retrieved :class:`~langchain_core.documents.Document` is one fact: its ``page_content`` is
+the fact as a reader should see it (entities under their canonical names, times as written), its
+``id`` the fact id, and its metadata carries the evidence: the raw SPEC text, the entities, the
+validity window, the cited source messages, the fused score and the paths that found it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from membrain import Memory, MemoryHit, RetrievalMode, Scope, ScopeError
+
+__all__ = ["MembrainRetriever", "hit_to_document"]
+
+
+def hit_to_document(hit: MemoryHit) -> Document:
+    """Convert a :class:`~membrain.MemoryHit` into a LangChain ``Document``.
+
+    Metadata: :meth:`membrain.MemoryHit.metadata` (fact id, raw text, canonical entity names,
+    valid time, sources, fused score, paths and ranks, scope and session).
+    """
+    return Document(page_content=hit.text or hit.fact.text, metadata=hit.metadata(), id=hit.fact.id)
+
+
+class MembrainRetriever(BaseRetriever):
+    """Retrieve MemBrain facts as LangChain documents.
+
+    Give either a ready ``scope`` or its parts (``dataset`` and ``task``, optionally
+    ``session``). ``k`` and ``mode`` may also be passed per call:
+    ``retriever.invoke("question", k=3)``.
+
+    Args:
+        memory: The :class:`~membrain.Memory` to search.
+        scope: Where to search.
+        dataset: Scope dataset (instead of ``scope``).
+        task: Scope task (instead of ``scope``).
+        session: Scope session (instead of ``scope``; optional).
+        k: How many facts to return.
+        mode: Retrieval mode (``fast``, ``expand``, ``deep``, ``auto``).
+
+    Example:
+        >>> from membrain import Memory, Scope
+        >>> mem = Memory(path="/tmp/mem")  # doctest: +SKIP
+        >>> retriever = MembrainRetriever(memory=mem, dataset="sara", task="assistant", k=5)
+        ... # doctest: +SKIP
+        >>> docs = retriever.invoke("What is Sara's cat called?")  # doctest: +SKIP
+        >>> docs[0].metadata["sources"]  # doctest: +SKIP
+        ['m1']
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: Memory
+    scope: Scope | None = None
+    dataset: str | None = None
+    task: str | None = None
+    session: str | None = None
+    k: int = Field(default=10, ge=1)
+    mode: str = RetrievalMode.EXPAND.value
+
+    @model_validator(mode="after")
+    def _resolve_scope(self) -> MembrainRetriever:
+        parts = (self.dataset, self.task, self.session)
+        if self.scope is not None:
+            if any(p is not None for p in parts):
+                raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
+        else:
+            if self.dataset is None or self.task is None:
+                raise ScopeError(
+                    "MembrainRetriever needs a scope: pass scope=Scope(dataset=..., task=...) "
+                    "or dataset=... and task=... (and optionally session=...)"
+                )
+            self.scope = Scope(dataset=self.dataset, task=self.task, session=self.session)
+        self.dataset, self.task, self.session = (
+            self.scope.dataset,
+            self.scope.task,
+            self.scope.session,
+        )
+        return self
+
+    @field_validator("mode")
+    @classmethod
+    def _check_mode(cls, value: str) -> str:
+        try:
+            return RetrievalMode(value).value
+        except ValueError:
+            known = ", ".join(m.value for m in RetrievalMode)
+            raise ValueError(f"unknown retrieval mode {value!r}; available: {known}") from None
+
+    def _search(self, query: str, k: int | None, mode: str | None) -> list[Document]:
+        assert self.scope is not None  # set by the validator
+        hits = self.memory.search(
+            query,
+            scope=self.scope,
+            mode=mode if mode is not None else self.mode,
+            k=k if k is not None else self.k,
+        )
+        return [hit_to_document(hit) for hit in hits]
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        mode: str | None = None,
+    ) -> list[Document]:
+        return self._search(query, k, mode)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        mode: str | None = None,
+    ) -> list[Document]:
+        return await asyncio.to_thread(self._search, query, k, mode)

@@ -1,0 +1,186 @@
+"""Memory tools for agents that manage their own memory (LangMem-style names and arguments).
+
+``search_memory(query, limit)`` and ``manage_memory(content, action, id)`` take the same
+arguments as LangMem's ``create_search_memory_tool`` / ``create_manage_memory_tool``, so an agent
+prompted for those tools works unchanged. What differs is what a memory is: MemBrain stores what
+the agent writes as a message (evidence) and extracts cited facts from it; memory ids are fact ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from membrain import InputError, Memory, MemoryHit, Message, Role, Scope
+
+__all__ = ["create_memory_tools", "format_hits"]
+
+TOOL_SOURCE_PREFIX = "membrain:tool:"
+"""``source_id`` prefix of the messages ``manage_memory`` stores."""
+
+_SEARCH_DESCRIPTION = (
+    "Search your long-term memory for facts relevant to the current conversation. "
+    "Returns one fact per line as `[memory id] fact (sources: message ids)`."
+)
+_MANAGE_DESCRIPTION = (
+    "Save information to long-term memory so it is available in future conversations. "
+    "Call it when you learn a new user preference or fact, when the user asks you to remember "
+    "something, or when a memory turns out to be wrong or outdated. "
+    "action='create' stores `content` as a new memory. action='update' (with the `id` of the "
+    "outdated memory) stores `content` as a new memory; the old memory is NOT overwritten and "
+    "stays searchable, so write the update as a complete, self-contained statement. "
+    "action='delete' is not supported: memories cannot be forgotten yet."
+)
+
+
+class SearchMemoryInput(BaseModel):
+    """Arguments of ``search_memory``."""
+
+    query: str = Field(description="What to look for, in natural language.")
+    limit: int = Field(default=5, ge=1, le=50, description="How many memories to return.")
+
+
+class ManageMemoryInput(BaseModel):
+    """Arguments of ``manage_memory``."""
+
+    content: str | None = Field(
+        default=None, description="The memory to store: a self-contained statement."
+    )
+    action: Literal["create", "update", "delete"] = Field(
+        default="create", description="create a memory, or update an outdated one."
+    )
+    id: str | None = Field(
+        default=None, description="The id of the memory to update (not used for create)."
+    )
+
+
+def format_hits(hits: list[MemoryHit]) -> str:
+    """One line per hit: ``[fact id] fact text (sources: id, ...)``."""
+    if not hits:
+        return "No memories found."
+    lines = []
+    for hit in hits:
+        sources = ", ".join(s for s in hit.source_ids if s)
+        suffix = f" (sources: {sources})" if sources else ""
+        lines.append(f"[{hit.fact.id}] {hit.text or hit.fact.text}{suffix}")
+    return "\n".join(lines)
+
+
+def create_memory_tools(
+    memory: Memory,
+    scope: Scope,
+    *,
+    speaker: str = "assistant",
+    mode: str = "expand",
+) -> list[BaseTool]:
+    """Build ``search_memory`` and ``manage_memory``: an agent's tools for its MemBrain memory.
+
+    ``manage_memory`` stores the content as a message from ``speaker`` (the agent's name) and
+    extracts facts from it before returning (synchronously, with the memory's extractor).
+    Updating does not overwrite: the new content becomes new facts and the old fact stays
+    (superseding is not available yet). Deleting is refused with an explanation to the agent
+    (forgetting is not available yet).
+
+    Args:
+        memory: The :class:`~membrain.Memory` to use.
+        scope: Where the agent's memories live (without a session they span all sessions).
+        speaker: Speaker name of the messages ``manage_memory`` stores.
+        mode: Retrieval mode of ``search_memory``.
+
+    Returns:
+        ``[search_memory, manage_memory]``.
+
+    Example:
+        >>> tools = create_memory_tools(mem, Scope(dataset="sara", task="assistant"))
+        ... # doctest: +SKIP
+        >>> tools[0].invoke({"query": "Sara's cat", "limit": 3})  # doctest: +SKIP
+        '[4f0c...] Sara adopted a cat named Miso yesterday. (sources: m1)'
+    """
+
+    def search_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
+        try:
+            hits = memory.search(query, scope=scope, mode=mode, k=limit)
+        except InputError as exc:
+            raise ToolException(str(exc)) from exc
+        return format_hits(hits), [hit.model_dump(mode="json") for hit in hits]
+
+    async def asearch_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(search_memory, query, limit)
+
+    def manage_memory(
+        content: str | None = None,
+        action: Literal["create", "update", "delete"] = "create",
+        id: str | None = None,  # noqa: A002 - the LangMem argument name
+    ) -> str:
+        if action == "delete":
+            raise ToolException(
+                "Forgetting is not supported yet: memories cannot be deleted. If a memory is "
+                "wrong, use action='update' with its id and the corrected content."
+            )
+        if action == "create" and id is not None:
+            raise ToolException(
+                "Do not pass an id when creating a memory; omit `id`, or use action='update'."
+            )
+        if action == "update":
+            if not id:
+                raise ToolException("Pass the `id` of the memory to update.")
+            known = {f.id for f in memory.facts(scope=scope, include_inactive=True)}
+            if id not in known:
+                raise ToolException(f"No memory with id {id!r}; search_memory shows the ids.")
+        if content is None or not content.strip():
+            raise ToolException("Pass the memory to store as `content`.")
+        message = Message(
+            speaker=speaker,
+            text=content.strip(),
+            timestamp=datetime.now(UTC),
+            role=Role.ASSISTANT,
+            source_id=f"{TOOL_SOURCE_PREFIX}{uuid.uuid4()}",
+        )
+        result = memory.add([message], scope=scope)
+        if result.errors:
+            return (
+                "The memory was stored as a note, but facts could not be extracted from it yet "
+                f"(it will be retried): {result.errors[0]}"
+            )
+        if not result.fact_ids:
+            return (
+                "The memory was stored as a note, but no fact could be extracted from it; "
+                "write it as a self-contained statement."
+            )
+        ids = ", ".join(result.fact_ids)
+        noun = "memory" if len(result.fact_ids) == 1 else "memories"
+        if action == "update":
+            return f"created {noun} {ids}; the earlier memory {id} is kept (not overwritten)"
+        return f"created {noun} {ids}"
+
+    async def amanage_memory(
+        content: str | None = None,
+        action: Literal["create", "update", "delete"] = "create",
+        id: str | None = None,  # noqa: A002 - the LangMem argument name
+    ) -> str:
+        return await asyncio.to_thread(manage_memory, content, action, id)
+
+    return [
+        StructuredTool.from_function(
+            func=search_memory,
+            coroutine=asearch_memory,
+            name="search_memory",
+            description=_SEARCH_DESCRIPTION,
+            args_schema=SearchMemoryInput,
+            response_format="content_and_artifact",
+            handle_tool_error=True,
+        ),
+        StructuredTool.from_function(
+            func=manage_memory,
+            coroutine=amanage_memory,
+            name="manage_memory",
+            description=_MANAGE_DESCRIPTION,
+            args_schema=ManageMemoryInput,
+            handle_tool_error=True,
+        ),
+    ]

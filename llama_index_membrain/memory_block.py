@@ -1,0 +1,175 @@
+"""A memory block for ``llama_index.core.memory.Memory`` backed by MemBrain."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from datetime import datetime, timedelta
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from membrain import Memory, Message, RetrievalMode, Role, Scope
+from membrain.aio import AsyncMemory
+from membrain.models import Context, now
+from membrain.retrieval import assemble_context
+
+__all__ = ["MembrainMemoryBlock"]
+
+_ROLES = {
+    MessageRole.USER: Role.USER,
+    MessageRole.ASSISTANT: Role.ASSISTANT,
+    MessageRole.CHATBOT: Role.ASSISTANT,
+    MessageRole.MODEL: Role.ASSISTANT,
+}
+"""Conversation roles written as evidence; system, developer and tool messages are not."""
+
+_ID_KEYS = ("source_id", "message_id", "id")
+"""``additional_kwargs`` keys read, in this order, for the caller's id of a message."""
+
+_CACHED_CONTEXTS = 16
+_TICK = timedelta(microseconds=1)
+
+
+class MembrainMemoryBlock(BaseMemoryBlock[str]):
+    """Long-term memory for ``llama_index.core.memory.Memory``: cited facts from MemBrain.
+
+    Messages that leave the short-term FIFO are written to MemBrain as evidence and extracted
+    into facts (``_aput``). When the memory is read, the block holds the context MemBrain
+    assembles for the latest user message, within ``max_tokens`` (``_aget``); with
+    ``priority > 0`` the memory may ask the block to shrink, and the context is assembled again
+    within the smaller budget, dropping whole facts (``atruncate``).
+
+    Args:
+        memory: The :class:`membrain.Memory` to write to and read from.
+        scope: Where the memory belongs.
+        max_tokens: Token budget of the block (cl100k).
+        mode: Retrieval mode for the context (``"fast"`` by default: no LLM call on reads).
+        k: Candidate facts searched for the context.
+        user_name: Speaker name of user messages (a ``name`` in ``additional_kwargs`` wins).
+        assistant_name: Speaker name of assistant messages.
+        name: Block name (the tag of its section in the memory prompt).
+        priority: LlamaIndex truncation priority (0: never truncated).
+
+    Example:
+        >>> from llama_index.core.memory import Memory as ChatMemory
+        >>> block = MembrainMemoryBlock(
+        ...     memory=Memory(path="/tmp/mem"), scope=Scope(dataset="sara", task="chat")
+        ... )  # doctest: +SKIP
+        >>> chat_memory = ChatMemory.from_defaults(
+        ...     session_id="s1", memory_blocks=[block], token_limit=4000
+        ... )  # doctest: +SKIP
+    """
+
+    name: str = Field(default="membrain", description="The name of the memory block.")
+    description: str | None = Field(
+        default="Facts recalled from long-term memory, each citing its source messages."
+    )
+    priority: int = Field(default=1, description="Truncation priority (0: never truncated).")
+    memory: Memory = Field(description="The MemBrain memory.", exclude=True)
+    scope: Scope = Field(description="Where the memory belongs.")
+    max_tokens: int = Field(default=1000, gt=0, description="Token budget of the block.")
+    mode: RetrievalMode = Field(
+        default=RetrievalMode.FAST, description="Retrieval mode of the context."
+    )
+    k: int = Field(default=50, gt=0, description="Candidate facts searched for the context.")
+    user_name: str = Field(default="User", min_length=1)
+    assistant_name: str = Field(default="Assistant", min_length=1)
+
+    _last_timestamp: datetime | None = PrivateAttr(default=None)
+    _contexts: OrderedDict[str, Context] = PrivateAttr(default_factory=OrderedDict)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _amemory(self) -> AsyncMemory:
+        return AsyncMemory.from_memory(self.memory)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Write the conversation messages as evidence and extract facts from them."""
+        batch = self._to_messages(messages)
+        if batch:
+            await self._amemory.add(batch, scope=self.scope)
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        """The cited context for the latest user message ("" before the first one)."""
+        question = _latest_user_text(messages or [])
+        if not question:
+            return ""
+        context = await self._amemory.context(
+            question, scope=self.scope, max_tokens=self.max_tokens, mode=self.mode, k=self.k
+        )
+        self._remember(context)
+        return context.text
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Shrink the block by ``tokens_to_truncate``: fewer whole facts, never a cut line.
+
+        The facts of the context this block returned are assembled again within its size
+        minus ``tokens_to_truncate``. Returns ``None`` (drop the block) when no fact fits, or
+        when ``content`` is not a context this block produced.
+        """
+        if tokens_to_truncate <= 0:
+            return content
+        with self._lock:
+            context = self._contexts.get(content)
+        if context is None:
+            return None
+        budget = min(self.max_tokens, context.tokens) - tokens_to_truncate
+        if budget < 1 or not context.hits:
+            return None
+        smaller = assemble_context(context.question, context.hits, max_tokens=budget)
+        if not smaller.text:
+            return None
+        self._remember(smaller)
+        return smaller.text
+
+    def _remember(self, context: Context) -> None:
+        if not context.text:
+            return
+        with self._lock:
+            self._contexts[context.text] = context
+            self._contexts.move_to_end(context.text)
+            while len(self._contexts) > _CACHED_CONTEXTS:
+                self._contexts.popitem(last=False)
+
+    def _to_messages(self, messages: list[ChatMessage]) -> list[Message]:
+        """MemBrain messages, timestamped now and strictly increasing across calls."""
+        converted: list[Message] = []
+        for chat in messages:
+            role = _ROLES.get(MessageRole(chat.role))
+            text = (chat.content or "").strip()
+            if role is None or not text:
+                continue
+            extra = chat.additional_kwargs
+            default = self.user_name if role is Role.USER else self.assistant_name
+            speaker = str(extra.get("name") or default)
+            source_id = next((str(extra[key]) for key in _ID_KEYS if extra.get(key)), None)
+            converted.append(
+                Message(
+                    speaker=speaker,
+                    text=text,
+                    role=role,
+                    timestamp=self._next_timestamp(),
+                    source_id=source_id,
+                )
+            )
+        return converted
+
+    def _next_timestamp(self) -> datetime:
+        with self._lock:
+            moment = now()
+            if self._last_timestamp is not None and moment <= self._last_timestamp:
+                moment = self._last_timestamp + _TICK
+            self._last_timestamp = moment
+            return moment
+
+
+def _latest_user_text(messages: list[ChatMessage]) -> str:
+    for chat in reversed(messages):
+        if chat.role == MessageRole.USER:
+            text = (chat.content or "").strip()
+            if text:
+                return text
+    return ""

@@ -1,0 +1,121 @@
+"""A LlamaIndex retriever over MemBrain facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from membrain import ConfigurationError, Memory, MemoryHit, RetrievalMode, Scope, ScopeError
+from membrain.aio import AsyncMemory
+
+__all__ = ["MembrainRetriever", "hit_metadata", "hit_to_node"]
+
+# Kept in the metadata for programs, hidden from the LLM prompt and the embedding text.
+_HIDDEN_KEYS = ["fact_id", "text", "sources", "score", "paths", "scope", "session"]
+
+
+def hit_metadata(hit: MemoryHit) -> dict[str, Any]:
+    """The metadata of a retrieved fact: :meth:`membrain.MemoryHit.metadata`."""
+    return hit.metadata()
+
+
+def hit_to_node(hit: MemoryHit) -> NodeWithScore:
+    """A search hit as a scored LlamaIndex node (id: the fact id; text: the rendered fact)."""
+    node = TextNode(
+        id_=hit.fact.id,
+        text=hit.text or hit.fact.text,
+        metadata=hit_metadata(hit),
+        excluded_llm_metadata_keys=list(_HIDDEN_KEYS),
+        excluded_embed_metadata_keys=list(_HIDDEN_KEYS),
+    )
+    return NodeWithScore(node=node, score=hit.score)
+
+
+def _mode(mode: RetrievalMode | str) -> RetrievalMode:
+    try:
+        return RetrievalMode(mode)
+    except ValueError:
+        known = ", ".join(m.value for m in RetrievalMode)
+        raise ConfigurationError(f"unknown retrieval mode {mode!r}; available: {known}") from None
+
+
+def _resolve_scope(
+    scope: Scope | None, dataset: str | None, task: str | None, session: str | None
+) -> Scope:
+    """``scope``, or one built from ``dataset``/``task``/``session`` (not both)."""
+    if scope is not None:
+        if dataset is not None or task is not None or session is not None:
+            raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
+        return scope
+    if dataset is None or task is None:
+        raise ScopeError(
+            "MembrainRetriever needs a scope: pass scope=Scope(dataset=..., task=...) "
+            "or dataset=... and task=... (and optionally session=...)"
+        )
+    return Scope(dataset=dataset, task=task, session=session)
+
+
+class MembrainRetriever(BaseRetriever):
+    """Retrieves MemBrain facts as LlamaIndex nodes.
+
+    Each result is a :class:`~llama_index.core.schema.NodeWithScore` whose node is a
+    ``TextNode`` with the fact id as ``id_``, the fact as a reader sees it (canonical names, no
+    markup) as ``text``, and :func:`hit_metadata` as metadata; the node's score is the fused
+    score. ``_aretrieve`` runs the search in a worker thread.
+
+    Args:
+        memory: The :class:`membrain.Memory` to search (an ``AsyncMemory`` is unwrapped).
+        scope: Where to search; or give ``dataset`` and ``task`` (and optionally ``session``).
+        k: How many facts per query.
+        mode: Retrieval mode (``"fast"``, ``"expand"``, ``"deep"``, ``"auto"``).
+        callback_manager: LlamaIndex callback manager.
+        verbose: LlamaIndex verbose flag.
+
+    Example:
+        >>> from membrain import Memory, Scope
+        >>> retriever = MembrainRetriever(
+        ...     Memory(path="/tmp/mem"), scope=Scope(dataset="sara", task="assistant"), k=5
+        ... )  # doctest: +SKIP
+        >>> retriever.retrieve("What is Sara's cat called?")[0].node.text  # doctest: +SKIP
+        'Sara adopted a grey cat named Miso.'
+    """
+
+    def __init__(
+        self,
+        memory: Memory | AsyncMemory,
+        *,
+        scope: Scope | None = None,
+        dataset: str | None = None,
+        task: str | None = None,
+        session: str | None = None,
+        k: int = 10,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        sync = memory.memory if isinstance(memory, AsyncMemory) else memory
+        self.memory = sync
+        self.scope = _resolve_scope(scope, dataset, task, session)
+        self.k = k
+        self.mode = _mode(mode)
+        self._amemory = AsyncMemory.from_memory(sync)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if not query_bundle.query_str.strip():
+            return []
+        hits = self.memory.search(
+            query_bundle.query_str, scope=self.scope, mode=self.mode, k=self.k
+        )
+        return [hit_to_node(hit) for hit in hits]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if not query_bundle.query_str.strip():
+            return []
+        hits = await self._amemory.search(
+            query_bundle.query_str, scope=self.scope, mode=self.mode, k=self.k
+        )
+        return [hit_to_node(hit) for hit in hits]

@@ -1,0 +1,170 @@
+"""MembrainRetriever: langchain-tests' standard suite, exact metadata, async, scope rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from pydantic import ValidationError
+
+from langchain_membrain import MembrainRetriever
+from membrain import ConfigurationError, Memory, Scope, ScopeError
+from membrain.testing import HashingEncoder
+
+SCOPE = Scope(dataset="sara", task="assistant", session="s1")
+CONVERSATION = [
+    {
+        "id": "m1",
+        "speaker": "Sara",
+        "text": "I adopted a cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+    },
+    {
+        "id": "m2",
+        "speaker": "Nate",
+        "text": "My sister Ana moved to Lisbon last month.",
+        "timestamp": "2024-03-15T14:02:00Z",
+    },
+    {
+        "id": "m3",
+        "speaker": "Sara",
+        "text": "I run a bakery in Porto with my brother.",
+        "timestamp": "2024-03-15T14:03:00Z",
+    },
+    {
+        "id": "m4",
+        "speaker": "Nate",
+        "text": "I play the cello in a jazz band on Fridays.",
+        "timestamp": "2024-03-15T14:04:00Z",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    path: Path = tmp_path_factory.mktemp("retriever") / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        result = mem.add(CONVERSATION, scope=SCOPE)
+        assert len(result.fact_ids) == 4
+        yield mem
+
+
+class TestMembrainRetrieverStandard(RetrieversIntegrationTests):
+    """LangChain's own retriever contract."""
+
+    memory: Memory
+
+    @pytest.fixture(autouse=True)
+    def _bind_store(self, store: Memory) -> None:
+        self.memory = store
+
+    @property
+    def retriever_constructor(self) -> type[BaseRetriever]:
+        return MembrainRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"memory": self.memory, "scope": SCOPE, "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What pet did Sara adopt?"
+
+
+def test_document_metadata_is_exact(store: Memory) -> None:
+    retriever = MembrainRetriever(memory=store, scope=SCOPE, k=4)
+    docs = retriever.invoke("What is the name of Sara's cat?")
+    hits = {h.fact.id: h for h in store.search("What is the name of Sara's cat?", scope=SCOPE, k=4)}
+    cat = next(d for d in docs if "Miso" in d.page_content)
+    hit = hits[cat.metadata["fact_id"]]
+    assert cat.id == hit.fact.id
+    assert cat.page_content == "Sara adopted a cat named Miso yesterday."
+    assert cat.metadata == {
+        "fact_id": hit.fact.id,
+        "text": "[Sara] adopted a cat named [Miso] [yesterday::2024-03-14].",
+        "entities": ["Sara", "Miso"],
+        "valid_from": "2024-03-14T00:00:00+00:00",
+        "valid_to": "2024-03-15T00:00:00+00:00",
+        "sources": ["m1"],
+        "score": hit.score,
+        "paths": hit.paths,
+        "scope": "sara/assistant",
+        "session": "s1",
+    }
+    assert cat.metadata["paths"], "every hit says which paths found it"
+
+
+def test_fact_without_time_has_no_validity(store: Memory) -> None:
+    docs = MembrainRetriever(memory=store, scope=SCOPE).invoke("bakery in Porto")
+    bakery = next(d for d in docs if "bakery" in d.page_content)
+    assert bakery.page_content == "Sara runs a bakery in Porto with Sara's brother."
+    assert bakery.metadata["valid_from"] is None
+    assert bakery.metadata["valid_to"] is None
+    assert bakery.metadata["sources"] == ["m3"]
+    assert bakery.metadata["entities"] == ["Sara", "Porto", "Sara's brother"]
+
+
+def test_documents_follow_core_ranking(store: Memory) -> None:
+    question = "Who plays the cello?"
+    docs = MembrainRetriever(memory=store, scope=SCOPE, k=3, mode="fast").invoke(question)
+    hits = store.search(question, scope=SCOPE, k=3, mode="fast")
+    assert [d.id for d in docs] == [h.fact.id for h in hits]
+    assert [d.metadata["score"] for d in docs] == [h.score for h in hits]
+    assert all(isinstance(d, Document) for d in docs)
+
+
+async def test_async_retrieval_matches_sync(store: Memory) -> None:
+    retriever = MembrainRetriever(memory=store, scope=SCOPE, k=4)
+    sync_docs = retriever.invoke("Where did Ana move?")
+    async_docs = await retriever.ainvoke("Where did Ana move?")
+    assert [d.id for d in async_docs] == [d.id for d in sync_docs]
+    assert async_docs[0].metadata == sync_docs[0].metadata
+    assert len(await retriever.ainvoke("Where did Ana move?", k=2)) == 2
+
+
+def test_per_call_k_and_mode(store: Memory) -> None:
+    retriever = MembrainRetriever(memory=store, scope=SCOPE, k=4)
+    assert len(retriever.invoke("Sara", k=2)) == 2
+    assert len(retriever.invoke("Sara")) == 4
+    fast = retriever.invoke("Who plays the cello?", k=2, mode="fast")
+    assert [d.id for d in fast] == [
+        h.fact.id for h in store.search("Who plays the cello?", scope=SCOPE, k=2, mode="fast")
+    ]
+    with pytest.raises(ConfigurationError):
+        retriever.invoke("Sara", mode="psychic")
+
+
+def test_scope_parts_build_the_scope(store: Memory) -> None:
+    by_parts = MembrainRetriever(memory=store, dataset="sara", task="assistant", session="s1")
+    assert by_parts.scope == SCOPE
+    by_scope = MembrainRetriever(memory=store, scope=SCOPE)
+    assert (by_scope.dataset, by_scope.task, by_scope.session) == ("sara", "assistant", "s1")
+    assert [d.id for d in by_parts.invoke("Miso")] == [d.id for d in by_scope.invoke("Miso")]
+
+
+def test_other_scope_sees_nothing(store: Memory) -> None:
+    other = MembrainRetriever(memory=store, dataset="nate", task="assistant")
+    assert other.invoke("What pet did Sara adopt?") == []
+
+
+def test_scope_is_required(store: Memory) -> None:
+    with pytest.raises(ScopeError, match="needs a scope"):
+        MembrainRetriever(memory=store)
+    with pytest.raises(ScopeError, match="needs a scope"):
+        MembrainRetriever(memory=store, dataset="sara")
+    with pytest.raises(ScopeError, match="not both"):
+        MembrainRetriever(memory=store, scope=SCOPE, dataset="sara", task="assistant")
+    with pytest.raises(ScopeError):
+        MembrainRetriever(memory=store, dataset="sara/bad", task="assistant")
+
+
+def test_invalid_settings_are_rejected(store: Memory) -> None:
+    with pytest.raises(ValidationError, match="unknown retrieval mode"):
+        MembrainRetriever(memory=store, scope=SCOPE, mode="psychic")
+    with pytest.raises(ValidationError):
+        MembrainRetriever(memory=store, scope=SCOPE, k=0)

@@ -1,0 +1,210 @@
+"""Agent memory tools: LangMem-compatible names and arguments over MemBrain."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_tests.integration_tests import ToolsIntegrationTests
+from langchain_tests.unit_tests import ToolsUnitTests
+
+from langchain_membrain import create_memory_tools
+from membrain import Memory, Scope
+from membrain.testing import HashingEncoder
+
+_counter = itertools.count()
+
+CONVERSATION = [
+    {
+        "id": "m1",
+        "speaker": "Sara",
+        "text": "I adopted a cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+    },
+    {
+        "id": "m2",
+        "speaker": "Sara",
+        "text": "I run a bakery in Porto with my brother.",
+        "timestamp": "2024-03-15T14:03:00Z",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    path: Path = tmp_path_factory.mktemp("tools") / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        yield mem
+
+
+@pytest.fixture
+def scope(store: Memory) -> Scope:
+    scope = Scope(dataset=f"agent{next(_counter)}", task="assistant")
+    store.add(CONVERSATION, scope=scope)
+    return scope
+
+
+@pytest.fixture
+def tools(store: Memory, scope: Scope) -> dict[str, BaseTool]:
+    return {t.name: t for t in create_memory_tools(store, scope, speaker="Amadeus")}
+
+
+class _StandardToolTests:
+    """Binds a tool built on the test's own scope for langchain-tests' tool suites."""
+
+    name: str
+    built: BaseTool
+
+    @pytest.fixture(autouse=True)
+    def _bind_tool(self, tools: dict[str, BaseTool]) -> None:
+        self.built = tools[self.name]
+
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return self.built
+
+
+class _SearchMemory(_StandardToolTests):
+    name = "search_memory"
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, object]:
+        return {"query": "What is Sara's cat called?", "limit": 2}
+
+
+class _ManageMemory(_StandardToolTests):
+    name = "manage_memory"
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, object]:
+        return {"content": "Sara drinks green tea every morning.", "action": "create"}
+
+
+class TestSearchMemoryIntegration(_SearchMemory, ToolsIntegrationTests):
+    pass
+
+
+class TestSearchMemoryUnit(_SearchMemory, ToolsUnitTests):
+    pass
+
+
+class TestManageMemoryIntegration(_ManageMemory, ToolsIntegrationTests):
+    pass
+
+
+class TestManageMemoryUnit(_ManageMemory, ToolsUnitTests):
+    pass
+
+
+def test_names_and_arguments_match_langmem(tools: dict[str, BaseTool]) -> None:
+    assert sorted(tools) == ["manage_memory", "search_memory"]
+    assert set(tools["search_memory"].args) == {"query", "limit"}
+    assert set(tools["manage_memory"].args) == {"content", "action", "id"}
+    assert tools["manage_memory"].args["action"]["enum"] == ["create", "update", "delete"]
+    assert "NOT overwritten" in tools["manage_memory"].description
+
+
+def test_search_finds_a_fact(store: Memory, scope: Scope, tools: dict[str, BaseTool]) -> None:
+    out = tools["search_memory"].invoke({"query": "What is Sara's cat called?", "limit": 1})
+    [hit] = store.search("What is Sara's cat called?", scope=scope, k=1)
+    assert out == f"[{hit.fact.id}] Sara adopted a cat named Miso yesterday. (sources: m1)"
+
+
+def test_search_limit_and_artifact(tools: dict[str, BaseTool]) -> None:
+    assert len(tools["search_memory"].invoke({"query": "Sara", "limit": 2}).splitlines()) == 2
+    message = tools["search_memory"].invoke(
+        {
+            "type": "tool_call",
+            "id": "call1",
+            "name": "search_memory",
+            "args": {"query": "bakery"},
+        }
+    )
+    assert isinstance(message, ToolMessage)
+    assert (
+        message.artifact[0]["fact"]["text"]
+        == "[Sara] runs a bakery in [Porto] with [Sara's brother]."
+    )
+    assert message.artifact[0]["sources"][0]["source_id"] == "m2"
+
+
+def test_search_of_an_empty_scope(store: Memory) -> None:
+    [search, _] = create_memory_tools(store, Scope(dataset="nobody", task="assistant"))
+    assert search.invoke({"query": "cat"}) == "No memories found."
+
+
+def test_create_then_search_finds_the_new_fact(
+    store: Memory, scope: Scope, tools: dict[str, BaseTool]
+) -> None:
+    out = tools["manage_memory"].invoke({"content": "Sara's favourite colour is teal."})
+    assert out.startswith("created memory ")
+    fact_id = out.removeprefix("created memory ")
+    found = tools["search_memory"].invoke({"query": "favourite colour teal", "limit": 1})
+    assert found.startswith(f"[{fact_id}] Sara's favourite colour is teal.")
+    assert "(sources: membrain:tool:" in found
+    [hit] = store.search("favourite colour teal", scope=scope, k=1)
+    assert hit.sources[0].speaker == "Amadeus"
+
+
+def test_update_keeps_the_old_fact(store: Memory, scope: Scope, tools: dict[str, BaseTool]) -> None:
+    created = tools["manage_memory"].invoke({"content": "Sara's favourite colour is teal."})
+    old_id = created.removeprefix("created memory ")
+    out = tools["manage_memory"].invoke(
+        {"action": "update", "id": old_id, "content": "Sara's favourite colour is now orange."}
+    )
+    assert out.endswith(f"the earlier memory {old_id} is kept (not overwritten)")
+    texts = {f.id: f.text for f in store.facts(scope=scope)}
+    assert texts[old_id] == "[Sara]'s favourite colour is teal."
+    assert "[Sara]'s favourite colour is now orange." in texts.values()
+
+
+def test_update_needs_a_known_id(tools: dict[str, BaseTool]) -> None:
+    manage = tools["manage_memory"]
+    assert "Pass the `id`" in manage.invoke({"action": "update", "content": "x is y."})
+    assert "No memory with id 'nope'" in manage.invoke(
+        {"action": "update", "id": "nope", "content": "Sara likes tea."}
+    )
+
+
+def test_delete_is_refused_to_the_agent(
+    store: Memory, scope: Scope, tools: dict[str, BaseTool]
+) -> None:
+    before = store.facts(scope=scope)
+    message = tools["manage_memory"].invoke(
+        {
+            "type": "tool_call",
+            "id": "call2",
+            "name": "manage_memory",
+            "args": {"action": "delete", "id": before[0].id},
+        }
+    )
+    assert isinstance(message, ToolMessage)
+    assert message.status == "error"
+    assert "Forgetting is not supported yet" in message.content
+    assert store.facts(scope=scope) == before
+
+
+def test_create_rejects_bad_arguments(
+    store: Memory, scope: Scope, tools: dict[str, BaseTool]
+) -> None:
+    manage = tools["manage_memory"]
+    before = store.messages(scope=scope)
+    assert "Do not pass an id" in manage.invoke({"content": "Sara likes tea.", "id": "x"})
+    assert "Pass the memory to store" in manage.invoke({"content": "   "})
+    assert store.messages(scope=scope) == before
+
+
+def test_content_without_facts_is_reported(tools: dict[str, BaseTool]) -> None:
+    out = tools["manage_memory"].invoke({"content": "Thanks, great!"})
+    assert "no fact could be extracted" in out
+
+
+async def test_async_tools(store: Memory, scope: Scope, tools: dict[str, BaseTool]) -> None:
+    created = await tools["manage_memory"].ainvoke({"content": "Sara plays the cello on Fridays."})
+    fact_id = created.removeprefix("created memory ")
+    found = await tools["search_memory"].ainvoke({"query": "cello Fridays", "limit": 1})
+    assert found.startswith(f"[{fact_id}] Sara plays the cello on Fridays.")

@@ -1,0 +1,354 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from llama_index.core.async_utils import asyncio_run
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.llms import MockLLM
+from llama_index.core.memory import Memory as ChatMemory
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+import llama_index_membrain
+from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
+from membrain import ConfigurationError, Memory, Scope, ScopeError
+from membrain.aio import AsyncMemory
+from membrain.tokens import count_tokens
+
+CHAT = [
+    {"speaker": "Sara", "text": "Hey Nate!", "timestamp": "2024-03-15T14:00:00Z", "id": "m0"},
+    {
+        "speaker": "Sara",
+        "text": "I adopted a grey cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+        "source_id": "m1",
+    },
+    {
+        "speaker": "Nate",
+        "text": "I bake croissants at my bakery every Tuesday.",
+        "timestamp": "2024-03-15T14:02:00Z",
+        "source_id": "m2",
+    },
+    {
+        "speaker": "Sara",
+        "text": "My sister Lina moved to Lisbon in 2021.",
+        "timestamp": "2024-03-15T14:03:00Z",
+        "source_id": "m3",
+    },
+]
+QUESTION = "What is the name of Sara's cat?"
+
+
+@pytest.fixture
+def filled(memory: Memory, scope: Scope) -> Memory:
+    memory.add(CHAT, scope=scope)
+    return memory
+
+
+@pytest.fixture
+def engine() -> Iterator[AsyncEngine]:
+    """The chat store's database, disposed of on the loop the sync API ran it on."""
+    db = create_async_engine("sqlite+aiosqlite:///:memory:")
+    yield db
+    asyncio_run(db.dispose())
+
+
+def _ids(nodes: list[NodeWithScore]) -> list[str]:
+    return [n.node.node_id for n in nodes]
+
+
+def _section(messages: list[ChatMessage], name: str) -> str:
+    system = [m for m in messages if m.role == "system"]
+    assert system, "no memory was inserted"
+    found = re.search(rf"<{name}>\n(.*?)\n</{name}>", system[0].content or "", re.S)
+    assert found, system[0].content
+    return found.group(1)
+
+
+def _fact_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("- ")]
+
+
+# -- public API --------------------------------------------------------------------------------
+def test_public_api() -> None:
+    assert sorted(llama_index_membrain.__all__) == [
+        "MembrainMemoryBlock",
+        "MembrainRetriever",
+        "hit_metadata",
+        "hit_to_node",
+    ]
+    for name in llama_index_membrain.__all__:
+        assert getattr(llama_index_membrain, name) is not None
+
+
+# -- retriever ---------------------------------------------------------------------------------
+def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, scope: Scope) -> None:
+    retriever = MembrainRetriever(filled, scope=scope, k=3, mode="fast")
+    nodes = retriever.retrieve(QUESTION)
+    hits = filled.search(QUESTION, scope=scope, k=3, mode="fast")
+    assert _ids(nodes) == [h.fact.id for h in hits]
+    assert len(nodes) == 3
+
+    top = nodes[0]
+    assert isinstance(top.node, TextNode)
+    assert top.node.text == "Sara adopted a grey cat named Miso yesterday."
+    assert top.score == hits[0].score
+    assert top.node.metadata == {
+        "fact_id": hits[0].fact.id,
+        "text": "[Sara] adopted a grey cat named [Miso] [yesterday::2024-03-14].",
+        "entities": ["Sara", "Miso"],
+        "valid_from": "2024-03-14T00:00:00+00:00",
+        "valid_to": "2024-03-15T00:00:00+00:00",
+        "sources": ["m1"],
+        "score": hits[0].score,
+        "paths": hits[0].paths,
+        "scope": "sara/assistant",
+        "session": None,
+    }
+    assert top.node.metadata["paths"]  # some path found it
+    by_text = {n.node.text: n.node.metadata for n in nodes}
+    nate = by_text["Nate bakes croissants at Nate's bakery every Tuesday."]
+    assert nate["valid_from"] is None and nate["valid_to"] is None
+    assert nate["sources"] == ["m2"] and nate["entities"] == ["Nate"]
+    assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
+
+
+def test_llm_sees_the_fact_with_entities_and_times_not_the_bookkeeping(
+    filled: Memory, scope: Scope
+) -> None:
+    node = MembrainRetriever(filled, scope=scope, k=1, mode="fast").retrieve(QUESTION)[0].node
+    shown = node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "Sara adopted a grey cat named Miso yesterday." in shown
+    assert "valid_from: 2024-03-14T00:00:00+00:00" in shown
+    assert "entities: ['Sara', 'Miso']" in shown
+    for hidden in ("fact_id", "paths", "score", "session", "sara/assistant", "[yesterday::"):
+        assert hidden not in shown
+
+
+@pytest.mark.asyncio
+async def test_async_retrieve_matches_sync(filled: Memory, scope: Scope) -> None:
+    retriever = MembrainRetriever(AsyncMemory.from_memory(filled), scope=scope, k=3, mode="fast")
+    assert retriever.memory is filled  # an AsyncMemory is unwrapped
+    sync_nodes = retriever.retrieve(QueryBundle(QUESTION))
+    async_nodes = await retriever.aretrieve(QUESTION)
+    assert _ids(async_nodes) == _ids(sync_nodes)
+    assert [n.node.metadata for n in async_nodes] == [n.node.metadata for n in sync_nodes]
+    assert await retriever.aretrieve("   ") == []
+
+
+def test_retriever_scope_arguments(filled: Memory, scope: Scope) -> None:
+    by_parts = MembrainRetriever(filled, dataset="sara", task="assistant", k=2, mode="fast")
+    assert by_parts.scope == scope
+    assert _ids(by_parts.retrieve(QUESTION)) == _ids(
+        MembrainRetriever(filled, scope=scope, k=2, mode="fast").retrieve(QUESTION)
+    )
+    other = MembrainRetriever(filled, dataset="sara", task="elsewhere", k=2)
+    assert other.retrieve(QUESTION) == []  # no read crosses the tenant key
+    with pytest.raises(ScopeError, match="not both"):
+        MembrainRetriever(filled, scope=scope, dataset="sara")
+    with pytest.raises(ScopeError, match="needs a scope"):
+        MembrainRetriever(filled, dataset="sara")
+    with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
+        MembrainRetriever(filled, scope=scope, mode="telepathy")
+
+
+def test_retriever_with_a_session(memory: Memory) -> None:
+    session = Scope(dataset="sara", task="assistant", session="s1")
+    memory.add(CHAT, scope=session)
+    memory.add(
+        [{"speaker": "Sara", "text": "I sold my bike.", "timestamp": "2024-03-16T09:00:00Z"}],
+        scope=session.model_copy(update={"session": "s2"}),
+    )
+    nodes = MembrainRetriever(memory, dataset="sara", task="assistant", session="s1").retrieve(
+        "What did Sara sell?"
+    )
+    assert nodes and all(n.node.metadata["session"] == "s1" for n in nodes)
+    assert {n.node.metadata["scope"] for n in nodes} == {"sara/assistant"}
+    assert "bike" not in " ".join(n.node.get_content() for n in nodes)
+    everything = MembrainRetriever(memory, dataset="sara", task="assistant", k=10)
+    sessions = {n.node.metadata["session"] for n in everything.retrieve("What did Sara sell?")}
+    assert sessions == {"s1", "s2"}
+
+
+def test_retriever_in_a_query_engine_returns_the_source_nodes(filled: Memory, scope: Scope) -> None:
+    retriever = MembrainRetriever(filled, scope=scope, k=2, mode="fast")
+    engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
+    response = engine.query(QUESTION)
+    assert _ids(response.source_nodes) == _ids(retriever.retrieve(QUESTION))
+    assert response.source_nodes[0].node.metadata["sources"] == ["m1"]
+    # MockLLM echoes its prompt: the fact reached the LLM.
+    assert "Sara adopted a grey cat named Miso yesterday." in str(response)
+
+
+@pytest.mark.asyncio
+async def test_retriever_in_an_async_query_engine(filled: Memory, scope: Scope) -> None:
+    retriever = MembrainRetriever(filled, scope=scope, k=2, mode="fast")
+    engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
+    response = await engine.aquery(QUESTION)
+    assert _ids(response.source_nodes) == _ids(retriever.retrieve(QUESTION))
+
+
+# -- memory block ------------------------------------------------------------------------------
+def test_memory_block_recalls_facts_from_earlier_turns(memory: Memory, engine: AsyncEngine) -> None:
+    scope = Scope(dataset="okabe", task="lab_chat")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=300)
+    # A tiny short-term budget: earlier turns leave the FIFO and waterfall into the block.
+    chat = ChatMemory.from_defaults(
+        session_id="s1",
+        memory_blocks=[block],
+        token_limit=1000,
+        chat_history_token_ratio=0.02,
+        token_flush_size=10,
+        async_engine=engine,
+    )
+    assert chat.get("What is my cat called?") == []  # nothing stored, nothing recalled yet
+
+    chat.put(ChatMessage(role="user", content="I adopted a grey cat named Miso."))
+    chat.put(
+        ChatMessage(
+            role="assistant",
+            content="Congratulations on Miso!",
+            additional_kwargs={"id": "reply-1"},
+        )
+    )
+    assert memory.messages(scope=scope) == []  # one turn always stays in the short-term queue
+    chat.put(ChatMessage(role="user", content="My sister Lina lives in Lisbon."))
+
+    stored = memory.messages(scope=scope)
+    assert [(m.message.speaker, m.message.role.value) for m in stored] == [
+        ("User", "user"),
+        ("Assistant", "assistant"),
+    ]
+    assert stored[0].message.timestamp < stored[1].message.timestamp
+    assert [m.message.source_id for m in stored] == [None, "reply-1"]
+
+    messages = chat.get("What is my cat called?")
+    section = _section(messages, "membrain")
+    assert "User adopted a grey cat named Miso." in section
+    assert messages[-1].content == "My sister Lina lives in Lisbon."  # the short-term queue
+
+
+@pytest.mark.asyncio
+async def test_memory_block_put_and_get(memory: Memory) -> None:
+    scope = Scope(dataset="okabe", task="lab_chat")
+    block = MembrainMemoryBlock(
+        memory=memory, scope=scope, user_name="Okabe", assistant_name="Kurisu", name="longterm"
+    )
+    assert (block.name, block.priority, block.mode.value, block.max_tokens) == (
+        "longterm",
+        1,
+        "fast",
+        1000,
+    )
+    assert await block.aget([]) == ""
+    await block.aput(
+        [
+            ChatMessage(role="system", content="You are Kurisu."),
+            ChatMessage(role="user", content="I bought a microwave for the lab."),
+            ChatMessage(role="assistant", content="   "),
+            ChatMessage(role="assistant", content="I keep my notes in a red notebook."),
+        ]
+    )
+    await block.aput([ChatMessage(role="user", content="I moved to Akihabara.")])
+    stored = memory.messages(scope=scope)
+    assert [m.message.speaker for m in stored] == ["Okabe", "Kurisu", "Okabe"]  # no system
+    times = [m.message.timestamp for m in stored]
+    assert times == sorted(times) and len(set(times)) == 3
+    assert len(memory.facts(scope=scope)) == 3
+
+    text = await block.aget(
+        [
+            ChatMessage(role="user", content="Where do I live?"),
+            ChatMessage(role="assistant", content="Let me think."),
+        ]
+    )
+    facts = [line.split(": ", 1)[1].rsplit(" [", 1)[0] for line in _fact_lines(text)]
+    assert sorted(facts) == [
+        "Kurisu keeps Kurisu's notes in a red notebook.",
+        "Okabe bought a microwave for the lab.",
+        "Okabe moved to Akihabara.",
+    ]
+    assert "## Okabe" in text and "## Kurisu" in text
+    assert count_tokens(text) <= 1000
+
+
+MANY = [
+    "I adopted a grey cat named Miso.",
+    "I bake sourdough bread every Sunday morning.",
+    "My sister Lina moved to Lisbon to study architecture.",
+    "I play the cello in a community orchestra on Thursdays.",
+    "I am training for the Berlin marathon in September.",
+    "My favourite restaurant is a small ramen shop near the station.",
+]
+
+
+def _seed(memory: Memory, scope: Scope) -> None:
+    memory.add(
+        [
+            {
+                "speaker": "User",
+                "text": text,
+                "timestamp": f"2024-03-15T14:0{i}:00Z",
+                "source_id": f"t{i}",
+            }
+            for i, text in enumerate(MANY)
+        ],
+        scope=scope,
+    )
+
+
+@pytest.mark.asyncio
+async def test_truncate_reassembles_whole_facts_within_the_smaller_budget(memory: Memory) -> None:
+    scope = Scope(dataset="u1", task="chat")
+    _seed(memory, scope)
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400)
+    full = await block.aget([ChatMessage(role="user", content="Tell me about my hobbies")])
+    full_lines = _fact_lines(full)
+    assert len(full_lines) == len(MANY)
+
+    size = count_tokens(full)
+    shorter = await block.atruncate(full, 40)
+    assert shorter is not None
+    assert count_tokens(shorter) <= size - 40
+    lines = _fact_lines(shorter)
+    assert 0 < len(lines) < len(full_lines)
+    assert set(lines) <= set(full_lines)  # whole facts kept, none cut mid-line
+    # The shortened block can itself be shortened again.
+    again = await block.atruncate(shorter, 30)
+    assert again is not None
+    assert count_tokens(again) <= count_tokens(shorter) - 30
+    assert 0 < len(_fact_lines(again)) < len(lines)
+    assert set(_fact_lines(again)) <= set(lines)
+
+    assert await block.atruncate(full, 0) == full
+    assert await block.atruncate(full, size) is None  # nothing fits
+    assert await block.atruncate("text this block never produced", 5) is None
+
+
+def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: AsyncEngine) -> None:
+    scope = Scope(dataset="u2", task="chat")
+    _seed(memory, scope)
+    question = "Tell me about my hobbies"
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400)
+    full = memory.context(question, scope=scope, max_tokens=400, mode="fast")
+    assert len(_fact_lines(full.text)) == len(MANY)
+
+    chat = ChatMemory.from_defaults(
+        session_id="s2",
+        memory_blocks=[block],
+        token_limit=full.tokens,  # the chat history pushes the block over the limit
+        async_engine=engine,
+    )
+    chat.put(ChatMessage(role="user", content="Hi there, how are you doing today?"))
+    section = _section(chat.get(question), "membrain")
+    lines = _fact_lines(section)
+    assert 0 < len(lines) < len(MANY)
+    assert set(lines) <= set(_fact_lines(full.text))
+
+    # Priority 0 blocks are never truncated by the framework.
+    fixed = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, priority=0)
+    chat.memory_blocks = [fixed]
+    assert len(_fact_lines(_section(chat.get(question), "membrain"))) == len(MANY)
