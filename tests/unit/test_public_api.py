@@ -59,7 +59,7 @@ def test_errors_share_one_root() -> None:
 
 def test_import_loads_no_framework() -> None:
     code = (
-        "import sys, membrain, membrain.cli, membrain.aio;"
+        "import sys, membrain, membrain.cli, membrain.aio, membrain.background;"
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('langchain', 'langchain_core', 'langgraph', 'llama_index')];"
         "print(','.join(bad))"

@@ -1,0 +1,39 @@
+"""LangGraph surfaces for MemBrain: memory nodes and a ``BaseStore``.
+
+- :func:`make_recall_node` puts a cited memory context for the latest human message into the
+  state; :func:`make_writer_node` stores each turn as pending evidence and lets a
+  :class:`~membrain.background.BackgroundWriter` extract it, so the graph never waits.
+- :class:`MembrainStore` is a LangGraph store (``graph.compile(store=...)``) whose query search
+  is MemBrain's hybrid retrieval.
+- :mod:`langchain_membrain.langgraph.example` wires them into a small agent.
+
+Needs ``pip install 'membrain[langgraph]'``.
+"""
+
+from __future__ import annotations
+
+from membrain.errors import MissingDependencyError
+
+try:
+    import langgraph.store.base  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("langgraph", "langgraph") from exc
+
+from langchain_membrain.langgraph.nodes import (
+    DEFAULT_SCOPE_TEMPLATE,
+    ScopeTemplate,
+    make_recall_node,
+    make_writer_node,
+)
+from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
+from membrain.background import BackgroundWriter
+
+__all__ = [
+    "DEFAULT_SCOPE_TEMPLATE",
+    "BackgroundWriter",
+    "MembrainStore",
+    "ScopeTemplate",
+    "make_recall_node",
+    "make_writer_node",
+    "scope_for_namespace",
+]

@@ -1,0 +1,564 @@
+"""``MembrainStore``: a LangGraph ``BaseStore`` whose query search is MemBrain's hybrid retrieval.
+
+Design
+------
+A LangGraph store is a key-value store (get/put/delete JSON values by namespace and key, list
+namespaces, filter) with an optional natural-language search. MemBrain stores messages and the
+facts extracted from them, and a :class:`~membrain.Message` has no slot for an arbitrary JSON
+value. So the store has two halves:
+
+- **Key-value half: a SQLite sidecar** (``path``; a file next to the MemBrain store, or
+  in-memory when ``path`` is ``None``). It holds every item's value (JSON), timestamps and order,
+  and answers ``get``, ``put``/``delete``, ``list_namespaces`` and ``search`` without a query
+  (with ``filter``, ``limit``, ``offset``) exactly as LangGraph's ``InMemoryStore`` does.
+- **Search half: MemBrain.** Every put item (unless ``index=False``) is also written to MemBrain
+  as one message: its text is the item's textual rendering (the string fields of the value, or
+  the fields named by ``index`` / ``index_fields``), its ``source_id`` a hash of (namespace,
+  key, text) that the sidecar maps back to the item. The message is stored as pending evidence
+  and extracted into facts by the :class:`~membrain.background.BackgroundWriter` (unless
+  ``extract=False``). A ``search`` with a ``query`` runs, per tenant under the namespace
+  prefix, MemBrain's evidence search (BM25 and dense over the items' messages: works the
+  moment the item is put) and fact search (``mode``; works once the writer has extracted).
+  Each of the three rankings is merged across tenants by score, the three are fused per item
+  by reciprocal rank, and the current items they cite are returned, with the fused score,
+  after ``filter``, ``offset`` and ``limit``.
+
+Namespace to scope
+------------------
+``scope_for_namespace``: ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``;
+``(d, t, s)`` → ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the
+session (``s:x:y``). A label that is not a valid scope part (longer than 128 characters, or
+holding characters other than letters, digits, spaces and ``._@:+-``) is replaced by a hash
+(``h-...``). Pass ``namespace_to_scope`` to map differently (for instance to share a tenant
+with the chat memory written by :func:`~langchain_membrain.langgraph.make_writer_node`). The
+mapping only decides where the items' text lives in MemBrain; results are always mapped back to
+exact namespaces through the sidecar, so two namespaces sharing a scope never see each other's
+items.
+
+Semantics and limits
+--------------------
+- Reads in a ``batch`` see the store as it was before the batch; the batch's puts apply after
+  them, the last put of a (namespace, key) winning (as ``InMemoryStore`` does).
+- Search without a query returns items in namespace creation order, then item insertion order
+  (an overwrite keeps the item's place, a delete and re-put moves it to the end), as
+  ``InMemoryStore`` does; ``score`` is ``None``.
+- Filters: exact match on value fields (nested dicts and lists compare structurally) and the
+  ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` operators. A comparison with a missing
+  or non-numeric value is false (``InMemoryStore`` raises ``TypeError`` there; PostgreSQL's JSONB
+  comparison is false, as here).
+- ``list_namespaces`` lists only namespaces that hold items. ``InMemoryStore`` also lists
+  namespaces emptied by deletes and namespaces a ``get`` merely looked at.
+- Query search returns only items MemBrain found (``InMemoryStore`` with an embedding index
+  appends unindexed items without a score); items put with ``index=False`` or without text are
+  never found by a query. Filters apply after retrieval, to at most ``candidates`` (or
+  ``offset + limit``, if larger) hits per tenant and path. A query runs three MemBrain
+  searches per tenant under the prefix: keep prefixes narrow (a user's tenant, not ``()``).
+- Overwritten and deleted items stay in MemBrain as evidence (and their facts stay), but are
+  never returned: only the current version of an item maps back. ``Memory.delete_scope``
+  removes them for good.
+- Values must be JSON-serialisable and round-trip through JSON (a tuple comes back as a list;
+  ``InMemoryStore`` returns the very object that was put).
+- ``created_at`` is kept across overwrites (``InMemoryStore`` resets it); TTLs are not supported.
+- One process per sidecar file (like the embedded MemBrain store); thread-safe within it.
+
+Example:
+    >>> store = MembrainStore(mem, path="./.membrain/langgraph-store.sqlite")  # doctest: +SKIP
+    >>> store.put(("sara", "assistant"), "pets", {"text": "Sara adopted a cat named Miso."})
+    ... # doctest: +SKIP
+    >>> store.search(("sara",), query="What is the cat called?")[0].key  # doctest: +SKIP
+    'pets'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    get_text_at_path,
+    tokenize_path,
+)
+
+from membrain import InputError, Memory, Message, RetrievalMode, Role, Scope
+from membrain.background import BackgroundWriter
+from membrain.tokens import count_tokens
+
+__all__ = ["MembrainStore", "scope_for_namespace"]
+
+_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
+_RRF_K = 2
+"""Reciprocal rank fusion constant, MemBrain's own (see ``membrain.memory``)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS namespaces (
+    ns TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    source_id TEXT,
+    UNIQUE (ns, key)
+);
+CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
+"""
+
+
+def _part(label: str) -> str:
+    if _SCOPE_PART.match(label) and not label.startswith("h-"):
+        return label
+    return "h-" + hashlib.blake2b(label.encode(), digest_size=16).hexdigest()
+
+
+def scope_for_namespace(namespace: tuple[str, ...], *, default_task: str = "store") -> Scope:
+    """The MemBrain scope that holds the items of a LangGraph namespace (see module docs).
+
+    Example:
+        >>> scope_for_namespace(("sara", "assistant", "prefs"))
+        Scope(dataset='sara', task='assistant', session='prefs')
+    """
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    dataset = _part(namespace[0])
+    task = _part(namespace[1]) if len(namespace) > 1 else default_task
+    session = _part(":".join(namespace[2:])) if len(namespace) > 2 else None
+    return Scope(dataset=dataset, task=task, session=session)
+
+
+def _check_namespace(namespace: tuple[str, ...]) -> None:
+    """LangGraph's namespace rules for writes."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {namespace}: labels must be non-empty "
+                "strings without periods ('.') or NUL bytes."
+            )
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+
+
+def _ns_text(namespace: Sequence[str]) -> str:
+    return ".".join(namespace)
+
+
+def _prefix_sql(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, list[Any]]:
+    if not prefix:
+        return "1", []
+    text = _ns_text(prefix)
+    return f"({column} = ? OR substr({column}, 1, ?) = ?)", [text, len(text) + 1, text + "."]
+
+
+# -- filters (InMemoryStore's semantics; comparisons with missing values are false) -------------
+def _matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool:
+    if not filter_:
+        return True
+    return all(_compare(value.get(key), wanted) for key, wanted in filter_.items())
+
+
+def _compare(actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_operator(actual, op, operand) for op, operand in wanted.items())
+        if not isinstance(actual, dict):
+            return False
+        return all(_compare(actual.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(actual, list | tuple)
+            and len(actual) == len(wanted)
+            and all(_compare(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return bool(actual == wanted)
+
+
+def _operator(actual: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(actual == operand)
+    if operator == "$ne":
+        return bool(actual != operand)
+    if operator not in ("$gt", "$gte", "$lt", "$lte"):
+        raise ValueError(f"Unsupported operator: {operator}")
+    try:
+        left, right = float(actual), float(operand)
+    except (TypeError, ValueError):
+        return False
+    if operator == "$gt":
+        return left > right
+    if operator == "$gte":
+        return left >= right
+    if operator == "$lt":
+        return left < right
+    return left <= right
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
+    return all(wanted == "*" or label == wanted for label, wanted in pairs)
+
+
+def _window(rows: list[Any], offset: int, limit: int) -> list[Any]:
+    return rows[offset : offset + limit]
+
+
+class MembrainStore(BaseStore):
+    """A LangGraph store: key-value items in a SQLite sidecar, query search by MemBrain.
+
+    Args:
+        memory: The MemBrain memory that indexes the items' text and answers query searches.
+        path: The SQLite file of the key-value sidecar (created if missing); ``None`` keeps it
+            in memory, so items vanish with the process while their text stays in MemBrain.
+        writer: Extracts facts from the items' messages; default
+            ``BackgroundWriter.for_memory(memory)``.
+        extract: ``False`` stores items' text as evidence only (query search then uses the
+            evidence path alone).
+        index_fields: JSON paths of the text to index (LangGraph's path syntax, e.g.
+            ``["text", "tags[*]"]``); default every string in the value.
+        speaker: Speaker name of the items' messages (whom extracted facts are about).
+        mode: MemBrain retrieval mode of the fact search (``"fast"`` makes no LLM call).
+        candidates: Hits per tenant and path fetched before filtering.
+        namespace_to_scope: Maps a namespace to its MemBrain scope; default
+            :func:`scope_for_namespace`.
+
+    Example:
+        >>> store = MembrainStore(mem, path="/tmp/items.sqlite")  # doctest: +SKIP
+        >>> store.put(("sara", "assistant"), "k1", {"text": "Sara lives in Lisbon."})
+        ... # doctest: +SKIP
+        >>> store.search(("sara",), query="Where does Sara live?")  # doctest: +SKIP
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        path: str | Path | None = None,
+        writer: BackgroundWriter | None = None,
+        extract: bool = True,
+        index_fields: Sequence[str] | None = None,
+        speaker: str = "user",
+        mode: RetrievalMode | str = RetrievalMode.FAST,
+        candidates: int = 50,
+        namespace_to_scope: Callable[[tuple[str, ...]], Scope] | None = None,
+    ) -> None:
+        self.memory = memory
+        self._writer = writer
+        self._extract = extract
+        self._index_fields = [(p, tokenize_path(p)) for p in index_fields or ()]
+        self._speaker = speaker
+        self._mode = RetrievalMode(mode)
+        self._candidates = candidates
+        self._scope_for = namespace_to_scope or scope_for_namespace
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(
+            ":memory:" if path is None else str(path), check_same_thread=False
+        )
+        self._lock = threading.RLock()
+        self._last_stamp = datetime.min.replace(tzinfo=UTC)
+        with self._lock, self._conn:
+            if path is not None:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(_SCHEMA)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the sidecar (the memory and the writer stay open)."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> MembrainStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def writer(self) -> BackgroundWriter:
+        """The background writer that extracts the items' messages."""
+        if self._writer is not None:
+            return self._writer
+        return BackgroundWriter.for_memory(self.memory)
+
+    # -- batch -------------------------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run operations: reads against the store as it was, then the puts (last one wins)."""
+        ops = list(ops)
+        results: list[Result] = [None] * len(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        queries: list[tuple[int, SearchOp]] = []
+        with self._lock:
+            for i, op in enumerate(ops):
+                if isinstance(op, GetOp):
+                    results[i] = self._get(tuple(op.namespace), str(op.key))
+                elif isinstance(op, SearchOp):
+                    if op.query:
+                        queries.append((i, op))
+                    else:
+                        results[i] = self._scan(op)
+                elif isinstance(op, ListNamespacesOp):
+                    results[i] = self._list_namespaces(op)
+                elif isinstance(op, PutOp):
+                    _check_namespace(tuple(op.namespace))
+                    puts[(tuple(op.namespace), str(op.key))] = op
+                else:
+                    raise ValueError(f"Unknown operation type: {type(op)}")
+        for i, op in queries:
+            results[i] = self._query(op)
+        if puts:
+            self._apply(puts)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # -- reads -------------------------------------------------------------------------------
+    @staticmethod
+    def _fields(row: Sequence[Any]) -> dict[str, Any]:
+        ns, key, value, created, updated = row[:5]
+        return {
+            "namespace": tuple(ns.split(".")),
+            "key": key,
+            "value": json.loads(value),
+            "created_at": datetime.fromisoformat(created),
+            "updated_at": datetime.fromisoformat(updated),
+        }
+
+    def _search_item(self, row: Sequence[Any], score: float | None = None) -> SearchItem:
+        return SearchItem(**self._fields(row), score=score)
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        row = self._conn.execute(
+            "SELECT ns, key, value, created_at, updated_at FROM items WHERE ns = ? AND key = ?",
+            (_ns_text(namespace), key),
+        ).fetchone()
+        return None if row is None else Item(**self._fields(row))
+
+    def _scan(self, op: SearchOp) -> list[SearchItem]:
+        where, params = _prefix_sql(tuple(op.namespace_prefix), "i.ns")
+        sql = (
+            "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at FROM items i "
+            f"JOIN namespaces n ON n.ns = i.ns WHERE {where} ORDER BY n.seq, i.id"
+        )
+        paged = not op.filter and min(op.offset, op.limit) >= 0
+        if paged:
+            sql += " LIMIT ? OFFSET ?"
+            params += [op.limit, op.offset]
+        rows = self._conn.execute(sql, params)
+        if paged:
+            return [self._search_item(row) for row in rows]
+        stop = op.offset + op.limit if min(op.offset, op.limit) >= 0 else None
+        kept: list[Any] = []
+        for row in rows:
+            if _matches(json.loads(row[2]), op.filter):
+                kept.append(row)
+                if len(kept) == stop:
+                    break
+        return [self._search_item(row) for row in _window(kept, op.offset, op.limit)]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = [
+            tuple(ns.split("."))
+            for (ns,) in self._conn.execute("SELECT DISTINCT ns FROM items").fetchall()
+        ]
+        if op.match_conditions:
+            found = [ns for ns in found if all(_does_match(c, ns) for c in op.match_conditions)]
+        if op.max_depth is not None:
+            found = sorted({ns[: op.max_depth] for ns in found})
+        else:
+            found = sorted(found)
+        return _window(found, op.offset, op.limit)
+
+    def _query(self, op: SearchOp) -> list[SearchItem]:
+        """Hybrid search: MemBrain's evidence and fact rankings fused per item (see module)."""
+        assert op.query is not None
+        prefix = tuple(op.namespace_prefix)
+        where, params = _prefix_sql(prefix)
+        item_where, item_params = _prefix_sql(prefix, "i.ns")
+        with self._lock:
+            namespaces = [
+                tuple(ns.split("."))
+                for (ns,) in self._conn.execute(
+                    f"SELECT DISTINCT ns FROM items WHERE {where} AND source_id IS NOT NULL",
+                    params,
+                ).fetchall()
+            ]
+        tenants = dict.fromkeys(self._scope_for(ns).without_session() for ns in namespaces)
+        k = max(self._candidates, op.offset + op.limit, 1)
+        # one ranking per path, merged across tenants by score: BM25 and cosine scores compare
+        # across tenants (one collection); fact scores are MemBrain's rank-based fusion
+        paths: dict[str, list[tuple[float, int, int, str]]] = {
+            "sparse": [],
+            "dense": [],
+            "facts": [],
+        }
+        for number, tenant in enumerate(tenants):
+            for path in ("sparse", "dense"):
+                evidence = self.memory.search_messages(op.query, scope=tenant, k=k, paths=(path,))
+                paths[path].extend(
+                    (-hit.score, rank, number, hit.message.source_id)
+                    for rank, hit in enumerate(evidence)
+                    if hit.message.source_id
+                )
+            facts = self.memory.search(op.query, scope=tenant, mode=self._mode, k=k)
+            paths["facts"].extend(
+                (-hit.score, rank, number, source.source_id)
+                for rank, hit in enumerate(facts)
+                for source in hit.sources
+                if source.source_id
+            )
+        rankings = [[entry[3] for entry in sorted(found)] for found in paths.values()]
+        wanted = list(dict.fromkeys(s for ranking in rankings for s in ranking))
+        rows: dict[str, Sequence[Any]] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in self._conn.execute(
+                    "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at, i.source_id, "
+                    f"n.seq, i.id FROM items i JOIN namespaces n ON n.ns = i.ns "
+                    f"WHERE i.source_id IN ({marks}) AND {item_where}",
+                    [*chunk, *item_params],
+                ):
+                    rows[row[5]] = row
+        scores: dict[tuple[str, str], float] = {}
+        found: dict[tuple[str, str], Sequence[Any]] = {}
+        for ranking in rankings:
+            rank = 0
+            seen: set[tuple[str, str]] = set()
+            for source_id in ranking:
+                row = rows.get(source_id)
+                if row is None or (row[0], row[1]) in seen:
+                    continue
+                rank += 1
+                item_key = (row[0], row[1])
+                seen.add(item_key)
+                found[item_key] = row
+                scores[item_key] = scores.get(item_key, 0.0) + 1.0 / (_RRF_K + rank)
+        ordered = sorted(found, key=lambda k_: (-scores[k_], found[k_][6], found[k_][7]))
+        kept = [k_ for k_ in ordered if _matches(json.loads(found[k_][2]), op.filter)]
+        return [
+            self._search_item(found[k_], scores[k_]) for k_ in _window(kept, op.offset, op.limit)
+        ]
+
+    # -- writes ------------------------------------------------------------------------------
+    def _text(self, value: Mapping[str, Any], index: Sequence[str] | None) -> str:
+        """The item's text for MemBrain: the indexed fields' strings, one per line."""
+        paths = [(p, tokenize_path(p)) for p in index] if index is not None else self._index_fields
+        if paths:
+            texts = [t for _, tokens in paths for t in get_text_at_path(value, tokens)]
+        else:
+            texts = list(_strings(value))
+        return "\n".join(t.strip() for t in texts if isinstance(t, str) and t.strip())
+
+    def _stamp(self) -> datetime:
+        moment = max(datetime.now(UTC), self._last_stamp + timedelta(microseconds=1))
+        self._last_stamp = moment
+        return moment
+
+    def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]) -> None:
+        rows: list[tuple[str, str, str | None, str | None]] = []
+        messages: dict[Scope, list[Message]] = {}
+        for (namespace, key), op in puts.items():
+            if op.value is None:
+                rows.append((_ns_text(namespace), key, None, None))
+                continue
+            try:
+                value_json = json.dumps(dict(op.value), ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"the value of {namespace}/{key} is not JSON-serialisable: {exc}"
+                ) from exc
+            text = "" if op.index is False else self._text(op.value, op.index)
+            source_id: str | None = None
+            if text:
+                digest = hashlib.blake2b(
+                    json.dumps([list(namespace), key, text]).encode(), digest_size=16
+                ).hexdigest()
+                source_id = f"lgstore-{digest}"
+                with self._lock:
+                    stamp = self._stamp()
+                messages.setdefault(self._scope_for(namespace), []).append(
+                    Message(
+                        speaker=self._speaker,
+                        text=text,
+                        timestamp=stamp,
+                        role=Role.USER,
+                        source_id=source_id,
+                    )
+                )
+            rows.append((_ns_text(namespace), key, value_json, source_id))
+        # MemBrain first: a crash in between leaves an unreferenced message, never an item
+        # whose text is missing from the index.
+        for scope, batch in messages.items():
+            self.memory.add(batch, scope=scope, extract=False)
+        now = datetime.now(UTC).isoformat()
+        with self._lock, self._conn:
+            for ns, key, stored, ref in rows:
+                if stored is None:
+                    self._conn.execute("DELETE FROM items WHERE ns = ? AND key = ?", (ns, key))
+                    continue
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO namespaces (ns, seq) "
+                    "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM namespaces))",
+                    (ns,),
+                )
+                self._conn.execute(
+                    "INSERT INTO items (ns, key, value, created_at, updated_at, source_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET "
+                    "value = excluded.value, updated_at = excluded.updated_at, "
+                    "source_id = excluded.source_id",
+                    (ns, key, stored, now, now, ref),
+                )
+        if self._extract and messages:
+            writer = self.writer
+            for scope, batch in messages.items():
+                writer.schedule(scope, tokens=sum(count_tokens(m.text) for m in batch))
+
+
+def _strings(value: Any) -> Iterable[str]:
+    """Every string leaf of a JSON value, in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)

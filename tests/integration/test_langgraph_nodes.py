@@ -1,0 +1,269 @@
+"""LangGraph nodes: scope templates, the background writer node, recall, the example graph."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import RunnableConfig
+
+from langchain_membrain.langgraph import (
+    ScopeTemplate,
+    make_recall_node,
+    make_writer_node,
+)
+from langchain_membrain.langgraph.example import build_example_graph
+from membrain import Memory, MessageStatus, Role, Scope, ScopeError
+from membrain.background import BackgroundWriter
+from membrain.testing import HashingEncoder, ScriptedChatModel
+from membrain.tokens import count_tokens
+
+CONFIG: RunnableConfig = {"configurable": {"user_id": "Sara", "thread_id": "t1"}}
+SCOPE = Scope(dataset="Sara", task="assistant", session="t1")
+ENTITIES = json.dumps(
+    {"entities": ["Sara", "Miso"], "descriptions": {"Sara": "A person.", "Miso": "Sara's cat."}}
+)
+FACTS = json.dumps(
+    {
+        "facts": [
+            {"text": "[Sara] adopted a grey cat named [Miso].", "fact_ts": "2100-01-01T00:00:00Z"}
+        ]
+    }
+)
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    path = tmp_path_factory.mktemp("nodes") / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        yield mem
+
+
+@pytest.fixture
+def memory(shared_memory: Memory) -> Memory:
+    """One store for the module (opening one costs a second); each test has its own agent."""
+    return shared_memory
+
+
+@pytest.fixture
+def config() -> RunnableConfig:
+    return {
+        "configurable": {
+            "user_id": "Sara",
+            "thread_id": "t1",
+            "assistant_id": f"agent-{next(_counter)}",
+        }
+    }
+
+
+@pytest.fixture
+def scope(config: RunnableConfig) -> Scope:
+    return ScopeTemplate().resolve(config)
+
+
+@pytest.fixture
+def writer(memory: Memory) -> Iterator[BackgroundWriter]:
+    with BackgroundWriter(memory, idle_seconds=60) as w:
+        yield w
+
+
+# -- scope template ----------------------------------------------------------------------------
+def test_scope_template_defaults() -> None:
+    template = ScopeTemplate()
+    assert template.resolve(CONFIG) == SCOPE
+    # no thread: a scope over every session of the user
+    assert template.resolve({"configurable": {"user_id": "Sara"}}) == Scope(
+        dataset="Sara", task="assistant"
+    )
+    assert template.resolve(
+        {"configurable": {"user_id": "Sara", "assistant_id": "tutor", "thread_id": 7}}
+    ) == Scope(dataset="Sara", task="tutor", session="7")
+
+
+def test_scope_template_missing_user_is_a_clear_error() -> None:
+    with pytest.raises(ScopeError, match=r"has no 'user_id'.*configurable"):
+        ScopeTemplate().resolve({"configurable": {"thread_id": "t1"}})
+    with pytest.raises(ScopeError, match="user_id"):
+        ScopeTemplate().resolve(None)
+
+
+def test_scope_template_custom_parts_and_defaults() -> None:
+    template = ScopeTemplate(
+        dataset="{org}:{user_id}", task="tutor", session=None, defaults={"org": "acme"}
+    )
+    assert template.resolve(CONFIG) == Scope(dataset="acme:Sara", task="tutor")
+    with pytest.raises(ScopeError):  # not a valid scope part
+        ScopeTemplate().resolve({"configurable": {"user_id": "a/b"}})
+
+
+# -- writer node -------------------------------------------------------------------------------
+def test_writer_node_writes_new_messages_once(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
+) -> None:
+    node = make_writer_node(memory, writer=writer)
+    history: list[BaseMessage] = [
+        SystemMessage("You are helpful.", id="s0"),
+        HumanMessage("I adopted a grey cat named Miso.", id="h1"),
+        AIMessage("Lovely! How old is Miso?", id="a1"),
+    ]
+    assert node({"messages": history}, config) == {}
+    stored = memory.messages(scope=scope)
+    assert [(m.message.speaker, m.message.role, m.message.source_id) for m in stored] == [
+        ("Sara", Role.USER, "h1"),
+        ("assistant", Role.ASSISTANT, "a1"),
+    ]
+    assert all(m.status is MessageStatus.PENDING for m in stored)
+    assert stored[0].message.timestamp < stored[1].message.timestamp
+    assert list(writer.pending()) == [scope] and writer.pending()[scope] > 10
+
+    history += [
+        HumanMessage("She is two.", id="h2"),
+        AIMessage("", id="a2", tool_calls=[{"name": "t", "args": {}, "id": "c1"}]),
+        ToolMessage("ok", tool_call_id="c1", id="t1"),
+        AIMessage([{"type": "text", "text": "Noted, "}, {"type": "text", "text": "thanks."}]),
+    ]
+    node({"messages": history}, config)
+    texts = [m.message.text for m in memory.messages(scope=scope)]
+    assert texts == [
+        "I adopted a grey cat named Miso.",
+        "Lovely! How old is Miso?",
+        "She is two.",
+        "Noted, thanks.",
+    ]
+    stamps = [m.message.timestamp for m in memory.messages(scope=scope)]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+
+    # a new process (a fresh node) sees the whole thread again: nothing is stored twice
+    make_writer_node(memory, writer=writer)({"messages": history}, config)
+    assert len(memory.messages(scope=scope)) == 4
+    assert writer.flush(timeout=20)
+    assert Counter(m.status for m in memory.messages(scope=scope)) == Counter(
+        {MessageStatus.PROCESSED: 4}
+    )
+
+
+def test_writer_node_needs_a_user(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
+) -> None:
+    node = make_writer_node(memory, writer=writer)
+    with pytest.raises(ScopeError, match="user_id"):
+        node(
+            {"messages": [HumanMessage("hi", id="h1")]},
+            RunnableConfig(configurable={"thread_id": "t"}),
+        )
+
+
+def test_writer_node_returns_before_a_slow_extraction_finishes(tmp_path: Path) -> None:
+    llm = ScriptedChatModel(entities=[ENTITIES], facts=[FACTS], delay=0.5)
+    with (
+        Memory(path=tmp_path / "slow", dense=HashingEncoder(dim=64), llm=llm) as memory,
+        BackgroundWriter(memory, idle_seconds=0.01) as writer,
+    ):
+        # one-time process set-up (tokenizer tables, first write) is not what is measured
+        count_tokens("warm up")
+        memory.add(
+            [{"speaker": "x", "text": "warm up", "timestamp": "2024-01-01T00:00:00Z"}],
+            scope=Scope(dataset="warm", task="up"),
+            extract=False,
+        )
+        node = make_writer_node(memory, writer=writer)
+        first = {"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}
+        started = time.perf_counter()
+        assert node(first, CONFIG) == {}
+        assert time.perf_counter() - started < 0.25  # the model alone needs 2 x 0.5 s
+        deadline = time.monotonic() + 10
+        while writer.runs == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # the worker is extracting now; the next turn is written without waiting for it
+        second = {"messages": [*first["messages"], AIMessage("Lovely!", id="a1")]}
+        started = time.perf_counter()
+        node(second, CONFIG)
+        assert time.perf_counter() - started < 0.25
+        assert memory.facts(scope=SCOPE) == []  # not extracted yet
+        assert writer.flush(timeout=30)
+        facts = memory.facts(scope=SCOPE)
+        assert [f.text for f in facts][:1] == ["[Sara] adopted a grey cat named [Miso]."]
+        assert all(m.status is MessageStatus.PROCESSED for m in memory.messages(scope=SCOPE))
+
+
+# -- recall node -------------------------------------------------------------------------------
+def test_recall_node_puts_context_for_the_latest_human_message(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
+) -> None:
+    write = make_writer_node(memory, writer=writer)
+    write({"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}, config)
+    writer.flush(timeout=20)
+    recall = make_recall_node(memory, key="recalled", max_tokens=200)
+    other_thread: RunnableConfig = {
+        "configurable": {"user_id": "Sara", "thread_id": "t2", "assistant_id": scope.task}
+    }
+    state: dict[str, Any] = {
+        "messages": [HumanMessage("Hello", id="x"), AIMessage("Hi", id="y")]
+        + [HumanMessage("What is my cat called?", id="z")]
+    }
+    result = recall(state, other_thread)  # recall crosses threads by default
+    assert set(result) == {"recalled"}
+    assert "Miso" in result["recalled"]
+    assert recall({"messages": [AIMessage("Hi")]}, config) == {"recalled": ""}
+    only_thread = make_recall_node(memory, across_sessions=False)
+    assert only_thread(state, other_thread) == {"memory_context": ""}
+    assert "Miso" in only_thread(state, config)["memory_context"]
+
+
+# -- example graph -----------------------------------------------------------------------------
+class RecordingChatModel(GenericFakeChatModel):
+    """GenericFakeChatModel that records the messages of every call."""
+
+    seen: list[list[BaseMessage]] = []
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_example_graph_recalls_the_first_turn_in_the_second(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
+) -> None:
+    model = RecordingChatModel(
+        messages=iter([AIMessage("What a lovely name!"), AIMessage("Your cat is Miso.")]),
+        seen=[],
+    )
+    graph = build_example_graph(memory, model, writer=writer)
+    first = graph.invoke({"messages": [HumanMessage("I adopted a grey cat named Miso.")]}, config)
+    assert first["memory_context"] == ""
+    assert not any(isinstance(m, SystemMessage) for m in model.seen[0])
+    assert writer.flush(timeout=20)
+
+    second = graph.invoke({"messages": [HumanMessage("What is my cat called?")]}, config)
+    assert "Miso" in second["memory_context"]
+    system = model.seen[1][0]
+    assert isinstance(system, SystemMessage) and "Miso" in str(system.content)
+    assert [m.content for m in second["messages"]] == [
+        "I adopted a grey cat named Miso.",
+        "What a lovely name!",
+        "What is my cat called?",
+        "Your cat is Miso.",
+    ]
+    # the checkpointed thread is written once: four messages, not six
+    assert writer.flush(timeout=20)
+    stored = memory.messages(scope=scope)
+    assert [m.message.text for m in stored] == [m.content for m in second["messages"]]
+    assert all(m.status is MessageStatus.PROCESSED for m in stored)

@@ -1,0 +1,377 @@
+"""MembrainStore: differential tests against LangGraph's InMemoryStore, and hybrid query search."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, TypedDict
+
+import pytest
+from langgraph.graph import START, StateGraph
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
+
+from langchain_membrain.langgraph import MembrainStore, scope_for_namespace
+from membrain import Memory, MessageStatus, Scope
+from membrain.background import BackgroundWriter
+from membrain.testing import HashingEncoder
+
+NAMESPACES = [
+    ("users", "u1", "prefs"),
+    ("users", "u1", "memories"),
+    ("users", "u2"),
+    ("users", "u2", "memories"),
+    ("docs",),
+    ("docs", "v1", "drafts"),
+    ("docs", "v2", "drafts", "old"),
+]
+
+
+@pytest.fixture(scope="module")
+def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    path = tmp_path_factory.mktemp("store") / "membrain"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        yield mem
+
+
+@pytest.fixture
+def stores(shared_memory: Memory) -> Iterator[tuple[MembrainStore, InMemoryStore]]:
+    # no extraction: these tests are about the key-value half
+    with MembrainStore(shared_memory, extract=False) as ours:
+        yield ours, InMemoryStore()
+
+
+def normal(result: Any) -> Any:
+    """Results without timestamps (and scores, which are None without a query)."""
+    if isinstance(result, Item):
+        return (result.namespace, result.key, result.value)
+    if isinstance(result, list):
+        return [normal(r) for r in result]
+    return result
+
+
+def both(stores: tuple[BaseStore, BaseStore], ops: Sequence[Any]) -> list[Any]:
+    ours, theirs = stores
+    mine = ours.batch(ops)
+    reference = theirs.batch(ops)
+    assert normal(mine) == normal(reference), ops
+    return mine
+
+
+def item(i: int) -> dict[str, Any]:
+    return {
+        "text": f"note {i}",
+        "n": i,
+        "color": ["red", "green", "blue"][i % 3],
+        "meta": {"kind": "a" if i % 2 else "b", "tags": ["x", str(i % 4)]},
+    }
+
+
+def test_put_get_overwrite_delete_match_inmemory(
+    stores: tuple[MembrainStore, InMemoryStore],
+) -> None:
+    puts = [PutOp(ns, f"k{i}", item(i)) for i, ns in enumerate(NAMESPACES * 2)]
+    both(stores, puts)
+    both(stores, [GetOp(ns, f"k{i}") for i, ns in enumerate(NAMESPACES * 2)])
+    both(stores, [GetOp(NAMESPACES[0], "missing"), GetOp(NAMESPACES[0], "k0")])
+    # overwrite keeps the item's place; delete and re-put moves it to the end
+    both(stores, [PutOp(NAMESPACES[0], "k0", {"text": "changed", "n": 100})])
+    both(stores, [PutOp(NAMESPACES[1], "k1", None)])
+    both(stores, [PutOp(NAMESPACES[1], "k1", item(1))])
+    both(stores, [SearchOp(("users",), limit=100)])
+    both(stores, [SearchOp((), limit=100), GetOp(NAMESPACES[0], "k0")])
+    # one batch: reads see the store as it was; the last put of a key wins
+    both(
+        stores,
+        [
+            PutOp(("docs",), "new", {"v": 1}),
+            GetOp(("docs",), "new"),
+            PutOp(("docs",), "new", {"v": 2}),
+            SearchOp(("docs",), limit=100),
+            ListNamespacesOp(),
+        ],
+    )
+    both(stores, [GetOp(("docs",), "new"), SearchOp(("docs",), limit=100)])
+    # the high-level API
+    ours, theirs = stores
+    for store in (ours, theirs):
+        store.put(("docs",), "api", {"a": [1, 2]})
+        store.delete(("docs",), "k4")
+    assert normal(ours.get(("docs",), "api")) == normal(theirs.get(("docs",), "api"))
+    assert ours.get(("docs",), "k4") is None
+    assert normal(ours.search(("docs",))) == normal(theirs.search(("docs",)))
+
+
+def test_search_filters_limits_offsets_match_inmemory(
+    stores: tuple[MembrainStore, InMemoryStore],
+) -> None:
+    both(stores, [PutOp(ns, f"k{i}", item(i)) for i, ns in enumerate(NAMESPACES * 3)])
+    filters: list[dict[str, Any] | None] = [
+        None,
+        {"color": "red"},
+        {"color": "red", "meta": {"kind": "a"}},
+        {"meta": {"tags": ["x", "1"]}},
+        {"meta": {"tags": ["x"]}},
+        {"n": {"$gt": 5}},
+        {"n": {"$gte": 5, "$lt": 12}},
+        {"n": {"$lte": 3}},
+        {"n": {"$ne": 4}, "color": {"$eq": "blue"}},
+        {"color": {"$ne": "red"}},
+        {"nothing": "here"},
+    ]
+    for prefix in [(), ("users",), ("users", "u2"), ("docs", "v2"), ("nope",)]:
+        for filter_ in filters:
+            for limit, offset in [(10, 0), (3, 0), (3, 2), (100, 5), (0, 0), (2, 50)]:
+                both(stores, [SearchOp(prefix, filter=filter_, limit=limit, offset=offset)])
+
+
+def test_list_namespaces_matches_inmemory(stores: tuple[MembrainStore, InMemoryStore]) -> None:
+    both(stores, [PutOp(ns, "k", {"i": i}) for i, ns in enumerate(NAMESPACES)])
+    prefix = MatchCondition("prefix", ("users",))
+    cases = [
+        ListNamespacesOp(),
+        ListNamespacesOp(match_conditions=(prefix,)),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("users", "*", "memories")),)),
+        ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("memories",)),)),
+        ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("*", "drafts")),)),
+        ListNamespacesOp(match_conditions=(prefix, MatchCondition("suffix", ("memories",)))),
+        ListNamespacesOp(max_depth=1),
+        ListNamespacesOp(max_depth=2),
+        ListNamespacesOp(match_conditions=(prefix,), max_depth=2),
+        ListNamespacesOp(limit=2),
+        ListNamespacesOp(limit=3, offset=2),
+        ListNamespacesOp(max_depth=2, limit=2, offset=1),
+        ListNamespacesOp(offset=100),
+    ]
+    for op in cases:
+        both(stores, [op])
+    ours, theirs = stores
+    cases_api: list[dict[str, Any]] = [
+        {"prefix": ("docs",)},
+        {"suffix": ("drafts",)},
+        {"prefix": ("users",), "max_depth": 2, "limit": 1, "offset": 1},
+    ]
+    for kwargs in cases_api:
+        assert ours.list_namespaces(**kwargs) == theirs.list_namespaces(**kwargs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_operation_sequences_match_inmemory(
+    stores: tuple[MembrainStore, InMemoryStore], seed: int
+) -> None:
+    rng = random.Random(seed)
+    live: dict[tuple[str, ...], set[str]] = {}
+
+    def random_op() -> Any:
+        roll = rng.random()
+        ns = rng.choice(NAMESPACES)
+        key = f"k{rng.randrange(6)}"
+        if roll < 0.45 or not live:
+            live.setdefault(ns, set()).add(key)
+            return PutOp(ns, key, item(rng.randrange(20)))
+        ns = rng.choice(sorted(live))
+        if roll < 0.55 and len(live[ns]) > 1:  # never empty a namespace (see divergence test)
+            gone = rng.choice(sorted(live[ns]))
+            live[ns].discard(gone)
+            return PutOp(ns, gone, None)
+        if roll < 0.7:
+            return GetOp(ns, key)
+        if roll < 0.9:
+            prefix = ns[: rng.randrange(len(ns) + 1)]
+            filter_ = rng.choice(
+                [None, {"color": "green"}, {"n": {"$gte": 10}}, {"meta": {"kind": "a"}}]
+            )
+            return SearchOp(
+                prefix, filter=filter_, limit=rng.randrange(1, 8), offset=rng.randrange(4)
+            )
+        return ListNamespacesOp(
+            max_depth=rng.choice([None, 1, 2, 3]),
+            limit=rng.randrange(1, 10),
+            offset=rng.randrange(3),
+        )
+
+    for _ in range(40):
+        both(stores, [random_op() for _ in range(rng.randrange(1, 4))])
+
+
+def test_documented_divergences_from_inmemory(stores: tuple[MembrainStore, InMemoryStore]) -> None:
+    ours, theirs = stores
+    for store in (ours, theirs):
+        store.put(("a", "b"), "k", {"n": 1})
+        store.put(("c",), "k", {"n": "many"})
+        store.delete(("a", "b"), "k")
+        store.get(("never", "written"), "k")
+    # only namespaces that hold items are listed (like PostgresStore)
+    assert ours.list_namespaces() == [("c",)]
+    assert theirs.list_namespaces() == [("a", "b"), ("c",), ("never", "written")]
+    # a comparison with a missing or non-numeric value is false instead of a TypeError
+    assert ours.search((), filter={"missing": {"$gt": 0}}) == []
+    assert ours.search((), filter={"n": {"$gt": 0}}) == []
+    with pytest.raises((TypeError, ValueError)):
+        theirs.search((), filter={"missing": {"$gt": 0}})
+    # created_at survives an overwrite
+    first = ours.get(("c",), "k")
+    ours.put(("c",), "k", {"n": 2})
+    second = ours.get(("c",), "k")
+    assert first is not None and second is not None
+    assert second.created_at == first.created_at and second.updated_at >= first.updated_at
+    with pytest.raises(ValueError, match="Unsupported operator"):
+        ours.search((), filter={"n": {"$in": [1]}})
+
+
+def test_namespace_rules(stores: tuple[MembrainStore, InMemoryStore]) -> None:
+    ours, _ = stores
+    for bad in [(), ("langgraph", "x"), ("a.b",), ("a", "")]:
+        with pytest.raises(InvalidNamespaceError):
+            ours.put(bad, "k", {"v": 1})
+        with pytest.raises(InvalidNamespaceError):
+            ours.batch([PutOp(bad, "k", {"v": 1})])
+    with pytest.raises(NotImplementedError, match="TTL"):
+        ours.put(("a",), "k", {"v": 1}, ttl=5)
+
+
+def test_scope_for_namespace() -> None:
+    assert scope_for_namespace(("sara",)) == Scope(dataset="sara", task="store")
+    assert scope_for_namespace(("sara", "tutor")) == Scope(dataset="sara", task="tutor")
+    assert scope_for_namespace(("sara", "tutor", "t1")) == Scope(
+        dataset="sara", task="tutor", session="t1"
+    )
+    assert scope_for_namespace(("sara", "tutor", "a", "b")).session == "a:b"
+    odd = scope_for_namespace(("user/42#x", "t"))
+    assert odd.dataset.startswith("h-") and odd == scope_for_namespace(("user/42#x", "t"))
+    assert scope_for_namespace(("h-1",)).dataset != "h-1"
+    with pytest.raises(InvalidNamespaceError):
+        scope_for_namespace(())
+
+
+def test_abatch_and_persistence(shared_memory: Memory, tmp_path: Path) -> None:
+    path = tmp_path / "items.sqlite"
+    with MembrainStore(shared_memory, path=path, extract=False) as store:
+        asyncio.run(store.aput(("p", "q"), "k", {"text": "kept across restarts"}))
+        got = asyncio.run(store.aget(("p", "q"), "k"))
+        assert got is not None and got.value == {"text": "kept across restarts"}
+        found = asyncio.run(store.asearch(("p",)))
+        assert [i.key for i in found] == ["k"]
+    with MembrainStore(shared_memory, path=path, extract=False) as store:
+        again = store.get(("p", "q"), "k")
+        assert again is not None and again.value == got.value
+        assert again.created_at == got.created_at
+        assert store.list_namespaces() == [("p", "q")]
+
+
+# -- query search ------------------------------------------------------------------------------
+ITEMS = {
+    "pets": {"text": "Sara adopted a grey cat named Miso.", "kind": "pet"},
+    "family": {"text": "Sara's sister Lina lives in Lisbon.", "kind": "family"},
+    "food": {"text": "Sara bakes croissants every Tuesday.", "kind": "hobby"},
+    "music": {"text": "Sara's brother Tom plays the cello.", "kind": "family"},
+}
+
+
+class QueryStore(NamedTuple):
+    store: MembrainStore
+    writer: BackgroundWriter
+    sara: tuple[str, ...]
+    nate: tuple[str, ...]
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def query_store(shared_memory: Memory) -> Iterator[QueryStore]:
+    task = f"assistant-{next(_counter)}"  # a tenant of its own in the module's memory
+    sara, nate = ("Sara", task), ("Nate", task)
+    with (
+        BackgroundWriter(shared_memory, idle_seconds=60) as writer,
+        MembrainStore(shared_memory, writer=writer, speaker="Sara") as store,
+    ):
+        for key, value in ITEMS.items():
+            store.put(sara, key, value)
+        store.put(nate, "pets", {"text": "Nate owns a dog named Rex."})
+        store.put(sara, "secret", {"text": "Sara has a cat allergy."}, index=False)
+        yield QueryStore(store, writer, sara, nate)
+
+
+def test_query_search_finds_the_right_item_before_and_after_extraction(
+    query_store: QueryStore, shared_memory: Memory
+) -> None:
+    store, writer, sara, nate = query_store
+    # before extraction: the evidence path (BM25 + dense over the items' messages)
+    hits = store.search(("Sara",), query="What is the name of the cat?")
+    assert hits[0].key == "pets" and hits[0].namespace == sara
+    assert hits[0].score is not None and hits[0].score > 0
+    assert hits[0].value == ITEMS["pets"]
+    assert "secret" not in {h.key for h in hits}  # index=False: never found by a query
+    assert all(h.namespace[0] == "Sara" for h in hits)  # other tenants stay out
+
+    assert writer.flush(timeout=20)
+    scope = scope_for_namespace(sara)
+    assert all(m.status is MessageStatus.PROCESSED for m in shared_memory.messages(scope=scope))
+    assert any("Miso" in f.text for f in shared_memory.facts(scope=scope))
+    # after extraction: facts cite the items' messages, fused with the evidence ranking
+    hits = store.search(sara, query="Where does Lina live?", limit=2)
+    assert hits[0].key == "family" and len(hits) == 2
+    assert hits[0].score is not None and hits[0].score >= (hits[1].score or 0)
+    # filter, offset and limit apply to the ranked items
+    filtered = store.search(("Sara",), query="Who plays the cello?", filter={"kind": "family"})
+    assert filtered[0].key == "music" and {h.key for h in filtered} <= {"music", "family"}
+    page = store.search(
+        ("Sara",), query="Who plays the cello?", filter={"kind": "family"}, offset=1
+    )
+    assert [h.key for h in page] == [h.key for h in filtered[1:]]
+    # a query across every tenant
+    everywhere = store.search((), query="dog named Rex")
+    assert (everywhere[0].namespace, everywhere[0].key) == (nate, "pets")
+
+
+def test_query_search_returns_only_current_items(
+    query_store: QueryStore,
+) -> None:
+    store, writer, sara, _ = query_store
+    store.put(sara, "pets", {"text": "Sara sold her old bicycle.", "kind": "pet"})
+    store.delete(sara, "food")
+    writer.flush(timeout=20)
+    hits = store.search(("Sara",), query="cat named Miso", limit=20)
+    keys = [h.key for h in hits]
+    assert "food" not in keys and len(keys) == len(set(keys))
+    for hit in hits:  # the old text may still rank, but only the current value is returned
+        assert hit.value == store.get(hit.namespace, hit.key).value  # type: ignore[union-attr]
+    assert store.search(("Sara",), query="bicycle")[0].key == "pets"
+
+
+class _State(TypedDict):
+    text: str
+    found: list[str]
+
+
+def test_store_in_a_graph(query_store: QueryStore) -> None:
+    store, _, sara, _ = query_store
+
+    def remember(state: _State, *, store: BaseStore) -> dict[str, Any]:
+        store.put(sara, "graph", {"text": state["text"]})
+        return {}
+
+    def look_up(state: _State, *, store: BaseStore) -> dict[str, Any]:
+        return {"found": [h.key for h in store.search(("Sara",), query="violin lessons")]}
+
+    builder = StateGraph(_State)
+    builder.add_node("remember", remember)
+    builder.add_node("look_up", look_up)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "look_up")
+    graph = builder.compile(store=store)
+    result = graph.invoke({"text": "Sara takes violin lessons on Fridays.", "found": []})
+    assert result["found"][0] == "graph"
