@@ -38,7 +38,7 @@ class RetrievalMode(StrEnum):
     """Which retrieval paths a search runs (SPEC §5)."""
 
     FAST = "fast"
-    """BM25 (path A) and dense (path B) over facts, fused by Qdrant's RRF. No LLM call."""
+    """BM25 (path A) and dense (path B) over facts, fused by reciprocal rank fusion. No LLM call."""
     EXPAND = "expand"
     """A on a rewritten query, B, B2 (hypothetical fact) and B3 (event focus)."""
     DEEP = "deep"
