@@ -8,7 +8,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from membrain import ConfigurationError, Memory, MemoryHit, RetrievalMode, Scope, ScopeError
+from membrain import Memory, MemoryHit, RetrievalMode, Scope, ScopeError
 from membrain.aio import AsyncMemory
 
 __all__ = ["MembrainRetriever", "hit_metadata", "hit_to_node"]
@@ -32,14 +32,6 @@ def hit_to_node(hit: MemoryHit) -> NodeWithScore:
         excluded_embed_metadata_keys=list(_HIDDEN_KEYS),
     )
     return NodeWithScore(node=node, score=hit.score)
-
-
-def _mode(mode: RetrievalMode | str) -> RetrievalMode:
-    try:
-        return RetrievalMode(mode)
-    except ValueError:
-        known = ", ".join(m.value for m in RetrievalMode)
-        raise ConfigurationError(f"unknown retrieval mode {mode!r}; available: {known}") from None
 
 
 def _resolve_scope(
@@ -101,7 +93,7 @@ class MembrainRetriever(BaseRetriever):
         self.memory = sync
         self.scope = _resolve_scope(scope, dataset, task, session)
         self.k = k
-        self.mode = _mode(mode)
+        self.mode = RetrievalMode.parse(mode)
         self._amemory = AsyncMemory.from_memory(sync)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -437,7 +437,9 @@ class Memory:
             InputError: empty question or ``k < 1``.
             ConfigurationError: unknown mode.
         """
-        return self._search(question, scope, _mode(mode), k, reference, exclude_paths)[0]
+        return self._search(
+            question, scope, RetrievalMode.parse(mode), k, reference, exclude_paths
+        )[0]
 
     def _search(
         self,
@@ -636,11 +638,3 @@ def _check_query(question: str, k: int) -> None:
         raise InputError("the question must be a non-empty string")
     if k < 1:
         raise InputError(f"k must be at least 1, got {k}")
-
-
-def _mode(mode: RetrievalMode | str) -> RetrievalMode:
-    try:
-        return RetrievalMode(mode)
-    except ValueError:
-        known = ", ".join(m.value for m in RetrievalMode)
-        raise ConfigurationError(f"unknown retrieval mode {mode!r}; available: {known}") from None

@@ -35,6 +35,7 @@ from langchain_core.runnables import RunnableConfig
 
 from membrain import Memory, Message, RetrievalMode, Role, Scope, ScopeError
 from membrain.background import BackgroundWriter
+from membrain.extraction.llm import langchain_text
 from membrain.tokens import count_tokens
 
 __all__ = [
@@ -135,19 +136,8 @@ def _messages(state: Any) -> Sequence[Any]:
 
 
 def message_text(message: Any) -> str:
-    """The text of a LangChain message: ``content`` as a string, or its text blocks joined."""
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        return "".join(parts)
-    return "" if content is None else str(content)
+    """The text of a LangChain message (see :func:`membrain.extraction.llm.langchain_text`)."""
+    return langchain_text(message)
 
 
 class _Clock:

@@ -168,7 +168,7 @@ class LLMClient:
         runnable = self._structured_runnable(schema) if schema is not None else None
         if runnable is None:
             message = self.model.invoke(messages)
-            text = _langchain_text(message)
+            text = langchain_text(message)
             return _reply(system, prompt, text, _langchain_usage(message))
         result = runnable.invoke(messages)
         raw = result.get("raw") if isinstance(result, Mapping) else None
@@ -283,7 +283,7 @@ def _reply(
     return LLMReply(text=text, input_tokens=inputs, output_tokens=outputs, parsed=parsed)
 
 
-def _langchain_text(message: object) -> str:
+def langchain_text(message: object) -> str:
     """The text of a LangChain message: ``content`` as a string, or its text blocks joined."""
     content = getattr(message, "content", message)
     if isinstance(content, str):
@@ -301,7 +301,7 @@ def _langchain_text(message: object) -> str:
 
 def _langchain_fallback_text(raw: object) -> str:
     """Text of a structured-output reply whose parsing failed: content, else tool arguments."""
-    text = _langchain_text(raw) if raw is not None else ""
+    text = langchain_text(raw) if raw is not None else ""
     if text.strip():
         return text
     for attr in ("tool_calls", "invalid_tool_calls"):

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from membrain.errors import ConfigurationError
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.vector_paths import vector_paths
@@ -45,6 +46,21 @@ class RetrievalMode(StrEnum):
     """All six paths: A, B, B2, B3, C (entity tree) and D (boolean tantivy query)."""
     AUTO = "auto"
     """Starts as ``fast``; escalates to ``deep`` when BM25 and dense disagree."""
+
+    @classmethod
+    def parse(cls, value: RetrievalMode | str) -> RetrievalMode:
+        """The mode named ``value``.
+
+        Raises:
+            ConfigurationError: no mode has that name.
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            known = ", ".join(m.value for m in cls)
+            raise ConfigurationError(
+                f"unknown retrieval mode {value!r}; available: {known}"
+            ) from None
 
 
 MODE_PATHS: dict[RetrievalMode, tuple[str, ...]] = {
