@@ -4,6 +4,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Shared CI machines are slow and noisy: no per-example deadline (a slow example is not a bug).
+settings.register_profile("membrain", deadline=None)
+settings.load_profile("membrain")
 
 from membrain import Memory, Scope
 from membrain.testing import HashingEncoder
