@@ -32,9 +32,9 @@ _MANAGE_DESCRIPTION = (
     "Call it when you learn a new user preference or fact, when the user asks you to remember "
     "something, or when a memory turns out to be wrong or outdated. "
     "action='create' stores `content` as a new memory. action='update' (with the `id` of the "
-    "outdated memory) stores `content` as a new memory; the old memory is NOT overwritten and "
-    "stays searchable, so write the update as a complete, self-contained statement. "
-    "action='delete' is not supported: memories cannot be forgotten yet."
+    "outdated memory) stores `content` as a new memory that supersedes the old one; the old "
+    "memory is kept for the record but no longer returned, so write the update as a complete, "
+    "self-contained statement. action='delete' (with the `id`) forgets a memory."
 )
 
 
@@ -82,9 +82,9 @@ def create_memory_tools(
 
     ``manage_memory`` stores the content as a message from ``speaker`` (the agent's name) and
     extracts facts from it before returning (synchronously, with the memory's extractor).
-    Updating does not overwrite: the new content becomes new facts and the old fact stays
-    (superseding is not available yet). Deleting is refused with an explanation to the agent
-    (forgetting is not available yet).
+    Updating does not overwrite: the new content becomes new facts that supersede the old one
+    (:meth:`membrain.Memory.supersede`). Deleting forgets the fact
+    (:meth:`membrain.Memory.forget`: a tombstone, kept for audit, out of every search).
 
     Args:
         memory: The :class:`~membrain.Memory` to use.
@@ -118,10 +118,15 @@ def create_memory_tools(
         id: str | None = None,  # noqa: A002 - the LangMem argument name
     ) -> str:
         if action == "delete":
-            raise ToolException(
-                "Forgetting is not supported yet: memories cannot be deleted. If a memory is "
-                "wrong, use action='update' with its id and the corrected content."
-            )
+            if not id:
+                raise ToolException("Pass the `id` of the memory to forget.")
+            try:
+                memory.forget([id], scope=scope)
+            except InputError as exc:
+                raise ToolException(
+                    f"No memory with id {id!r}; search_memory shows the ids."
+                ) from exc
+            return f"forgot memory {id}"
         if action == "create" and id is not None:
             raise ToolException(
                 "Do not pass an id when creating a memory; omit `id`, or use action='update'."
@@ -154,8 +159,9 @@ def create_memory_tools(
             )
         ids = ", ".join(result.fact_ids)
         noun = "memory" if len(result.fact_ids) == 1 else "memories"
-        if action == "update":
-            return f"created {noun} {ids}; the earlier memory {id} is kept (not overwritten)"
+        if action == "update" and id:
+            memory.supersede(id, result.fact_ids, scope=scope)
+            return f"created {noun} {ids}; it supersedes memory {id} (kept, no longer returned)"
         return f"created {noun} {ids}"
 
     async def amanage_memory(

@@ -244,6 +244,18 @@ class AsyncMemory:
         """Every entity of the scope's (dataset, task)."""
         return await asyncio.to_thread(self._memory.entities, scope=scope)
 
+    async def forget(self, fact_ids: Sequence[str], *, scope: Scope) -> list[Fact]:
+        """Tombstone facts (see :meth:`Memory.forget`)."""
+        return await asyncio.to_thread(self._memory.forget, fact_ids, scope=scope)
+
+    async def supersede(
+        self, old_fact_id: str, new_fact_ids: Sequence[str], *, scope: Scope
+    ) -> Fact:
+        """Record that new facts replace an old one (see :meth:`Memory.supersede`)."""
+        return await asyncio.to_thread(
+            self._memory.supersede, old_fact_id, new_fact_ids, scope=scope
+        )
+
     async def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (all sessions when it has none)."""
         await asyncio.to_thread(self._memory.delete_scope, scope)

@@ -589,6 +589,52 @@ class Memory:
         check_scope(scope)
         return list(self._store.iter_entities(scope.without_session()))
 
+    def forget(self, fact_ids: Sequence[str], *, scope: Scope) -> list[Fact]:
+        """Tombstone facts: their status becomes ``forgotten``.
+
+        A forgotten fact is kept, with its sources, for audit, and never returned by a search or
+        by :meth:`facts` (unless ``include_inactive``). To erase data, delete the scope.
+
+        Raises:
+            InputError: an id names no fact of ``scope``.
+        """
+        return self._set_status(scope, fact_ids, FactStatus.FORGOTTEN)
+
+    def supersede(self, old_fact_id: str, new_fact_ids: Sequence[str], *, scope: Scope) -> Fact:
+        """Record that ``new_fact_ids`` replace ``old_fact_id``; nothing is overwritten.
+
+        The old fact's status becomes ``superseded`` (it stays stored, out of searches) and each
+        new fact records ``supersedes=old_fact_id``.
+
+        Raises:
+            InputError: an id names no fact of ``scope``.
+        """
+        if not new_fact_ids:
+            raise InputError("supersede needs at least one new fact id")
+        (old,) = self._set_status(scope, [old_fact_id], FactStatus.SUPERSEDED)
+        news = self._facts_by_id(scope, new_fact_ids)
+        self._backend.set_payload(
+            Collection.FACTS, scope, [f.id for f in news], {"supersedes": old.id}
+        )
+        return old
+
+    def _facts_by_id(self, scope: Scope, fact_ids: Sequence[str]) -> list[Fact]:
+        check_scope(scope)
+        found = self._store.get_facts(scope, list(fact_ids))
+        missing = sorted(set(fact_ids) - {f.id for f in found})
+        if missing:
+            raise InputError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
+        return found
+
+    def _set_status(self, scope: Scope, fact_ids: Sequence[str], status: FactStatus) -> list[Fact]:
+        facts = self._facts_by_id(scope, fact_ids)
+        self._backend.set_payload(
+            Collection.FACTS, scope, [f.id for f in facts], {"status": status.value}
+        )
+        updated = [f.model_copy(update={"status": status}) for f in facts]
+        self._lexical.add(scope, updated)
+        return updated
+
     def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (all sessions when it has none)."""
         check_scope(scope)

@@ -105,7 +105,8 @@ def test_names_and_arguments_match_langmem(tools: dict[str, BaseTool]) -> None:
     assert set(tools["search_memory"].args) == {"query", "limit"}
     assert set(tools["manage_memory"].args) == {"content", "action", "id"}
     assert tools["manage_memory"].args["action"]["enum"] == ["create", "update", "delete"]
-    assert "NOT overwritten" in tools["manage_memory"].description
+    assert "supersedes the old one" in tools["manage_memory"].description
+    assert "forgets a memory" in tools["manage_memory"].description
 
 
 def test_search_finds_a_fact(store: Memory, scope: Scope, tools: dict[str, BaseTool]) -> None:
@@ -150,16 +151,24 @@ def test_create_then_search_finds_the_new_fact(
     assert hit.sources[0].speaker == "Amadeus"
 
 
-def test_update_keeps_the_old_fact(store: Memory, scope: Scope, tools: dict[str, BaseTool]) -> None:
+def test_update_supersedes_and_keeps_the_old_fact(
+    store: Memory, scope: Scope, tools: dict[str, BaseTool]
+) -> None:
     created = tools["manage_memory"].invoke({"content": "Sara's favourite colour is teal."})
     old_id = created.removeprefix("created memory ")
     out = tools["manage_memory"].invoke(
         {"action": "update", "id": old_id, "content": "Sara's favourite colour is now orange."}
     )
-    assert out.endswith(f"the earlier memory {old_id} is kept (not overwritten)")
-    texts = {f.id: f.text for f in store.facts(scope=scope)}
-    assert texts[old_id] == "[Sara]'s favourite colour is teal."
-    assert "[Sara]'s favourite colour is now orange." in texts.values()
+    assert out.endswith(f"it supersedes memory {old_id} (kept, no longer returned)")
+    active = {f.id: f for f in store.facts(scope=scope)}
+    everything = {f.id: f for f in store.facts(scope=scope, include_inactive=True)}
+    assert old_id not in active
+    assert everything[old_id].text == "[Sara]'s favourite colour is teal."
+    assert everything[old_id].status.value == "superseded"
+    (new,) = [f for f in active.values() if "orange" in f.text]
+    assert new.supersedes == old_id
+    found = tools["search_memory"].invoke({"query": "favourite colour", "limit": 5})
+    assert "orange" in found and "teal" not in found
 
 
 def test_update_needs_a_known_id(tools: dict[str, BaseTool]) -> None:
@@ -170,22 +179,35 @@ def test_update_needs_a_known_id(tools: dict[str, BaseTool]) -> None:
     )
 
 
-def test_delete_is_refused_to_the_agent(
+def test_delete_forgets_with_a_tombstone(
     store: Memory, scope: Scope, tools: dict[str, BaseTool]
 ) -> None:
     before = store.facts(scope=scope)
+    target = before[0]
     message = tools["manage_memory"].invoke(
         {
             "type": "tool_call",
             "id": "call2",
             "name": "manage_memory",
-            "args": {"action": "delete", "id": before[0].id},
+            "args": {"action": "delete", "id": target.id},
         }
     )
     assert isinstance(message, ToolMessage)
-    assert message.status == "error"
-    assert "Forgetting is not supported yet" in message.content
-    assert store.facts(scope=scope) == before
+    assert message.status == "success" and message.content == f"forgot memory {target.id}"
+    assert target.id not in {f.id for f in store.facts(scope=scope)}
+    tombstone = {f.id: f for f in store.facts(scope=scope, include_inactive=True)}[target.id]
+    assert tombstone.status.value == "forgotten" and tombstone.text == target.text
+    hits = store.search(target.text, scope=scope, mode="deep", k=50)
+    assert target.id not in {h.fact.id for h in hits}
+    unknown = tools["manage_memory"].invoke(
+        {
+            "type": "tool_call",
+            "id": "c3",
+            "name": "manage_memory",
+            "args": {"action": "delete", "id": "nope"},
+        }
+    )
+    assert unknown.status == "error" and "No memory with id 'nope'" in unknown.content
 
 
 def test_create_rejects_bad_arguments(

@@ -200,3 +200,28 @@ def test_participants_survive_a_restart(tmp_path: Path, scope: Scope) -> None:
         mem.add(CHAT, scope=scope)
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
         assert set(mem._participants(scope)) == {"Sara", "Nate"}
+
+
+def test_forget_and_supersede_keep_the_record(memory: Memory, scope: Scope) -> None:
+    memory.add(CHAT, scope=scope)
+    facts = {f.text: f for f in memory.facts(scope=scope)}
+    cat = facts["[Sara] adopted a grey cat named [Miso]."]
+    (gone,) = memory.forget([cat.id], scope=scope)
+    assert gone.status.value == "forgotten"
+    assert cat.id not in {f.id for f in memory.facts(scope=scope)}
+    assert cat.id in {f.id for f in memory.facts(scope=scope, include_inactive=True)}
+    for mode in ("fast", "deep"):
+        assert cat.id not in {
+            h.fact.id for h in memory.search("grey cat Miso", scope=scope, mode=mode)
+        }
+    bakery = next(f for t, f in facts.items() if "croissants" in t)
+    sister = next(f for t, f in facts.items() if "Lisbon" in t)
+    old = memory.supersede(bakery.id, [sister.id], scope=scope)
+    assert old.status.value == "superseded"
+    assert {f.id: f for f in memory.facts(scope=scope)}[sister.id].supersedes == bakery.id
+    with pytest.raises(InputError, match="no fact with id"):
+        memory.forget([scope.record_id("no such fact")], scope=scope)
+    with pytest.raises(InputError):
+        memory.forget(["nope"], scope=scope)
+    with pytest.raises(InputError):
+        memory.forget([sister.id], scope=Scope(dataset="other", task="assistant"))
