@@ -22,7 +22,7 @@ from membrain.errors import MembrainError
 from membrain.loaders import load_conversations
 from membrain.memory import Memory, RetrievalMode
 from membrain.models import MemoryHit, Message, Scope
-from membrain.temporal import plain_text
+from membrain.retrieval.context import time_label
 
 __all__ = ["app", "main"]
 
@@ -88,19 +88,15 @@ def _print_hits(hits: list[MemoryHit]) -> None:
     if not hits:
         out.print("  (no facts found)")
     for rank, hit in enumerate(hits, 1):
-        fact = hit.fact
-        when = ""
-        if fact.valid_from or fact.valid_to:
-            start = fact.valid_from.date().isoformat() if fact.valid_from else "…"
-            end = fact.valid_to.date().isoformat() if fact.valid_to else "…"
-            when = f"  valid {start} → {end} (exclusive)"
-        out.print(f"  {rank}. {plain_text(fact.text)}", highlight=False, soft_wrap=True)
+        out.print(f"  {rank}. {hit.text}", highlight=False, soft_wrap=True)
         sources = ", ".join(
             f"{m.source_id or m.id} ({m.speaker}, {m.timestamp:%Y-%m-%d %H:%M})"
             for m in hit.sources
         )
+        paths = " ".join(f"{name}#{position}" for name, position in hit.paths.items())
+        when = time_label(hit.fact)
         out.print(
-            f"     [dim]score {hit.score:.3f}{when}  sources: {sources}[/]",
+            f"     [dim]{when}  score {hit.score:.3f} ({paths})  sources: {sources}[/]",
             highlight=False,
             soft_wrap=True,
         )

@@ -256,7 +256,7 @@ def _when(fact: Fact) -> datetime:
 
 def _fact_line(hit: MemoryHit) -> str:
     text = _one_line(hit.text) or _one_line(plain_text(hit.fact.text))
-    line = f"- {_time_label(hit.fact)}: {text}"
+    line = f"- {time_label(hit.fact)}: {text}"
     sources = _citations(hit)
     return f"{line} [{'; '.join(sources)}]" if sources else line
 
@@ -269,7 +269,8 @@ def _citations(hit: MemoryHit) -> list[str]:
     return list(dict.fromkeys(labels))
 
 
-def _time_label(fact: Fact) -> str:
+def time_label(fact: Fact) -> str:
+    """When a fact holds, at its precision ("2023-05-07", "2021..2024-06"), else when said."""
     start, end = fact.valid_from, fact.valid_to
     if start is None and end is None:
         verb = "thought" if fact.layer is Layer.THOUGHT else "said"
