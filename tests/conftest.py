@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from membrain import Memory, Scope
+from membrain.testing import HashingEncoder
+
 # Shared CI machines are slow and noisy: no per-example deadline (a slow example is not a bug).
 settings.register_profile("membrain", deadline=None)
 settings.load_profile("membrain")
-
-from membrain import Memory, Scope
-from membrain.testing import HashingEncoder
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
