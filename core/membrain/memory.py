@@ -54,6 +54,7 @@ from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
 from membrain.retrieval.entity_path import EntityTreePath
+from membrain.retrieval.followup import with_answers
 from membrain.retrieval.search import RetrievalMode, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, VectorQuery, check_scope
@@ -427,7 +428,8 @@ class Memory:
             k: How many facts.
             reference: "Now" for relative times in the question ("last summer"); default the
                 current time.
-            exclude_paths: Path names the mode would run but should not ("B2", "time", ...).
+            exclude_paths: Path names the mode would run but should not ("B2", "time", ...;
+                "answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`).
 
         Every hit's ``paths`` maps each path that found the fact to its rank there, and
         ``score`` is the fused score.
@@ -457,6 +459,8 @@ class Memory:
         fused, used = self._searcher.search(mode, ctx, k=k, skip=skip)
         facts = {f.id: f for f in self._store.get_facts(scope, [r.id for r in fused])}
         ranked = [(facts[r.id], r.score, r.paths) for r in fused if r.id in facts]
+        if used is not RetrievalMode.FAST and "answers" not in skip:
+            ranked = with_answers(self._backend, scope, ranked, k=k)
         return self._hits(scope, ranked), used
 
     def _sync_lexical(self, scope: Scope) -> None:

@@ -7,6 +7,9 @@
   and D's query call.
 * ``auto``: ``fast``, escalating to ``deep`` when the first results are weak.
 
+Every mode but ``fast`` also follows retrieved questions to the replies that answered them
+(:mod:`.followup`).
+
 Every mode adds the time boosts of :mod:`.vector_paths` when the question names a time or asks
 when. *Weak* (``auto``): BM25 and dense agree on fewer than ``auto_min_agreement`` of their top
 ten facts — when two unrelated signals do not agree, neither is trusted.
