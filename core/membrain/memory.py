@@ -1,14 +1,13 @@
 """The :class:`Memory` facade: add conversations, search facts.
 
-Write path: messages are stored first, as pending evidence; then extracted batch by batch (with
-the preceding messages as context); the facts and entities are written; and only then are the
-messages marked processed. Ids are deterministic, so adding the same messages again writes nothing
-twice, and a crash between the steps leaves the messages pending for the next ``add``.
+Write path: messages are stored first, as pending evidence; then :mod:`membrain.ingest` extracts
+them batch by batch and marks them processed once their facts and entities are written. Ids are
+deterministic, so adding the same messages again writes nothing twice, and a crash between the
+steps leaves the messages pending for the next ``add``. Read path: :mod:`membrain.retrieval`.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,14 +27,14 @@ from membrain.embeddings import (
     default_dense_encoder,
 )
 from membrain.entities import EntityResolver
-from membrain.errors import ConfigurationError, ExtractionError, InputError
+from membrain.errors import ConfigurationError, InputError
 from membrain.extraction.base import Extractor
 from membrain.extraction.llm import LLMClient, as_llm_client
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
-from membrain.facts import build_facts, drafts_for_refs
 from membrain.indexing import render_fact
+from membrain.ingest import AddResult, Ingestor
 from membrain.models import (
     Context,
     Entity,
@@ -64,24 +63,8 @@ from membrain.temporal import find_times
 
 __all__ = ["AddResult", "EvidenceHit", "Memory", "RetrievalMode"]
 
-log = logging.getLogger("membrain")
 
 DEFAULT_PATH = Path(".membrain")
-
-
-@dataclass(frozen=True, slots=True)
-class AddResult:
-    """What one :meth:`Memory.add` did."""
-
-    messages_stored: int = 0
-    messages_skipped: int = 0
-    fact_ids: tuple[str, ...] = ()
-    entity_ids: tuple[str, ...] = ()
-    discarded: int = 0
-    errors: tuple[ExtractionError, ...] = ()
-    llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +155,15 @@ class Memory:
             rrf_k=self._settings.rrf_k,
             extra_paths={"C": EntityTreePath(self._tree), "D": BooleanPath(self._lexical)},
         )
-        self._participants_cache: dict[str, tuple[str, ...]] = {}
+        self._ingestor = Ingestor(
+            self._store,
+            self._extractor,
+            self._resolver,
+            self._tree,
+            self._llm,
+            batch_size=batch_size,
+            context_window=context_window,
+        )
 
     @classmethod
     def from_settings(cls, settings: MembrainSettings | None = None) -> Memory:
@@ -291,122 +282,11 @@ class Memory:
         stored: int,
         known: Mapping[str, StoredMessage],
     ) -> AddResult:
-        todo.sort(key=lambda m: m.message.timestamp)
-        fresh_count = stored
-        before = self._llm.usage.snapshot() if self._llm is not None else None
-        result = self._extract(scope, todo, on_progress)
-        calls = input_tokens = output_tokens = 0
-        if self._llm is not None and before is not None:
-            after = self._llm.usage.snapshot()
-            calls = after.calls - before.calls
-            input_tokens = after.input_tokens - before.input_tokens
-            output_tokens = after.output_tokens - before.output_tokens
-            log.info(
-                "add: %d messages, %d LLM calls, %d input and %d output tokens",
-                len(todo),
-                calls,
-                input_tokens,
-                output_tokens,
-            )
-        return AddResult(
-            messages_stored=fresh_count,
-            messages_skipped=len(known) - sum(1 for m in known.values() if m in todo),
-            fact_ids=result.fact_ids,
-            entity_ids=result.entity_ids,
-            discarded=result.discarded,
-            errors=result.errors,
-            llm_calls=calls,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
-
-    def _extract(
-        self,
-        scope: Scope,
-        todo: Sequence[StoredMessage],
-        on_progress: Callable[[int], None] | None,
-    ) -> AddResult:
-        entity_scope = scope.without_session()
-        participants = self._participants(entity_scope)
-        fact_ids: list[str] = []
-        entity_ids: dict[str, None] = {}
-        errors: list[ExtractionError] = []
-        discarded = 0
-        size, window = self._settings.batch_size, self._settings.context_window
-        for start in range(0, len(todo), size):
-            batch = todo[start : start + size]
-            context = [m.message for m in todo[max(0, start - window) : start]]
-            target = [m.message for m in batch]
-            batch_ids = [m.id for m in batch]
-            speakers = list(dict.fromkeys([*participants, *(m.speaker for m in target)]))
-            try:
-                extracted = self._extractor.extract(target, context, participants)
-                recorded_at = now()
-                resolution = self._resolver.resolve(
-                    entity_scope,
-                    drafts_for_refs(extracted.facts, extracted.entities),
-                    speakers,
-                    recorded_at=recorded_at,
-                )
-                facts, mentions = build_facts(
-                    scope,
-                    extracted.facts,
-                    extractor=self._extractor.id,
-                    recorded_at=recorded_at,
-                    entity_ids=resolution.ids,
-                )
-            except ExtractionError as exc:
-                exc.message_ids = tuple(batch_ids)
-                errors.append(exc)
-                log.warning("extraction of %d messages failed: %s", len(batch_ids), exc)
-                self._store.set_message_status(
-                    scope,
-                    batch_ids,
-                    MessageStatus.PENDING,
-                    error=str(exc),
-                    raw_output=exc.raw_output,
-                )
-                if on_progress is not None:
-                    on_progress(len(batch))
-                continue
-            entities = self._resolver.entities_to_write(
-                entity_scope, resolution, mentions, recorded_at=recorded_at
-            )
-            participants = speakers
-            self._participants_cache[entity_scope.key] = tuple(participants)
-            self._store.put_entities(entity_scope, entities)
-            if entities and not self._tree.is_empty(entity_scope):
-                self._tree.update(entity_scope, entities)
-            self._store.put_facts(scope, facts, participants)
-            reasons: dict[str, list[str]] = {}
-            for item in extracted.discarded:
-                reasons.setdefault(item.message_id, []).append(f"{item.reason}: {item.text}")
-            self._store.set_message_status(
-                scope, batch_ids, MessageStatus.PROCESSED, discarded=reasons
-            )
-            discarded += len(extracted.discarded)
-            fact_ids.extend(f.id for f in facts)
-            entity_ids.update(dict.fromkeys(e.id for e in entities))
-            if on_progress is not None:
-                on_progress(len(batch))
-        return AddResult(
-            fact_ids=tuple(fact_ids),
-            entity_ids=tuple(entity_ids),
-            discarded=discarded,
-            errors=tuple(errors),
-        )
+        return self._ingestor.extract(scope, todo, on_progress, stored=stored, known=known)
 
     def _participants(self, scope: Scope) -> list[str]:
         """The speakers of the scope's (dataset, task), cached per process."""
-        key = scope.without_session().key
-        cached = self._participants_cache.get(key)
-        if cached is None:
-            # Filtered here, not in the engine: Qdrant Edge matches no point on an unindexed
-            # boolean payload field.
-            entities = self._store.iter_entities(scope.without_session())
-            cached = tuple(e.name for e in entities if e.participant)
-            self._participants_cache[key] = cached
-        return list(cached)
+        return self._ingestor.participants(scope)
 
     # -- read --------------------------------------------------------------------------------
     def search(
