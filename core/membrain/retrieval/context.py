@@ -66,6 +66,7 @@ from datetime import datetime, timedelta
 from membrain.errors import InputError
 from membrain.models import Context, EntityView, Fact, Layer, MemoryHit, Precision
 from membrain.temporal import plain_text
+from membrain.temporal.annotation import format_moment
 from membrain.tokens import count_tokens
 
 __all__ = ["OTHER_GROUP", "assemble_context"]
@@ -291,14 +292,4 @@ def time_label(fact: Fact) -> str:
 
 def _write(moment: datetime, precision: Precision, *, fine: bool) -> str:
     """``moment`` truncated to ``precision`` (seconds only when ``fine``)."""
-    if precision is Precision.YEAR:
-        return f"{moment.year:04d}"
-    if precision is Precision.MONTH:
-        return f"{moment.year:04d}-{moment.month:02d}"
-    day = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-    if precision is Precision.DAY:
-        return day
-    clock = f"{moment.hour:02d}:{moment.minute:02d}"
-    if fine:
-        clock += f":{moment.second:02d}"
-    return f"{day}T{clock}Z"
+    return format_moment(moment, precision, seconds=fine)

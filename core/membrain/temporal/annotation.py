@@ -198,7 +198,11 @@ def _step(precision: Precision, fine: bool) -> timedelta | relativedelta:
     return timedelta(seconds=1) if fine else timedelta(minutes=1)
 
 
-def _write(moment: datetime, precision: Precision) -> str:
+def format_moment(moment: datetime, precision: Precision, *, seconds: bool | None = None) -> str:
+    """``moment`` in ISO 8601 at ``precision``: ``2023``, ``2023-05``, ``2023-05-07``, ``…T21:30Z``.
+
+    Seconds are written when ``seconds`` is true, or, by default, when they are not zero.
+    """
     if precision is Precision.YEAR:
         return f"{moment.year:04d}"
     if precision is Precision.MONTH:
@@ -207,7 +211,7 @@ def _write(moment: datetime, precision: Precision) -> str:
     if precision is Precision.DAY:
         return day
     clock = f"{moment.hour:02d}:{moment.minute:02d}"
-    if moment.second:
+    if seconds or (seconds is None and moment.second):
         clock += f":{moment.second:02d}"
     return f"{day}T{clock}Z"
 
@@ -259,8 +263,8 @@ def format_resolved(span: TimeSpan) -> str:
         assert start is not None and end is not None  # guaranteed by TimeSpan
         if start + _step(precision, bool(start.second)) != end:
             raise _unwritable(span, f"a single value spans exactly one {precision.value}")
-        return _write(start, precision)
-    first = _write(start, precision) if start is not None else ""
+        return format_moment(start, precision)
+    first = format_moment(start, precision) if start is not None else ""
     last = ""
     if end is not None:
         if precision is Precision.DATETIME and end.second:
@@ -269,7 +273,7 @@ def format_resolved(span: TimeSpan) -> str:
                 raise _unwritable(span, "its end falls one second after a whole minute")
         else:
             moment = end - _step(precision, False)
-        last = _write(moment, precision)
+        last = format_moment(moment, precision)
     return f"{first}/{last}"
 
 
