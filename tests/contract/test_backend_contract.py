@@ -572,3 +572,12 @@ def test_edge_auto_optimizes_past_the_threshold(tmp_path: Path) -> None:
         assert keys(edge.query(FACTS, SCOPE, [sparse("w77x")], limit=3)) == ["p77"]
     finally:
         edge.close()
+
+
+def test_boolean_filters_are_refused_not_silently_empty(loaded: Backend) -> None:
+    # Qdrant Edge matches nothing on an unindexed boolean field: a boolean condition is an error.
+    for collection in (Collection.FACTS,):
+        with pytest.raises(InputError, match="boolean"):
+            loaded.count(collection, SCOPE, where={"flag": True})  # type: ignore[dict-item]
+        with pytest.raises(InputError, match="boolean"):
+            loaded.scroll(collection, SCOPE, where={"flag": False})  # type: ignore[dict-item]

@@ -98,12 +98,12 @@ def deterministic_rewrites(question: str, participants: Sequence[str] = ()) -> R
     event = [w for w in keywords if w.casefold().removesuffix("'s") not in names]
     return Rewrites(
         keywords=" ".join(keywords) or question,
-        hypothetical=_declarative(words, lowered) or question,
+        hypothetical=_declarative(words) or question,
         event=" ".join(event) or " ".join(keywords) or question,
     )
 
 
-def _declarative(words: list[str], lowered: list[str]) -> str:
+def _declarative(words: list[str]) -> str:
     """A declarative stem of a question: "When did Caroline go?" -> "Caroline went".
 
     Other shapes lose their question words and keep their order.

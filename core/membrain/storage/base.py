@@ -30,6 +30,7 @@ __all__ = [
     "VectorQuery",
     "Where",
     "check_payload_values",
+    "check_condition_value",
     "check_scope",
     "point_uuid",
     "scope_payload",
@@ -53,8 +54,20 @@ class TimeRange:
         return {k: v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for k, v in bounds.items() if v}
 
 
-Where = Mapping[str, "str | int | bool | Sequence[str] | TimeRange"]
-"""Payload filter: field -> value (equality), list of accepted values, or a :class:`TimeRange`."""
+Where = Mapping[str, "str | int | Sequence[str] | TimeRange"]
+"""Payload filter: field -> value (equality), list of accepted values, or a :class:`TimeRange`.
+
+No boolean values: Qdrant Edge matches no point on an unindexed boolean field, so a boolean
+condition would silently return nothing; backends raise :class:`~membrain.errors.InputError`.
+"""
+
+
+def check_condition_value(key: str, value: object) -> None:
+    """Refuse a boolean filter value (see :data:`Where`)."""
+    if isinstance(value, bool):
+        raise InputError(
+            f"filter on {key!r} uses a boolean; store and filter a keyword value instead"
+        )
 
 
 class Collection(StrEnum):

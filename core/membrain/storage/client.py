@@ -32,6 +32,7 @@ from membrain.storage.base import (
     TimeRange,
     VectorQuery,
     Where,
+    check_condition_value,
     check_payload_values,
     check_scope,
     point_uuid,
@@ -60,6 +61,7 @@ def _filter(scope: Scope, *wheres: Where | None) -> qm.Filter:
     ]
     for where in wheres:
         for key, value in (where or {}).items():
+            check_condition_value(key, value)
             if isinstance(value, TimeRange):
                 bounds = {k: datetime.fromisoformat(v) for k, v in value.iso().items()}
                 conditions.append(qm.FieldCondition(key=key, range=qm.DatetimeRange(**bounds)))

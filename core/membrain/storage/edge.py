@@ -34,6 +34,7 @@ from membrain.storage.base import (
     TimeRange,
     VectorQuery,
     Where,
+    check_condition_value,
     check_payload_values,
     check_scope,
     point_uuid,
@@ -65,6 +66,7 @@ def _filter(scope: Scope, *wheres: Where | None) -> qe.Filter:
     ]
     for where in wheres:
         for key, value in (where or {}).items():
+            check_condition_value(key, value)
             if isinstance(value, TimeRange):
                 conditions.append(qe.FieldCondition(key, range=qe.RangeDateTime(**value.iso())))
             elif isinstance(value, str | int | bool):
