@@ -22,6 +22,18 @@ CHAT = [
         "id": "b",
     },
     {
+        "speaker": "Nate",
+        "text": "Nice! What is your cat called? Cats are the best company.",
+        "timestamp": "2024-03-15T16:00:00Z",
+        "id": "mid",
+    },
+    {
+        "speaker": "Sara",
+        "text": "Miso, a grey tabby.",
+        "timestamp": "2024-03-15T16:00:20Z",
+        "id": "miso",
+    },
+    {
         "speaker": "Sara",
         "text": "Which instrument is the loudest?",
         "timestamp": "2024-03-15T18:00:00Z",
@@ -49,3 +61,10 @@ def test_only_the_next_message_within_the_window_answers(memory: Memory, scope: 
     assert hits[0].sources[0].source_id == "late"
     # nothing follows it within the hour: no reply is invented
     assert all("answers" not in h.paths or h.paths["answers"] != 1 for h in hits)
+
+
+def test_a_question_inside_a_fact_brings_its_answer(memory: Memory, scope: Scope) -> None:
+    memory.add(CHAT, scope=scope)
+    hits = memory.search("What is Sara's cat called?", scope=scope, mode="expand", k=2)
+    assert [h.sources[0].source_id for h in hits] == ["mid", "miso"]
+    assert hits[1].paths.get("answers") == 1
