@@ -139,6 +139,25 @@ def test_deterministic_rewrites() -> None:
     assert deterministic_rewrites("What does Nate bake?").hypothetical == "Nate bakes"
 
 
+@pytest.mark.parametrize(
+    ("question", "statement"),
+    [
+        ("What kind of music does Sara like?", "Sara likes music"),
+        ("What pets does Sara have?", "Sara has pets"),
+        ("Did Sara ever paint a sunset?", "Sara painted a sunset"),
+        ("Why did Sara quit her job?", "Sara quit her job"),
+        ("When did Sara move to Paris?", "Sara moved to Paris"),
+        ("What is Caroline's identity?", "Caroline's identity is"),
+        ("Where was Sara born?", "Sara was born"),
+        ("What LGBTQ+ events has Caroline joined?", "Caroline has joined LGBTQ events"),
+        ("Is Sara going to the party?", "Sara is going to the party"),
+        ("Who painted the sunset?", "painted the sunset"),
+    ],
+)
+def test_hypothetical_statements(question: str, statement: str) -> None:
+    assert deterministic_rewrites(question, ["Sara"]).hypothetical == statement
+
+
 def _ctx(memory: Memory, scope: Scope, question: str) -> SearchContext:
     return memory._search_context(question, scope, 1, None)
 

@@ -68,7 +68,46 @@ _PAST = {
     "begin": "began",
     "teach": "taught",
     "learn": "learned",
+    "quit": "quit",
+    "put": "put",
+    "set": "set",
+    "let": "let",
+    "cut": "cut",
+    "hit": "hit",
+    "hear": "heard",
+    "keep": "kept",
+    "bring": "brought",
+    "build": "built",
+    "send": "sent",
+    "spend": "spent",
+    "sing": "sang",
+    "swim": "swam",
+    "draw": "drew",
+    "grow": "grew",
+    "know": "knew",
+    "eat": "ate",
+    "drink": "drank",
+    "drive": "drove",
+    "ride": "rode",
+    "fly": "flew",
+    "sell": "sold",
+    "catch": "caught",
+    "choose": "chose",
+    "fall": "fell",
+    "hold": "held",
+    "be": "was",
+    "stop": "stopped",
+    "plan": "planned",
+    "adopt": "adopted",
 }
+_THIRD_PERSON = {"have": "has", "do": "does", "be": "is", "go": "goes"}
+_BE = frozenset("is are was were am".split())
+_ADVERBS = frozenset(
+    "ever still also often usually really just recently already actually currently first".split()
+)
+_DETERMINERS = frozenset("the a an her his their my our your its this that".split())
+_MAX_ASKED = 4
+"""Words of the thing asked about before the auxiliary ("What [kind of] music does ...")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +145,9 @@ def deterministic_rewrites(question: str, participants: Sequence[str] = ()) -> R
 def _declarative(words: list[str]) -> str:
     """A declarative stem of a question: "When did Caroline go?" -> "Caroline went".
 
+    The thing asked about moves after the statement ("What pets does Sara have?" -> "Sara has
+    pets"), a "be" question keeps its subject first ("What is Sara's job?" -> "Sara's job is"),
+    and adverbs between subject and verb are skipped ("Did Sara ever paint?" -> "Sara painted").
     Other shapes lose their question words and keep their order.
     """
     rest = list(words)
@@ -113,25 +155,57 @@ def _declarative(words: list[str]) -> str:
         rest.pop(0)
     if rest and rest[0].casefold() in ("kind", "type", "sort") and len(rest) > 1:
         rest = rest[2:] if rest[1].casefold() == "of" else rest[1:]
-    if not rest:
-        return ""
-    auxiliary = rest[0].casefold()
-    if auxiliary in _AUXILIARIES and len(rest) > 2:
-        subject, verb, tail = rest[1], rest[2], rest[3:]
-        if auxiliary == "did":
-            verb = _PAST.get(verb.casefold(), verb if verb.endswith("ed") else verb + "ed")
-        elif auxiliary in ("does", "do"):
-            verb = verb if auxiliary == "do" else _third_person(verb)
-        else:
-            return " ".join([subject, auxiliary, verb, *tail])
-        return " ".join([subject, verb, *tail])
-    return " ".join(rest)
+    asked: list[str] = []
+    while rest and rest[0].casefold() not in _AUXILIARIES and len(asked) < _MAX_ASKED:
+        asked.append(rest.pop(0))
+    if not rest or rest[0].casefold() not in _AUXILIARIES or len(rest) < 3:
+        return " ".join(asked + rest)
+    auxiliary, subject = rest[0].casefold(), _subject(rest[1:])
+    tail = rest[1 + len(subject) :]
+    while tail and tail[0].casefold() in _ADVERBS:
+        tail.pop(0)
+    if auxiliary in _BE or not tail:
+        return " ".join([*subject, auxiliary, *tail, *asked])
+    verb, tail = tail[0], tail[1:]
+    if auxiliary == "did":
+        verb = _past(verb)
+    elif auxiliary == "does":
+        verb = _third_person(verb)
+    elif auxiliary != "do":
+        verb = f"{auxiliary} {verb}"
+    return " ".join([*subject, verb, *tail, *asked])
+
+
+def _subject(words: list[str]) -> list[str]:
+    """The subject at the start of ``words``: a word, or a possessive or determiner phrase."""
+    end = 1
+    while end < len(words) and (
+        words[end - 1].casefold() in _DETERMINERS or words[end - 1].endswith(("'s", "s'"))
+    ):
+        end += 1
+    return words[:end]
+
+
+def _past(verb: str) -> str:
+    low = verb.casefold()
+    if low in _PAST:
+        return _PAST[low]
+    if low.endswith("ed"):
+        return verb
+    if low.endswith("e"):
+        return verb + "d"
+    if low.endswith("y") and low[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return verb[:-1] + "ied"
+    return verb + "ed"
 
 
 def _third_person(verb: str) -> str:
-    if verb.endswith(("s", "sh", "ch", "x", "o")):
+    low = verb.casefold()
+    if low in _THIRD_PERSON:
+        return _THIRD_PERSON[low]
+    if low.endswith(("s", "sh", "ch", "x", "o")):
         return verb + "es"
-    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+    if low.endswith("y") and low[-2:-1] not in ("a", "e", "i", "o", "u"):
         return verb[:-1] + "ies"
     return verb + "s"
 
