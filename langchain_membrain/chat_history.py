@@ -10,7 +10,6 @@ evidence store), and facts are then extracted from it: by a background writer wh
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import uuid
@@ -60,12 +59,11 @@ _CLOCK = _MonotonicClock()
 def transcript_marker_scope(scope: Scope) -> Scope:
     """The scope that holds the transcript-cleared markers of ``scope``'s session.
 
-    The markers are bookkeeping, not conversation: they live in a sibling task of the same
-    dataset (``membrain.transcript:<hash of the task>``) so that no search, no listing of the
-    chat's messages and no extraction of the chat's scope ever sees them.
+    The markers are bookkeeping, not conversation: they live in :meth:`membrain.Scope.bookkeeping`
+    so that no search, no listing of the chat's messages and no extraction of the chat's scope
+    ever sees them; :meth:`membrain.Memory.delete_scope` of the chat's scope deletes them too.
     """
-    digest = hashlib.sha256(scope.task.encode()).hexdigest()[:24]
-    return Scope(dataset=scope.dataset, task=f"membrain.transcript:{digest}", session=scope.session)
+    return scope.bookkeeping()
 
 
 class MembrainChatMessageHistory(BaseChatMessageHistory):

@@ -189,6 +189,10 @@ class Ingestor:
             errors=tuple(errors),
         )
 
+    def forget(self, scope: Scope) -> None:
+        """Drop what is cached of ``scope``'s (dataset, task) after its records were deleted."""
+        self._participants_cache.pop(scope.without_session().key, None)
+
     def participants(self, scope: Scope) -> list[str]:
         """The speakers of the scope's (dataset, task), cached per process."""
         key = scope.without_session().key

@@ -520,9 +520,17 @@ class Memory:
         return updated
 
     def delete_scope(self, scope: Scope) -> None:
-        """Delete everything stored under ``scope`` (all sessions when it has none)."""
+        """Delete everything stored under ``scope`` (all sessions when it has none).
+
+        That includes its derived lexical index entries and its bookkeeping scope
+        (:meth:`Scope.bookkeeping`, e.g. a chat history's "cleared" markers).
+        """
         check_scope(scope)
-        self._backend.delete_scope(scope)
+        for target in (scope, scope.bookkeeping()):
+            self._backend.delete_scope(target)
+            self._lexical.delete_scope(target)
+            self._lexical_checked.discard(target.key)
+            self._ingestor.forget(target)
 
 
 def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:

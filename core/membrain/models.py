@@ -6,6 +6,7 @@ given by a caller is taken to be UTC.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from datetime import UTC, datetime
@@ -96,6 +97,18 @@ class Scope(_Record):
     def record_id(self, *parts: str) -> str:
         """A deterministic UUID for a record of this tenant identified by ``parts``."""
         return str(uuid.uuid5(_NAMESPACE, "\x1f".join((self.key, *parts))))
+
+    def bookkeeping(self) -> Scope:
+        """The sibling scope for bookkeeping records of this scope (a chat's "cleared" markers).
+
+        It is a task of the same dataset (``membrain.transcript:<hash of the task>``), so no
+        search, listing or extraction of this scope sees its records, and
+        :meth:`membrain.Memory.delete_scope` deletes it with this scope.
+        """
+        digest = hashlib.sha256(self.task.encode()).hexdigest()[:24]
+        return Scope(
+            dataset=self.dataset, task=f"membrain.transcript:{digest}", session=self.session
+        )
 
 
 class Precision(StrEnum):

@@ -163,6 +163,16 @@ def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) 
     assert store.facts(scope=transcript_marker_scope(scope)) == []
 
 
+def test_delete_scope_deletes_the_clear_markers(store: Memory, scope: Scope) -> None:
+    history = MembrainChatMessageHistory(store, scope)
+    history.add_user_message("I play the cello in a jazz band.")
+    history.clear()
+    assert store.messages(scope=transcript_marker_scope(scope))
+    store.delete_scope(scope)
+    assert store.messages(scope=transcript_marker_scope(scope)) == []
+    assert store.messages(scope=scope) == []
+
+
 def test_clear_in_one_session_leaves_others(store: Memory, scope: Scope) -> None:
     one = MembrainChatMessageHistory(store, scope)
     two = MembrainChatMessageHistory(store, scope.model_copy(update={"session": "thread-2"}))

@@ -225,3 +225,22 @@ def test_forget_and_supersede_keep_the_record(memory: Memory, scope: Scope) -> N
         memory.forget(["nope"], scope=scope)
     with pytest.raises(InputError):
         memory.forget([sister.id], scope=Scope(dataset="other", task="assistant"))
+
+
+def test_delete_scope_leaves_no_derived_trace(memory: Memory, scope: Scope) -> None:
+    other = Scope(dataset=scope.dataset, task="kept")
+    memory.add(CHAT, scope=scope)
+    memory.add(CHAT, scope=other)
+    assert memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3)
+    assert "Sara" in memory._participants(scope)
+    memory.delete_scope(scope)
+    assert memory.facts(scope=scope) == [] and memory.messages(scope=scope) == []
+    assert memory._lexical.count(scope) == 0  # path D's index too
+    assert memory._participants(scope) == []
+    assert memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3) == []
+    kept = memory.search("Which cat did Sara adopt?", scope=other, mode="deep", k=3)
+    assert "Miso" in kept[0].text and memory._lexical.count(other) == len(memory.facts(scope=other))
+    # the scope can be filled again, and every path sees the new records
+    memory.add(CHAT[:2], scope=scope)
+    again = memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3)
+    assert "Miso" in again[0].text and "D" in again[0].paths
