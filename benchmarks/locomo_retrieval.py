@@ -51,11 +51,12 @@ return candidates, so with the default ``--search-k`` of 100 one of them is in t
 Ablation (``--ablate``). After the main run, the system's searches are run again over the same
 ingested stores, once per path of the mode with that path removed (``Memory.search(...,
 exclude_paths=(name,))``), and once with the three time boosts (``time``, ``stated``, ``when``)
-removed together as "time boosts". Only paths seen in the main run are ablated: removing a path
-that found none of any question's results leaves every ranking unchanged. For ``auto`` the paths
-are those of ``deep``, which it escalates to; removing A or B there also changes when it
-escalates. Reported per removed path: recall@k, recall within each budget, search latency and
-the change of each against the full mode (``ablation`` in the JSON).
+removed together as "time boosts", and once without the answer follow-up ("answers"). Only
+paths seen in the main run are ablated: removing a path that found none of any question's results
+leaves every ranking unchanged. For ``auto`` the paths are those of ``deep``, which it
+escalates to; removing A or B there also changes when it escalates. Reported per removed path:
+recall@k, recall within each budget, search latency and the change of each against the full mode
+(``ablation`` in the JSON).
 """
 
 from __future__ import annotations
@@ -499,7 +500,8 @@ def ablation_groups(
     """``(label, paths to exclude)`` per ablation run, and the mode's paths left out (unseen).
 
     One run per path of the mode (``deep``'s for ``auto``) seen in the main run, then one for
-    the time boosts together when any of them was seen.
+    the time boosts together when any of them was seen, and one without the answer follow-up
+    (:mod:`membrain.retrieval.followup`) when it placed a reply.
     """
     resolved = RetrievalMode(mode)
     base = MODE_PATHS[RetrievalMode.DEEP if resolved is RetrievalMode.AUTO else resolved]
@@ -511,6 +513,10 @@ def ablation_groups(
         groups.append(("time boosts", TIME_BOOSTS))
     else:
         skipped.append("time boosts")
+    if "answers" in paths_seen:
+        groups.append(("answers", ("answers",)))
+    elif resolved is not RetrievalMode.FAST:
+        skipped.append("answers")
     return groups, skipped
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of the pure scoring helpers of benchmarks/locomo_retrieval.py."""
+"""Unit tests of the pure helpers of benchmarks/locomo_retrieval.py and its scoring module."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from types import ModuleType
 import pytest
 
 
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "_locomo_eval.py"
-    spec = importlib.util.spec_from_file_location("_locomo_eval", path)
+def _load(name: str) -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_locomo_eval", module)
+    sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
     return module
 
 
-ev = _load()
+ev = _load("_locomo_eval")
 
 
 # -- evidence parsing ---------------------------------------------------------------------------
@@ -148,3 +148,19 @@ def test_recall_table_overall_is_mean_over_questions_not_categories() -> None:
 
 def test_category_counts_in_numeric_order() -> None:
     assert dict(ev.category_counts(["4", "1", "4", "10", "2"])) == {"1": 1, "2": 1, "4": 2, "10": 1}
+
+
+def test_ablation_groups_cover_every_path_seen_and_the_follow_up() -> None:
+    bench = _load("locomo_retrieval")
+    seen = {"A": 9, "B": 9, "B2": 4, "when": 1, "answers": 3}
+    groups, skipped = bench.ablation_groups("expand", seen)
+    assert groups == [
+        ("A", ("A",)),
+        ("B", ("B",)),
+        ("B2", ("B2",)),
+        ("time boosts", ("time", "stated", "when")),
+        ("answers", ("answers",)),
+    ]
+    assert skipped == ["B3"]
+    groups, skipped = bench.ablation_groups("fast", {"A": 9, "B": 9})
+    assert [label for label, _ in groups] == ["A", "B"] and skipped == ["time boosts"]
