@@ -43,7 +43,7 @@ question) and question counts.
 
 Paths. ``paths_seen`` lists the retrieval paths that found at least one returned fact (the keys of
 ``MemoryHit.paths``), and ``paths_seen_questions`` in how many questions each did. With ``--mode
-auto``, ``auto_escalation`` is the share of questions that escalated from ``fast`` to ``deep``: a
+auto``, ``auto_escalation`` is the share of questions that escalated from ``fast`` to ``expand``: a
 question counts as escalated when one of its hits was found by a path beyond A, B and the time
 boosts (``fast`` never runs one, and an escalated search runs B2 and B3, dense paths that always
 return candidates, so with the default ``--search-k`` of 100 one of them is in the hits).
@@ -53,7 +53,7 @@ ingested stores, once per path of the mode with that path removed (``Memory.sear
 exclude_paths=(name,))``), and once with the three time boosts (``time``, ``stated``, ``when``)
 removed together as "time boosts", and once without the answer follow-up ("answers"). Only
 paths seen in the main run are ablated: removing a path that found none of any question's results
-leaves every ranking unchanged. For ``auto`` the paths are those of ``deep``, which it
+leaves every ranking unchanged. For ``auto`` the paths are those of ``expand``, which it
 escalates to; removing A or B there also changes when it escalates. Reported per removed path:
 recall@k, recall within each budget, search latency and the change of each against the full mode
 (``ablation`` in the JSON).
@@ -499,12 +499,12 @@ def ablation_groups(
 ) -> tuple[list[tuple[str, tuple[str, ...]]], list[str]]:
     """``(label, paths to exclude)`` per ablation run, and the mode's paths left out (unseen).
 
-    One run per path of the mode (``deep``'s for ``auto``) seen in the main run, then one for
+    One run per path of the mode (``expand``'s for ``auto``) seen in the main run, then one for
     the time boosts together when any of them was seen, and one without the answer follow-up
     (:mod:`membrain.retrieval.followup`) when it placed a reply.
     """
     resolved = RetrievalMode(mode)
-    base = MODE_PATHS[RetrievalMode.DEEP if resolved is RetrievalMode.AUTO else resolved]
+    base = MODE_PATHS[RetrievalMode.EXPAND if resolved is RetrievalMode.AUTO else resolved]
     groups: list[tuple[str, tuple[str, ...]]] = [
         (name, (name,)) for name in base if name in paths_seen
     ]
@@ -602,7 +602,7 @@ def format_report(report: dict[str, Any]) -> str:
     escalation = report.get("auto_escalation")
     if escalation is not None:
         lines.append(
-            f"auto escalated to deep: {escalation['escalated']} of {escalation['questions']} "
+            f"auto escalated to expand: {escalation['escalated']} of {escalation['questions']} "
             f"questions ({_pct(escalation['share']).strip()}%)"
         )
     exhausted = {key: per_method[key]["candidates_exhausted_within_budget"] for key, _ in METHODS}

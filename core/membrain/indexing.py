@@ -78,6 +78,15 @@ def fact_dense_text(text: str, participants: Iterable[str]) -> str:
     return plain_text(_REF.sub(neutral, text))
 
 
+def named_participants(question: str, participants: Iterable[str]) -> list[str]:
+    """The participants a question names (as a word, possessives included), in their order."""
+    return [
+        p
+        for p in participants
+        if p.strip() and re.search(rf"\b{re.escape(p)}(?:'s|’s)?\b", question, re.IGNORECASE)
+    ]
+
+
 def question_dense_text(question: str, participants: Iterable[str]) -> str:
     """A question's dense text: participants' names as "they"/"their", like the facts."""
     names = sorted({p for p in participants if p.strip()}, key=len, reverse=True)

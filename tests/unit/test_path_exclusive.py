@@ -12,7 +12,8 @@ names read "they" in every dense text):
 * **A**: BM25 terms of the question — exact words, names included;
 * **B**: the question itself, question word and all ("When did they go hiking?");
 * **B2**: the declarative stem ("they went hiking");
-* **B3**: the bare event words ("go hiking").
+* **B3**: the bare event words ("go hiking"), among the facts of the participant the question
+  names.
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def test_only_path_b2_finds_the_support_group_visit(store: RecordStore, scope: S
 
     The answer's time is in its metadata, not its text. B embeds the question "When did they go
     to the support group?", which sits nearer the facts about asking when to go and when the group
-    meets; B3 ("go support group") sits nearer the facts about the group itself; BM25 ranks the
-    facts with "go"/"going" first (the answer says "went").
+    meets; B3 ("go support group", among Sara's facts) sits nearer the facts about her group;
+    BM25 ranks the facts with "go"/"going" first (the answer says "went").
     """
     question = "When did Sara go to the support group?"
     assert deterministic_rewrites(question, PARTICIPANTS).hypothetical == (
@@ -150,10 +151,10 @@ def test_only_path_b2_finds_the_support_group_visit(store: RecordStore, scope: S
     facts = [
         answer,
         "[Tom] asked when [Sara] could go to the support group.",
-        "The support group meets on Tuesdays.",
-        "The support group meets every Tuesday at 7 pm.",
-        "Going to a support group helps people heal.",
-        "Support group meetings go on for two hours.",
+        "[Sara]'s support group meets on Tuesdays.",
+        "[Sara]'s support group meets every Tuesday at 7 pm.",
+        "[Sara] says going to a support group helps people heal.",
+        "[Sara]'s support group meetings go on for two hours.",
         "[Sara] volunteers at an animal shelter.",
         "[Sara] cooked [lasagna] for dinner.",
         "[Sara] went to the beach with [Tom].",

@@ -4,9 +4,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from membrain import ConfigurationError, Memory, RetrievalMode, Scope
+from membrain import ConfigurationError, Fact, Memory, RetrievalMode, Scope
+from membrain.facts import entity_id
 from membrain.retrieval.base import Ranked, SearchContext
-from membrain.retrieval.rewrite import deterministic_rewrites
+from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites
 from membrain.retrieval.search import Searcher, rrf
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.tokens import count_tokens
@@ -94,8 +95,34 @@ def test_relative_question_times_use_the_reference(loaded: Memory, scope: Scope)
 
 
 def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
-    hits = loaded.search("Who plays the violin?", scope=scope, mode="auto", k=3)
-    assert _source(hits[0]) == "v1"
+    hits, used = loaded._search("Who plays the violin?", scope, RetrievalMode.AUTO, 3, None)
+    assert _source(hits[0]) == "v1" and used is RetrievalMode.FAST  # the best fact tells
+    assert all(set(h.paths) <= {"A", "B"} for h in hits)
+    # the best fact asks: the answer is in the reply, which expand's follow-up brings
+    loaded.add(
+        [
+            {
+                "speaker": "Nate",
+                "text": "Which city do you miss most?",
+                "timestamp": "2023-06-03T09:00:00Z",
+                "id": "q",
+            },
+            {
+                "speaker": "Sara",
+                "text": "Porto, since I left.",
+                "timestamp": "2023-06-03T09:00:30Z",
+                "id": "a",
+            },
+        ],
+        scope=scope,
+    )
+    fast = loaded.search("Which city does Sara miss most?", scope=scope, mode="fast", k=2)
+    assert _source(fast[0]) == "q" and "a" not in [_source(h) for h in fast]
+    hits, used = loaded._search(
+        "Which city does Sara miss most?", scope, RetrievalMode.AUTO, 2, None
+    )
+    assert used is RetrievalMode.EXPAND
+    assert [_source(h) for h in hits] == ["q", "a"] and hits[1].paths.get("answers") == 1
     with pytest.raises(ConfigurationError):
         loaded.search("x", scope=scope, mode="telepathic")
 
@@ -202,3 +229,28 @@ def test_searcher_plan_adds_boosts_only_when_asked(loaded: Memory, scope: Scope)
         "stated",
         "when",
     )
+
+
+def test_deterministic_rewrites_weigh_less_than_the_models() -> None:
+    searcher = Searcher()
+    offline = searcher.weights(deterministic_rewrites("What does Nate bake?"))
+    by_model = searcher.weights(Rewrites("bake", "Nate bakes bread.", "baking", by_llm=True))
+    assert offline["B2"] == offline["B3"] == 0.25
+    assert by_model["B2"] == by_model["B3"] == 0.5
+    chosen = Searcher(weights={"B2": 0.8}).weights(deterministic_rewrites("What does Nate bake?"))
+    assert chosen["B2"] == 0.8 and chosen["B3"] == 0.25  # a caller's weight always wins
+
+
+def test_event_path_keeps_to_the_one_participant_named(loaded: Memory, scope: Scope) -> None:
+    b3 = vector_paths(rewritten_keywords=False)["B3"]
+    facts = {f.id: f for f in loaded.facts(scope=scope)}
+    nate = entity_id(scope, "Nate")
+
+    def run(question: str) -> list[Fact]:
+        ctx = loaded._search_context(question, scope, 10, None)
+        return [facts[r.id] for r in b3.run(ctx)]
+
+    found = run("What does Nate enjoy baking?")
+    assert found and all(nate in f.entity_ids for f in found) and len(found) < len(facts)
+    assert len(run("What does anyone enjoy baking?")) == len(facts)
+    assert len(run("Do Nate and Sara enjoy baking?")) == len(facts)

@@ -23,12 +23,12 @@ from membrain.models import Fact, FactStatus, Scope
 from membrain.storage.base import Backend, Collection, TimeRange, Where
 from membrain.store import RecordStore
 
-__all__ = ["with_answers"]
+__all__ = ["asks", "with_answers"]
 
 
-def _is_question(fact: Fact) -> bool:
-    """The fact asks something: "Ah, adorable! What are their names? Pets bring joy!" does."""
-    return "?" in fact.text
+def asks(text: str) -> bool:
+    """The text asks something: "Ah, adorable! What are their names? Pets bring joy!" does."""
+    return "?" in text
 
 
 def _reply(backend: Backend, scope: Scope, question: Fact, window: timedelta) -> list[Fact]:
@@ -68,7 +68,7 @@ def with_answers(
         if fact.id not in placed:
             placed[fact.id] = len(out)
             out.append((fact, score, paths))
-        if not _is_question(fact):
+        if not asks(fact.text):
             continue
         for reply in _reply(backend, scope, fact, window):
             if reply.id in placed or len(out) >= k:

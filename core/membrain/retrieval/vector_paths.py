@@ -3,7 +3,10 @@
 * **A** BM25 (the sparse vector) with the question, or its keyword rewrite;
 * **B** dense similarity with the question;
 * **B2** dense similarity with a hypothetical fact that would answer it (HyDE);
-* **B3** dense similarity with the event the question is about;
+* **B3** dense similarity with the event the question is about, among the facts of the one
+  participant the question names (dense texts read participants as "they", so B3 is the dense
+  path that knows who: "What activities does Melanie partake in?" looks for activities among
+  Melanie's facts); among all facts when the question names no participant, or several;
 * **time**: dense similarity among facts whose valid time overlaps a time the question names,
   and **stated**: among facts stated during that time — boosts, so "what did Caroline do in May
   2023" favours May 2023 facts without hiding the others;
@@ -19,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from membrain.indexing import question_dense_text
+from membrain.facts import entity_id
+from membrain.indexing import named_participants, question_dense_text
 from membrain.models import FactStatus, Precision, TimeSpan
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.rewrite import Rewrites
@@ -89,6 +93,13 @@ def _stated(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery | None:
     return _dense(ctx, ctx.question, _stated_within(ctx.times[0])) if ctx.times else None
 
 
+def _event(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery:
+    named = named_participants(ctx.question, ctx.participants)
+    if len(named) != 1:
+        return _dense(ctx, rewrites.event)
+    return _dense(ctx, rewrites.event, {"entity_ids": [entity_id(ctx.scope, named[0])]})
+
+
 def _when(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery | None:
     has_time: Where = {"precision": [p.value for p in Precision]}
     return _dense(ctx, rewrites.event, has_time) if ctx.asks_when else None
@@ -100,7 +111,7 @@ def vector_paths(*, rewritten_keywords: bool) -> dict[str, VectorPath]:
         "A": VectorPath("A", _sparse_keywords if rewritten_keywords else _sparse_question),
         "B": VectorPath("B", lambda ctx, rw: _dense(ctx, ctx.question)),
         "B2": VectorPath("B2", lambda ctx, rw: _dense(ctx, rw.hypothetical)),
-        "B3": VectorPath("B3", lambda ctx, rw: _dense(ctx, rw.event)),
+        "B3": VectorPath("B3", _event),
         "time": VectorPath("time", _time),
         "stated": VectorPath("stated", _stated),
         "when": VectorPath("when", _when),
