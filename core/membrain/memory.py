@@ -75,10 +75,10 @@ class EvidenceHit:
     score: float
 
 
-@dataclass
-class _Settings:
-    batch_size: int = 32
-    context_window: int = 6
+@dataclass(frozen=True, slots=True)
+class _SearchSettings:
+    """Read-path constants (the write path's batch settings live in :class:`Ingestor`)."""
+
     candidates: int = 50
     rrf_k: int = 2
     """Reciprocal rank fusion constant: Qdrant's default. On LoCoMo dev (3 conversations) k=2
@@ -149,7 +149,7 @@ class Memory:
         else:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
-        self._settings = _Settings(batch_size=batch_size, context_window=context_window)
+        self._settings = _SearchSettings()
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
             rrf_k=self._settings.rrf_k,

@@ -175,7 +175,7 @@ def test_from_settings_reads_the_environment(
     monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "2")
     monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
     with Memory.from_settings() as mem:
-        assert mem._settings.batch_size == 2
+        assert mem._ingestor._batch_size == 2
         mem.add(CHAT[:2], scope=scope)
     assert (tmp_path / "env-store" / "facts").is_dir()
     monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "0")
