@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -385,3 +386,26 @@ def test_empty_scope_and_bad_branching(store: RecordStore, scope: Scope) -> None
     assert ask(tree, scope, "cat") == [miso.id]
     with pytest.raises(ConfigurationError):
         EntityTree(store, branching=1)
+
+
+def test_two_trees_over_one_store_update_it_concurrently(
+    store: RecordStore, scope: Scope, tmp_path: Path
+) -> None:
+    # Two writers on one store (two Memory objects on one folder) share one write lock ...
+    first, second = EntityTree(store, branching=2), EntityTree(store, branching=2)
+    assert first._lock is second._lock
+    other = open_store(tmp_path / "other")
+    try:
+        assert EntityTree(other)._lock is not first._lock
+    finally:
+        other.backend.close()
+    entities = all_entities(scope)[:40]
+    store.put_entities(scope, entities)
+    first.update(scope, entities[:4])
+    # ... so their batches, racing, still leave one consistent tree holding every entity.
+    batches = [entities[i : i + 3] for i in range(4, 40, 3)]
+    writers = [(first, second)[i % 2] for i in range(len(batches))]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda tree, batch: tree.update(scope, batch), writers, batches))
+    check_structure(first, scope)
+    assert len(ask(first, scope, "anything", depth=0)) == 40

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -217,6 +218,19 @@ def _merge(children: Sequence[_Node]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(names))[:_NAMES], terms
 
 
+_write_locks: weakref.WeakKeyDictionary[object, threading.Lock] = weakref.WeakKeyDictionary()
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(backend: object) -> threading.Lock:
+    """The lock serialising tree writes on ``backend`` (shared by every tree over it)."""
+    with _write_locks_guard:
+        lock = _write_locks.get(backend)
+        if lock is None:
+            lock = _write_locks[backend] = threading.Lock()
+        return lock
+
+
 class EntityTree:
     """A hierarchy of entity clusters over one backend, searched by beam search (path C).
 
@@ -225,7 +239,8 @@ class EntityTree:
         branching: Target children per node (a node splits past ``2 * branching``).
         llm: Writes node summaries when given; summaries are extractive otherwise.
 
-    Writes of one instance are serialised; keep one writer per scope (e.g. the ``Memory``).
+    Writes are serialised per backend: two trees over one store (two ``Memory`` objects on one
+    folder, in one process) never interleave their updates.
     """
 
     def __init__(
@@ -236,7 +251,7 @@ class EntityTree:
         self.store = store
         self.branching = branching
         self.llm = llm
-        self._lock = threading.Lock()
+        self._lock = _write_lock(store.backend)
 
     # -- reads -------------------------------------------------------------------------------
     def is_empty(self, scope: Scope) -> bool:
