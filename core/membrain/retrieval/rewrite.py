@@ -7,7 +7,8 @@
   "Caroline went to the support group") — close to how facts are written, so its embedding sits
   near the answer.
 * **event** (path B3): the event the question is about, without who and when ("go to the
-  support group"): it matches facts that tell the event in other words or about another person.
+  support group"): it matches facts that tell the event in other words; path B3 looks for it
+  among the facts of the participant the question names (:mod:`.vector_paths`).
 
 The LLM versions ask for the same three things in one call and fall back to the deterministic
 ones when the model fails.
