@@ -187,9 +187,13 @@ class Searcher:
         rankings: dict[str, list[Ranked]] = {}
         for name in names:
             if name in qdrant:
-                rankings[name] = qdrant[name].run(ctx, rewrites)
+                found = qdrant[name].run(ctx, rewrites)
             elif name in self._extra:
-                rankings[name] = self._extra[name].run(ctx)
+                found = self._extra[name].run(ctx)
+            else:
+                continue
+            # Engines return equal scores in no fixed order; the same search gives the same result.
+            rankings[name] = sorted(found, key=lambda r: (-r.score, r.id))
         return rankings
 
     def _weak(self, ctx: SearchContext, fused: Sequence[Fused]) -> bool:
