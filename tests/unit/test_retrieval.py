@@ -47,6 +47,23 @@ CHAT = [
 ]
 
 
+# A question whose answer shares none of its words: the reply that follows it.
+ASKED_AND_ANSWERED = [
+    {
+        "speaker": "Nate",
+        "text": "Which city do you miss most?",
+        "timestamp": "2023-06-03T09:00:00Z",
+        "id": "q",
+    },
+    {
+        "speaker": "Sara",
+        "text": "Porto, since I left.",
+        "timestamp": "2023-06-03T09:00:30Z",
+        "id": "a",
+    },
+]
+
+
 def _source(hit: object) -> str:
     return hit.sources[0].source_id  # type: ignore[attr-defined, no-any-return]
 
@@ -100,23 +117,7 @@ def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
     assert _source(hits[0]) == "v1" and used is RetrievalMode.FAST  # the best fact tells
     assert all(set(h.paths) <= {"A", "B"} for h in hits)
     # the best fact asks: the answer is in the reply, which expand's follow-up brings
-    loaded.add(
-        [
-            {
-                "speaker": "Nate",
-                "text": "Which city do you miss most?",
-                "timestamp": "2023-06-03T09:00:00Z",
-                "id": "q",
-            },
-            {
-                "speaker": "Sara",
-                "text": "Porto, since I left.",
-                "timestamp": "2023-06-03T09:00:30Z",
-                "id": "a",
-            },
-        ],
-        scope=scope,
-    )
+    loaded.add(ASKED_AND_ANSWERED, scope=scope)
     fast = loaded.search("Which city does Sara miss most?", scope=scope, mode="fast", k=2)
     assert _source(fast[0]) == "q"
     hits, used = loaded._search(
@@ -298,23 +299,7 @@ def test_llm_rewrites_and_their_fallbacks(
 def test_modes_call_the_model_for_rewrites_only_when_they_expand(
     loaded: Memory, scope: Scope
 ) -> None:
-    loaded.add(
-        [
-            {
-                "speaker": "Nate",
-                "text": "Which city do you miss most?",
-                "timestamp": "2023-06-03T09:00:00Z",
-                "id": "q",
-            },
-            {
-                "speaker": "Sara",
-                "text": "Porto, since I left.",
-                "timestamp": "2023-06-03T09:00:30Z",
-                "id": "a",
-            },
-        ],
-        scope=scope,
-    )
+    loaded.add(ASKED_AND_ANSWERED, scope=scope)
     searcher = Searcher()
 
     def calls(mode: RetrievalMode, question: str) -> tuple[int, RetrievalMode]:
