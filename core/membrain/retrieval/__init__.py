@@ -2,9 +2,10 @@
 
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.context import assemble_context
-from membrain.retrieval.search import Fused, RetrievalMode, Searcher, rrf
+from membrain.retrieval.search import RRF_K, Fused, RetrievalMode, Searcher, rrf
 
 __all__ = [
+    "RRF_K",
     "Fused",
     "Ranked",
     "RetrievalMode",

@@ -40,7 +40,14 @@ from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rew
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.storage.base import Collection
 
-__all__ = ["Fused", "RetrievalMode", "Searcher", "rrf"]
+__all__ = ["RRF_K", "Fused", "RetrievalMode", "Searcher", "rrf"]
+
+RRF_K = 2
+"""The reciprocal rank fusion constant of every fusion MemBrain computes (Qdrant's default).
+
+On the LoCoMo dev split (3 conversations) k=2 gave recall@10 0.730 against 0.677 for the
+textbook k=60, which flattens the ranks.
+"""
 
 _BOOSTS = ("time", "stated", "when")
 
@@ -112,7 +119,7 @@ class Searcher:
     Args:
         extra_paths: Paths beyond the Qdrant ones, by name (``"C"``, ``"D"``).
         weights: Fusion weight per path name (default 1.0; boosts default ``boost_weight``).
-        rrf_k: The RRF constant (Qdrant's default, 2).
+        rrf_k: The RRF constant (:data:`RRF_K`).
         auto_asking_top: ``auto`` escalates when any of its ``fast`` top this many facts asks
             a question.
     """
@@ -122,7 +129,7 @@ class Searcher:
         *,
         extra_paths: Mapping[str, RetrievalPath] | None = None,
         weights: Mapping[str, float] | None = None,
-        rrf_k: int = 2,
+        rrf_k: int = RRF_K,
         boost_weight: float = 0.5,
         auto_asking_top: int = 1,
     ) -> None:
