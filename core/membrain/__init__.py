@@ -26,7 +26,8 @@ from membrain.errors import (
 )
 from membrain.extraction.llm import ChatModel, LLMReply
 from membrain.extraction.prompts import Prompts
-from membrain.memory import AddResult, EvidenceHit, Memory, RetrievalMode
+from membrain.listeners import RecordListener
+from membrain.memory import AddResult, EvidenceHit, Memory
 from membrain.models import (
     Context,
     Entity,
@@ -39,8 +40,10 @@ from membrain.models import (
     Message,
     MessageStatus,
     Precision,
+    RetrievalMode,
     Role,
     Scope,
+    SearchResult,
     StoredMessage,
     TimeCheck,
     TimeSpan,
@@ -76,10 +79,12 @@ __all__ = [
     "MissingDependencyError",
     "Prompts",
     "Precision",
+    "RecordListener",
     "RetrievalMode",
     "Role",
     "Scope",
     "ScopeError",
+    "SearchResult",
     "StoredMessage",
     "TimeCheck",
     "TimeSpan",

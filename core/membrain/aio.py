@@ -25,8 +25,16 @@ from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import Extractor
 from membrain.extraction.prompts import Prompts
 from membrain.memory import AddResult, EvidenceHit, Memory
-from membrain.models import Context, Entity, Fact, MemoryHit, Message, Scope, StoredMessage
-from membrain.retrieval.search import RetrievalMode
+from membrain.models import (
+    Context,
+    Entity,
+    Fact,
+    Message,
+    RetrievalMode,
+    Scope,
+    SearchResult,
+    StoredMessage,
+)
 from membrain.storage.base import DENSE, SPARSE, Backend
 
 __all__ = ["AsyncMemory"]
@@ -172,7 +180,7 @@ class AsyncMemory:
         k: int = 10,
         reference: datetime | None = None,
         exclude_paths: Sequence[str] = (),
-    ) -> list[MemoryHit]:
+    ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see ``Memory.search``).
 
         Raises:
@@ -243,6 +251,10 @@ class AsyncMemory:
     async def entities(self, *, scope: Scope) -> list[Entity]:
         """Every entity of the scope's (dataset, task)."""
         return await asyncio.to_thread(self._memory.entities, scope=scope)
+
+    async def participants(self, *, scope: Scope) -> list[str]:
+        """The speakers of the scope's (dataset, task) (see :meth:`Memory.participants`)."""
+        return await asyncio.to_thread(self._memory.participants, scope=scope)
 
     async def forget(self, fact_ids: Sequence[str], *, scope: Scope) -> list[Fact]:
         """Tombstone facts (see :meth:`Memory.forget`)."""

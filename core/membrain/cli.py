@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -20,8 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from membrain.errors import MembrainError
 from membrain.loaders import load_conversations
-from membrain.memory import Memory, RetrievalMode
-from membrain.models import MemoryHit, Message, Scope
+from membrain.memory import Memory
+from membrain.models import MemoryHit, Message, RetrievalMode, Scope
 from membrain.retrieval.context import time_label
 
 __all__ = ["app", "main"]
@@ -84,7 +84,7 @@ def _ingest(memory: Memory, messages: list[Message], scope: Scope, label: str) -
         )
 
 
-def _print_hits(hits: list[MemoryHit]) -> None:
+def _print_hits(hits: Sequence[MemoryHit]) -> None:
     if not hits:
         out.print("  (no facts found)")
     for rank, hit in enumerate(hits, 1):
@@ -118,7 +118,7 @@ def demo(
             _ingest(memory, conversation.messages, scope, "sample conversation")
             for question in questions:
                 out.print(f"\n[bold]Q: {question}[/]", highlight=False)
-                _print_hits(memory.search(question, scope=scope, k=3))
+                _print_hits(memory.search(question, scope=scope, k=3).hits)
 
 
 @app.command()
@@ -164,7 +164,7 @@ def search(
         if as_json:
             sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits], indent=2) + "\n")
         else:
-            _print_hits(hits)
+            _print_hits(hits.hits)
 
 
 def main() -> None:

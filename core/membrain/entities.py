@@ -25,13 +25,13 @@ from datetime import datetime
 
 from rapidfuzz import fuzz
 
-from membrain.extraction.base import EntityDraft, normalize_name
+from membrain.extraction.base import EntityDraft
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient
 from membrain.facts import PARTICIPANT_DESCRIPTION, entity_id
 from membrain.indexing import entity_text
 from membrain.models import Entity, EntityVersion, Scope
-from membrain.storage.base import DENSE, Collection, VectorQuery
+from membrain.names import normalize_name
 from membrain.store import RecordStore
 
 __all__ = ["EntityResolver", "Resolution"]
@@ -202,13 +202,11 @@ class EntityResolver:
         if contained or not known:
             return None
         vector = self._store.dense.embed_query(entity_text(draft.name, draft.description))
-        found = self._store.backend.query(
-            Collection.ENTITIES, scope, [VectorQuery(DENSE, vector, limit=2)], limit=2
-        )
-        if found and found[0].score >= self._dense_threshold:
-            if len(found) > 1 and found[1].score >= self._dense_threshold:
+        found = self._store.query_entities(scope, vector, limit=2)
+        if found and found[0][1] >= self._dense_threshold:
+            if len(found) > 1 and found[1][1] >= self._dense_threshold:
                 return None
-            return next((e for e in known if e.id == found[0].id), None)
+            return next((e for e in known if e.id == found[0][0].id), None)
         return None
 
     def _ask(

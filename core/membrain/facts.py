@@ -9,8 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from membrain.errors import AnnotationError, ExtractionError
-from membrain.extraction.base import EntityDraft, FactDraft, entity_refs, normalize_name
+from membrain.extraction.base import EntityDraft, FactDraft
 from membrain.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
+from membrain.names import entity_refs, normalize_name
 from membrain.temporal import find_annotations
 
 __all__ = ["build_facts", "drafts_for_refs", "entity_id", "validity"]

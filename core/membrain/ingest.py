@@ -1,24 +1,25 @@
 """The write path: pending messages -> extraction -> entities and facts -> processed.
 
 Messages arrive here already stored as pending evidence. Each batch (with the preceding
-messages as context) is extracted, its entity refs resolved, its facts built; entities, the
-entity tree and facts are written, and only then are the messages marked processed. A batch
-whose extraction fails stays pending, with the error and the raw output on its messages.
+messages as context) is extracted, its entity refs resolved, its facts built; entities and facts
+are written (the record store keeps the derived indexes current), and only then are the messages
+marked processed. A batch whose extraction fails stays pending, with the error and the raw output
+on its messages.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from membrain.entities import EntityResolver
 from membrain.errors import ExtractionError
 from membrain.extraction.base import Extractor
 from membrain.extraction.llm import LLMClient
 from membrain.facts import build_facts, drafts_for_refs
-from membrain.models import MessageStatus, Scope, StoredMessage, now
-from membrain.retrieval.tree import EntityTree
+from membrain.listeners import RecordListener
+from membrain.models import Message, MessageStatus, Scope, StoredMessage, now
 from membrain.store import RecordStore
 
 __all__ = ["AddResult", "Ingestor"]
@@ -31,7 +32,11 @@ class AddResult:
     """What one :meth:`Memory.add` did."""
 
     messages_stored: int = 0
+    """Messages given that were new, and stored."""
     messages_skipped: int = 0
+    """Messages given that were already stored, so not stored again."""
+    messages_retried: int = 0
+    """Of those, messages an earlier call left pending, extracted again by this one."""
     fact_ids: tuple[str, ...] = ()
     entity_ids: tuple[str, ...] = ()
     discarded: int = 0
@@ -41,14 +46,13 @@ class AddResult:
     output_tokens: int = 0
 
 
-class Ingestor:
+class Ingestor(RecordListener):
     """Extracts stored messages into entities and facts (see the module docstring).
 
     Args:
         store: Where records live.
         extractor: Turns messages into fact drafts.
         resolver: Maps entity refs to entities.
-        tree: The entity tree kept current as entities arrive (path C).
         llm: The extraction model, for per-call cost accounting (``None`` offline).
         batch_size: Messages per extraction batch.
         context_window: Preceding messages given to the extractor as context.
@@ -59,7 +63,6 @@ class Ingestor:
         store: RecordStore,
         extractor: Extractor,
         resolver: EntityResolver,
-        tree: EntityTree,
         llm: LLMClient | None,
         *,
         batch_size: int,
@@ -68,49 +71,77 @@ class Ingestor:
         self._store = store
         self._extractor = extractor
         self._resolver = resolver
-        self._tree = tree
         self._llm = llm
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
+
+    def add(
+        self,
+        scope: Scope,
+        incoming: Sequence[Message],
+        on_progress: Callable[[int], None] | None,
+        *,
+        extract: bool,
+    ) -> AddResult:
+        """Store the new messages as pending evidence, then extract the unprocessed ones.
+
+        With ``extract=False`` the messages are only stored (for a background writer).
+        """
+        # A caller's message id is unique within its session, not across the task's sessions.
+        ids = [scope.record_id(scope.session or "", *m.identity()) for m in incoming]
+        known = {m.id: m for m in self._store.get_messages(scope, ids)}
+        fresh: dict[str, StoredMessage] = {}
+        for message_id, message in zip(ids, incoming, strict=True):
+            if message_id not in known and message_id not in fresh:
+                fresh[message_id] = StoredMessage(
+                    id=message_id,
+                    scope=scope,
+                    message=message.model_copy(update={"id": message_id}),
+                    recorded_at=now(),
+                )
+        self._store.put_messages(scope, list(fresh.values()))
+        if not extract:
+            return AddResult(messages_stored=len(fresh), messages_skipped=len(known))
+        retried = [m for m in known.values() if m.status is not MessageStatus.PROCESSED]
+        result = self.extract(scope, [*retried, *fresh.values()], on_progress)
+        return replace(
+            result,
+            messages_stored=len(fresh),
+            messages_skipped=len(known),
+            messages_retried=len(retried),
+        )
+
+    def extract_pending(self, scope: Scope, on_progress: Callable[[int], None] | None) -> AddResult:
+        """Extract every pending message of the scope."""
+        pending = list(self._store.iter_messages(scope, status=MessageStatus.PENDING))
+        return self.extract(scope, pending, on_progress)
 
     def extract(
         self,
         scope: Scope,
         todo: list[StoredMessage],
         on_progress: Callable[[int], None] | None,
-        *,
-        stored: int,
-        known: Mapping[str, StoredMessage],
     ) -> AddResult:
         """Extract ``todo`` batch by batch; what fails stays pending with its error recorded."""
         todo.sort(key=lambda m: m.message.timestamp)
-        fresh_count = stored
         before = self._llm.usage.snapshot() if self._llm is not None else None
         result = self._extract_batches(scope, todo, on_progress)
-        calls = input_tokens = output_tokens = 0
-        if self._llm is not None and before is not None:
-            after = self._llm.usage.snapshot()
-            calls = after.calls - before.calls
-            input_tokens = after.input_tokens - before.input_tokens
-            output_tokens = after.output_tokens - before.output_tokens
-            log.info(
-                "add: %d messages, %d LLM calls, %d input and %d output tokens",
-                len(todo),
-                calls,
-                input_tokens,
-                output_tokens,
-            )
-        return AddResult(
-            messages_stored=fresh_count,
-            messages_skipped=len(known) - sum(1 for m in known.values() if m in todo),
-            fact_ids=result.fact_ids,
-            entity_ids=result.entity_ids,
-            discarded=result.discarded,
-            errors=result.errors,
-            llm_calls=calls,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+        if self._llm is None or before is None:
+            return result
+        after = self._llm.usage.snapshot()
+        calls = after.calls - before.calls
+        input_tokens = after.input_tokens - before.input_tokens
+        output_tokens = after.output_tokens - before.output_tokens
+        log.info(
+            "add: %d messages, %d LLM calls, %d input and %d output tokens",
+            len(todo),
+            calls,
+            input_tokens,
+            output_tokens,
+        )
+        return replace(
+            result, llm_calls=calls, input_tokens=input_tokens, output_tokens=output_tokens
         )
 
     def _extract_batches(
@@ -168,8 +199,6 @@ class Ingestor:
             participants = speakers
             self._participants_cache[entity_scope.key] = tuple(participants)
             self._store.put_entities(entity_scope, entities)
-            if entities and not self._tree.is_empty(entity_scope):
-                self._tree.update(entity_scope, entities)
             self._store.put_facts(scope, facts, participants)
             reasons: dict[str, list[str]] = {}
             for item in extracted.discarded:
@@ -189,7 +218,7 @@ class Ingestor:
             errors=tuple(errors),
         )
 
-    def forget(self, scope: Scope) -> None:
+    def scope_deleted(self, scope: Scope) -> None:
         """Drop what is cached of ``scope``'s (dataset, task) after its records were deleted."""
         self._participants_cache.pop(scope.without_session().key, None)
 

@@ -8,7 +8,6 @@ steps leaves the messages pending for the next ``add``. Read path: :mod:`membrai
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,25 +42,23 @@ from membrain.models import (
     FactStatus,
     MemoryHit,
     Message,
-    MessageStatus,
+    RetrievalMode,
     Scope,
+    SearchResult,
     StoredMessage,
-    now,
-    utc,
 )
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
-from membrain.retrieval.search import RetrievalMode, Searcher
+from membrain.retrieval.search import RRF_K, Searcher
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE, SPARSE, Backend, Collection, VectorQuery, check_scope
+from membrain.storage.base import DENSE, SPARSE, Backend, check_scope
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
-from membrain.store import RecordStore
-from membrain.temporal import find_times
+from membrain.store import FactFilter, RecordStore
 
-__all__ = ["AddResult", "EvidenceHit", "Memory", "RetrievalMode"]
+__all__ = ["AddResult", "EvidenceHit", "Memory"]
 
 
 DEFAULT_PATH = Path(".membrain")
@@ -75,14 +72,8 @@ class EvidenceHit:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
-class _SearchSettings:
-    """Read-path constants (the write path's batch settings live in :class:`Ingestor`)."""
-
-    candidates: int = 50
-    rrf_k: int = 2
-    """Reciprocal rank fusion constant: Qdrant's default. On LoCoMo dev (3 conversations) k=2
-    gave recall@10 0.730 against 0.677 for the textbook k=60, which flattens the ranks."""
+CANDIDATES = 50
+"""How many candidates each retrieval path returns (at least ``k``)."""
 
 
 class Memory:
@@ -140,7 +131,8 @@ class Memory:
         self._store = RecordStore(
             self._backend, dense or default_dense_encoder(), sparse or Bm25Encoder()
         )
-        self._store.lexical = self._lexical
+        self.batch_size = batch_size
+        self.context_window = context_window
         self._llm: LLMClient | None = as_llm_client(llm) if llm is not None else None
         if extractor is not None:
             self._extractor: Extractor = extractor
@@ -149,21 +141,22 @@ class Memory:
         else:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
-        self._settings = _SearchSettings()
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
-            rrf_k=self._settings.rrf_k,
+            rrf_k=RRF_K,
             extra_paths={"C": EntityTreePath(self._tree), "D": BooleanPath(self._lexical)},
         )
         self._ingestor = Ingestor(
             self._store,
             self._extractor,
             self._resolver,
-            self._tree,
             self._llm,
             batch_size=batch_size,
             context_window=context_window,
         )
+        # The derived indexes and caches hear of every mutation from the record store.
+        for listener in (self._lexical, self._tree, self._ingestor):
+            self._store.subscribe(listener)
 
     @classmethod
     def from_settings(cls, settings: MembrainSettings | None = None) -> Memory:
@@ -186,6 +179,15 @@ class Memory:
             batch_size=settings.batch_size,
             context_window=settings.context_window,
         )
+
+    @property
+    def store(self) -> RecordStore:
+        """The record store: typed records over the backend, the one door of every mutation.
+
+        For tools that load or inspect records in bulk (benchmarks, migrations); applications
+        use the methods of this class.
+        """
+        return self._store
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -236,28 +238,7 @@ class Memory:
         """
         check_scope(scope)
         incoming = [_as_message(m) for m in messages]
-        # A caller's message id is unique within its session, not across the task's sessions.
-        ids = [scope.record_id(scope.session or "", *m.identity()) for m in incoming]
-        stored = {m.id: m for m in self._store.get_messages(scope, ids)}
-        fresh: dict[str, StoredMessage] = {}
-        for message_id, message in zip(ids, incoming, strict=True):
-            if message_id not in stored and message_id not in fresh:
-                fresh[message_id] = StoredMessage(
-                    id=message_id,
-                    scope=scope,
-                    message=message.model_copy(update={"id": message_id}),
-                    recorded_at=now(),
-                )
-        if fresh:
-            self._store.put_messages(scope, list(fresh.values()))
-        if not extract:
-            return AddResult(messages_stored=len(fresh), messages_skipped=len(stored))
-        todo = [
-            m
-            for m in (*stored.values(), *fresh.values())
-            if m.status is not MessageStatus.PROCESSED
-        ]
-        return self._extract_messages(scope, todo, on_progress, stored=len(fresh), known=stored)
+        return self._ingestor.add(scope, incoming, on_progress, extract=extract)
 
     def extract_pending(
         self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
@@ -268,25 +249,7 @@ class Memory:
         failure left pending. Safe to call again: processed messages are never extracted twice.
         """
         check_scope(scope)
-        pending = list(
-            self._store.iter_messages(scope, where={"status": MessageStatus.PENDING.value})
-        )
-        return self._extract_messages(scope, pending, on_progress, stored=0, known={})
-
-    def _extract_messages(
-        self,
-        scope: Scope,
-        todo: list[StoredMessage],
-        on_progress: Callable[[int], None] | None,
-        *,
-        stored: int,
-        known: Mapping[str, StoredMessage],
-    ) -> AddResult:
-        return self._ingestor.extract(scope, todo, on_progress, stored=stored, known=known)
-
-    def _participants(self, scope: Scope) -> list[str]:
-        """The speakers of the scope's (dataset, task), cached per process."""
-        return self._ingestor.participants(scope)
+        return self._ingestor.extract_pending(scope, on_progress)
 
     # -- read --------------------------------------------------------------------------------
     def search(
@@ -298,7 +261,7 @@ class Memory:
         k: int = 10,
         reference: datetime | None = None,
         exclude_paths: Sequence[str] = (),
-    ) -> list[MemoryHit]:
+    ) -> SearchResult:
         """The ``k`` facts that best answer ``question``, with their sources and explanation.
 
         Args:
@@ -311,68 +274,56 @@ class Memory:
             exclude_paths: Path names the mode would run but should not ("B2", "time", ...;
                 "answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`).
 
-        Every hit's ``paths`` maps each path that found the fact to its rank there, and
-        ``score`` is the fused score.
+        Returns:
+            A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
+            says which mode ran (``auto`` ends as ``fast`` or ``expand``, ``escalated`` when it
+            went on) and which paths. Every hit's ``paths`` maps each path that found the fact
+            to its rank there, and ``score`` is the fused score.
 
         Raises:
             ScopeError: ``scope`` is missing or malformed.
             InputError: empty question or ``k < 1``.
             ConfigurationError: unknown mode.
         """
-        return self._search(
-            question, scope, RetrievalMode.parse(mode), k, reference, exclude_paths
-        )[0]
-
-    def _search(
-        self,
-        question: str,
-        scope: Scope,
-        mode: RetrievalMode,
-        k: int,
-        reference: datetime | None,
-        skip: Sequence[str] = (),
-    ) -> tuple[list[MemoryHit], RetrievalMode]:
+        requested = RetrievalMode.parse(mode)
         check_scope(scope)
         _check_query(question, k)
-        ctx = self._search_context(question, scope, max(k, self._settings.candidates), reference)
+        ctx = SearchContext.for_question(
+            question,
+            scope,
+            self._store,
+            participants=self.participants(scope=scope),
+            limit=max(k, CANDIDATES),
+            llm=self._llm,
+            reference=reference,
+        )
         self._sync_lexical(scope)
-        fused, used = self._searcher.search(mode, ctx, k=k, skip=skip)
-        facts = {f.id: f for f in self._store.get_facts(scope, [r.id for r in fused])}
-        ranked = [(facts[r.id], r.score, r.paths) for r in fused if r.id in facts]
-        if used is not RetrievalMode.FAST and "answers" not in skip:
-            ranked = with_answers(self._backend, scope, ranked, k=k)
-        return self._hits(scope, ranked), used
+        run = self._searcher.search(requested, ctx, k=k, skip=exclude_paths)
+        ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]
+        paths = run.paths
+        if run.mode is not RetrievalMode.FAST and "answers" not in exclude_paths:
+            ranked = with_answers(self._store, scope, ranked, k=k)
+            paths = (*paths, "answers")
+        return SearchResult(
+            question=question,
+            hits=tuple(self._hits(scope, ranked)),
+            requested=requested,
+            mode=run.mode,
+            escalated=run.escalated,
+            paths=paths,
+        )
 
     def _sync_lexical(self, scope: Scope) -> None:
-        """Rebuild the scope's lexical index from Qdrant when it is missing or behind.
+        """Rebuild the scope's lexical index from the store when it is missing or behind.
 
         The index is derived: a new folder, another schema, or a store written without it.
         """
         if scope.key in self._lexical_checked:
             return
-        stored = self._backend.count(Collection.FACTS, scope.without_session())
         whole = scope.without_session()
-        if self._lexical.count(whole) != stored:
+        if self._lexical.count(whole) != self._store.count_facts(whole):
             self._lexical.rebuild(whole, self._store.iter_facts(whole))
         self._lexical_checked.add(scope.key)
-
-    def _search_context(
-        self, question: str, scope: Scope, limit: int, reference: datetime | None
-    ) -> SearchContext:
-        when = utc(reference) if reference is not None else now()
-        return SearchContext(
-            question=question,
-            scope=scope,
-            backend=self._backend,
-            dense=self._store.dense,
-            sparse=self._store.sparse,
-            participants=self._participants(scope),
-            limit=limit,
-            llm=self._llm,
-            reference=when,
-            times=[match.span for match in find_times(question, when)],
-            asks_when=bool(_ASKS_WHEN.search(question)),
-        )
 
     def context(
         self,
@@ -395,9 +346,9 @@ class Memory:
         Raises:
             InputError: ``max_tokens < 1`` or a reserve larger than the budget.
         """
-        hits = self.search(question, scope=scope, mode=mode, k=k, reference=reference)
+        result = self.search(question, scope=scope, mode=mode, k=k, reference=reference)
         return assemble_context(
-            question, hits, max_tokens=max_tokens, profile_tokens=profile_tokens
+            question, result.hits, max_tokens=max_tokens, profile_tokens=profile_tokens
         )
 
     def search_messages(
@@ -414,15 +365,9 @@ class Memory:
         unknown = set(paths) - {SPARSE, DENSE}
         if not paths or unknown:
             raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
-        limit = max(k, self._settings.candidates)
-        queries = []
-        if SPARSE in paths:
-            queries.append(
-                VectorQuery(SPARSE, self._store.sparse.embed_query(question), limit=limit)
-            )
-        if DENSE in paths:
-            queries.append(VectorQuery(DENSE, self._store.dense.embed_query(question), limit=limit))
-        found = self._store.search_messages(scope, queries, limit=k, rrf_k=self._settings.rrf_k)
+        found = self._store.search_messages(
+            scope, question, using=paths, limit=k, candidates=max(k, CANDIDATES)
+        )
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
 
     def _hits(
@@ -459,8 +404,8 @@ class Memory:
     def facts(self, *, scope: Scope, include_inactive: bool = False) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``)."""
         check_scope(scope)
-        where = None if include_inactive else {"status": FactStatus.ACTIVE.value}
-        return list(self._store.iter_facts(scope, where=where))
+        where = None if include_inactive else FactFilter()
+        return list(self._store.iter_facts(scope, where))
 
     def messages(self, *, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, with its processing status."""
@@ -472,6 +417,11 @@ class Memory:
         """Every entity of the scope's (dataset, task)."""
         check_scope(scope)
         return list(self._store.iter_entities(scope.without_session()))
+
+    def participants(self, *, scope: Scope) -> list[str]:
+        """The speakers of the scope's (dataset, task): whom its first-person facts are about."""
+        check_scope(scope)
+        return self._ingestor.participants(scope)
 
     def forget(self, fact_ids: Sequence[str], *, scope: Scope) -> list[Fact]:
         """Tombstone facts: their status becomes ``forgotten``.
@@ -495,11 +445,9 @@ class Memory:
         """
         if not new_fact_ids:
             raise InputError("supersede needs at least one new fact id")
-        (old,) = self._set_status(scope, [old_fact_id], FactStatus.SUPERSEDED)
         news = self._facts_by_id(scope, new_fact_ids)
-        self._backend.set_payload(
-            Collection.FACTS, scope, [f.id for f in news], {"supersedes": old.id}
-        )
+        (old,) = self._set_status(scope, [old_fact_id], FactStatus.SUPERSEDED)
+        self._store.update_facts(scope, [f.model_copy(update={"supersedes": old.id}) for f in news])
         return old
 
     def _facts_by_id(self, scope: Scope, fact_ids: Sequence[str]) -> list[Fact]:
@@ -512,11 +460,8 @@ class Memory:
 
     def _set_status(self, scope: Scope, fact_ids: Sequence[str], status: FactStatus) -> list[Fact]:
         facts = self._facts_by_id(scope, fact_ids)
-        self._backend.set_payload(
-            Collection.FACTS, scope, [f.id for f in facts], {"status": status.value}
-        )
         updated = [f.model_copy(update={"status": status}) for f in facts]
-        self._lexical.add(scope, updated)
+        self._store.update_facts(scope, updated)
         return updated
 
     def delete_scope(self, scope: Scope) -> None:
@@ -527,10 +472,8 @@ class Memory:
         """
         check_scope(scope)
         for target in (scope, scope.bookkeeping()):
-            self._backend.delete_scope(target)
-            self._lexical.delete_scope(target)
+            self._store.delete_scope(target)
             self._lexical_checked.discard(target.key)
-            self._ingestor.forget(target)
 
 
 def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:
@@ -564,11 +507,6 @@ def _as_message(value: Message | Mapping[str, Any]) -> Message:
         except ValueError as exc:
             raise InputError(f"invalid message {fields!r}: {exc}") from exc
     raise InputError(f"a message must be a Message or a mapping, got {type(value).__name__}")
-
-
-_ASKS_WHEN = re.compile(
-    r"^\s*(?:when\b|what (?:year|month|day|date|time)\b|how long ago\b|since when\b)", re.I
-)
 
 
 def _check_query(question: str, k: int) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from membrain.errors import InputError, ScopeError
+from membrain.errors import ConfigurationError, InputError, ScopeError
 
 __all__ = [
     "Context",
@@ -29,8 +30,10 @@ __all__ = [
     "Message",
     "MessageStatus",
     "Precision",
+    "RetrievalMode",
     "Role",
     "Scope",
+    "SearchResult",
     "StoredMessage",
     "TimeCheck",
     "TimeSpan",
@@ -367,6 +370,76 @@ class MemoryHit(_Record):
             "scope": fact.scope.key,
             "session": fact.scope.session,
         }
+
+
+class RetrievalMode(StrEnum):
+    """Which retrieval paths a search runs (SPEC §5)."""
+
+    FAST = "fast"
+    """BM25 (path A) and dense (path B) over facts, fused by reciprocal rank fusion. No LLM call."""
+    EXPAND = "expand"
+    """A on a rewritten query, B, B2 (hypothetical fact) and B3 (event focus)."""
+    DEEP = "deep"
+    """All six paths: A, B, B2, B3, C (entity tree) and D (boolean tantivy query)."""
+    AUTO = "auto"
+    """Starts as ``fast``; escalates to ``expand`` when the best result is a question."""
+
+    @classmethod
+    def parse(cls, value: RetrievalMode | str) -> RetrievalMode:
+        """The mode named ``value``.
+
+        Raises:
+            ConfigurationError: no mode has that name.
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            known = ", ".join(m.value for m in cls)
+            raise ConfigurationError(
+                f"unknown retrieval mode {value!r}; available: {known}"
+            ) from None
+
+
+class SearchResult(_Record):
+    """What one search returned, and how: the hits, the mode that ran, the paths it ran.
+
+    A sequence of its hits: ``result[0]``, ``len(result)`` and ``for hit in result`` read
+    :attr:`hits`, so code written for a list of hits keeps working.
+
+    Example:
+        >>> result = mem.search("Where does Sara live?", scope=scope, mode="auto")  # doctest: +SKIP
+        >>> result.mode, result.escalated, result[0].paths  # doctest: +SKIP
+        (<RetrievalMode.EXPAND: 'expand'>, True, {'A': 1, 'B2': 3})
+    """
+
+    question: str
+    hits: tuple[MemoryHit, ...] = ()
+    requested: RetrievalMode
+    """The mode the caller asked for."""
+    mode: RetrievalMode
+    """The mode that produced the hits (``auto`` ends as ``fast`` or ``expand``)."""
+    escalated: bool = False
+    """``auto`` found its ``fast`` results weak and ran ``expand``."""
+    paths: tuple[str, ...] = ()
+    """Every path that ran, in the order run (each hit's ``paths`` gives its rank in each)."""
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryHit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[MemoryHit, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryHit | tuple[MemoryHit, ...]:
+        return self.hits[index]
+
+    def __iter__(self) -> Iterator[MemoryHit]:  # type: ignore[override]
+        return iter(self.hits)
+
+    def __bool__(self) -> bool:
+        return bool(self.hits)
 
 
 def now() -> datetime:

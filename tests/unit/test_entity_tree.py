@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -17,10 +16,10 @@ from membrain.errors import ConfigurationError
 from membrain.extraction.llm import LLMClient
 from membrain.facts import entity_id
 from membrain.models import Entity, EntityVersion, Scope
-from membrain.retrieval.tree import EntityTree, _partition
-from membrain.storage.base import Collection
+from membrain.retrieval.tree import EntityTree
+from membrain.retrieval.tree_cluster import partition
 from membrain.storage.edge import open_edge_backend
-from membrain.store import RecordStore
+from membrain.store import RecordStore, TreeNode
 from membrain.testing import HashingEncoder
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -150,33 +149,29 @@ def ask(tree: EntityTree, scope: Scope, question: str, **kw: int) -> list[str]:
     return [i for i, _ in tree.search(scope, vector, **kw)]
 
 
-def check_structure(tree: EntityTree, scope: Scope) -> list[dict[str, Any]]:
+def check_structure(tree: EntityTree, scope: Scope) -> list[TreeNode]:
     """Every stored invariant of the tree; returns the nodes."""
     nodes = tree.nodes(scope)
-    by_id = {n["id"]: n for n in nodes}
-    leaves = [n for n in nodes if n["level"] == "1"]
-    placed = [m for n in leaves for m in n["children"]]
+    by_id = {n.id: n for n in nodes}
+    leaves = [n for n in nodes if n.level == 1]
+    placed = [m for n in leaves for m in n.children]
     assert len(placed) == len(set(placed)), "an entity sits under two level-1 nodes"
-    backend = tree.store.backend
-    points = {
-        p.id: p.payload
-        for p in backend.scroll(Collection.TREE, scope, where={"level": "0"}, limit=999)[0]
-    }
+    points = {n.id: n for n in tree.store.tree_nodes(scope) if n.level == 0}
     assert set(placed) == set(points)
     for n in nodes:
-        assert n["kind"] == "node" and n["summary"]
-        if n["parent"]:
-            parent = by_id[n["parent"]]
-            assert n["id"] in parent["children"] and int(parent["level"]) == int(n["level"]) + 1
-        kids = n["children"]
-        if n["level"] == "1":
-            assert all(points[k]["parent"] == n["id"] for k in kids)
-            assert sorted(n["members"]) == sorted(kids)
+        assert n.level > 0 and n.summary
+        if n.parent:
+            parent = by_id[n.parent]
+            assert n.id in parent.children and parent.level == n.level + 1
+        kids = n.children
+        if n.level == 1:
+            assert all(points[k].parent == n.id for k in kids)
+            assert sorted(n.members) == sorted(kids)
         else:
-            below = [m for k in kids for m in by_id[k]["members"]]
-            assert sorted(n["members"]) == sorted(below)
+            below = [m for k in kids for m in by_id[k].members]
+            assert sorted(n.members) == sorted(below)
         assert 1 <= len(kids) <= 2 * tree.branching
-    assert len({n["level"] for n in nodes if not n["parent"]}) == 1, "the root's nodes differ"
+    assert len({n.level for n in nodes if not n.parent}) == 1, "the root's nodes differ"
     return nodes
 
 
@@ -185,13 +180,13 @@ def test_rebuild_builds_levels_and_places_every_entity_once(
 ) -> None:
     tree = built(store, scope)
     nodes = check_structure(tree, scope)
-    assert {int(n["level"]) for n in nodes} >= {1, 2}
-    top = [n for n in nodes if not n["parent"]]
+    assert {n.level for n in nodes} >= {1, 2}
+    top = [n for n in nodes if not n.parent]
     assert 1 <= len(top) <= tree.branching
-    assert sum(len(n["members"]) for n in top) == 40
+    assert sum(len(n.members) for n in top) == 40
     # the participant is not in the tree, nor is her name in summaries
-    assert entity_id(scope, "Sara") not in {m for n in top for m in n["members"]}
-    assert not any("sara" in str(n["summary"]).lower() for n in nodes)
+    assert entity_id(scope, "Sara") not in {m for n in top for m in n.members}
+    assert not any("sara" in n.summary.lower() for n in nodes)
     assert tree.participants(scope) == ["Sara"]
 
 
@@ -202,7 +197,7 @@ def test_rebuild_is_deterministic_and_replaces_the_old_tree(
     first = tree.nodes(scope)
     tree.rebuild(scope)
     assert tree.nodes(scope) == first
-    assert store.backend.count(Collection.TREE, scope) == len(first) + 40 + 1  # + the meta point
+    assert store.count_tree(scope) == len(first) + 40 + 1  # + the participants' record
 
 
 @pytest.mark.parametrize("topic", sorted(TOPICS))
@@ -232,14 +227,14 @@ def test_depth_and_limit(store: RecordStore, scope: Scope) -> None:
 
 def test_update_adds_an_entity_without_rebuild(store: RecordStore, scope: Scope) -> None:
     tree = built(store, scope)
-    before = {n["id"] for n in tree.nodes(scope)}
+    before = {n.id for n in tree.nodes(scope)}
     sax = make_entity(scope, "saxophone", "a musical instrument Sara plays in the orchestra, jazz")
     store.put_entities(scope, [sax])
     tree.update(scope, [sax])
     nodes = check_structure(tree, scope)
-    assert {n["id"] for n in nodes} == before  # attached, nothing rebuilt
+    assert {n.id for n in nodes} == before  # attached, nothing rebuilt
     assert sax.id in ask(tree, scope, "saxophone jazz musical instrument orchestra")[:3]
-    assert sum(len(n["members"]) for n in nodes if not n["parent"]) == 41
+    assert sum(len(n.members) for n in nodes if not n.parent) == 41
     tree.update(scope, [sax])  # unchanged: nothing to do
     assert tree.nodes(scope) == nodes
 
@@ -286,14 +281,14 @@ def test_update_on_an_empty_tree_builds_it_then_grows(store: RecordStore, scope:
     store.put_entities(scope, entities[:6])
     tree.update(scope, entities[:6])
     assert len(ask(tree, scope, "anything", depth=0)) == 6
-    depth = max(int(n["level"]) for n in tree.nodes(scope))
+    depth = max(n.level for n in tree.nodes(scope))
     for start in range(6, 40, 3):  # then grows batch by batch, splitting and adding levels
         batch = entities[start : start + 3]
         store.put_entities(scope, batch)
         tree.update(scope, batch)
         check_structure(tree, scope)
     assert len(ask(tree, scope, "anything", depth=0)) == 40
-    assert max(int(n["level"]) for n in tree.nodes(scope)) > depth
+    assert max(n.level for n in tree.nodes(scope)) > depth
     found = ask(tree, scope, QUESTIONS["travel"])
     assert topic_of(scope)[found[0]] == "travel"
 
@@ -347,29 +342,29 @@ def test_llm_summaries_with_extractive_fallback(store: RecordStore, scope: Scope
     tree = built(store, scope, llm=LLMClient(namer))
     nodes = check_structure(tree, scope)
     assert len(namer.prompts) == len(nodes)
-    by = {n["summary_by"] for n in nodes}
+    by = {"llm" if n.by_llm else "extract" for n in nodes}
     assert by == {"llm", "extract"}
-    named = [n for n in nodes if n["summary_by"] == "llm"]
-    assert all(n["summary"] == "Musical instruments Sara plays in the orchestra" for n in named)
-    assert all(":" in str(n["summary"]) for n in nodes if n["summary_by"] == "extract")
+    named = [n for n in nodes if n.by_llm]
+    assert all(n.summary == "Musical instruments Sara plays in the orchestra" for n in named)
+    assert all(":" in n.summary for n in nodes if not n.by_llm)
     found = ask(tree, scope, QUESTIONS["music"])
     assert topic_of(scope)[found[0]] == "music"
 
 
 def test_an_emptied_node_is_removed(store: RecordStore, scope: Scope) -> None:
     tree = built(store, scope)
-    leaf = next(n for n in tree.nodes(scope) if n["level"] == "1")
+    leaf = next(n for n in tree.nodes(scope) if n.level == 1)
     by_id = {e.id: e for e in all_entities(scope)}
-    speakers = [by_id[i].model_copy(update={"participant": True}) for i in leaf["children"]]
+    speakers = [by_id[i].model_copy(update={"participant": True}) for i in leaf.children]
     tree.update(scope, speakers)
     nodes = check_structure(tree, scope)
-    assert leaf["id"] not in {n["id"] for n in nodes}
-    assert sum(len(n["members"]) for n in nodes if not n["parent"]) == 40 - len(speakers)
+    assert leaf.id not in {n.id for n in nodes}
+    assert sum(len(n.members) for n in nodes if not n.parent) == 40 - len(speakers)
 
 
 def test_partition_bounds_groups_even_for_identical_vectors() -> None:
     same = np.ones((9, 4)) / 2.0
-    groups = _partition(same, 2, 3)
+    groups = partition(same, 2, 3)
     assert sorted(i for g in groups for i in g) == list(range(9))
     assert all(1 <= len(g) <= 3 for g in groups)
 

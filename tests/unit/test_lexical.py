@@ -12,7 +12,6 @@ from membrain.errors import BackendError, InputError, ScopeError
 from membrain.extraction.base import FactDraft
 from membrain.facts import build_facts
 from membrain.models import Fact, FactStatus, Scope
-from membrain.retrieval.base import Ranked
 from membrain.storage.lexical import LexicalIndex, time_keys, validate_query
 from membrain.temporal import parse_resolved
 
@@ -27,8 +26,8 @@ def facts(scope: Scope, *texts: str) -> list[Fact]:
     return built
 
 
-def ids(hits: list[Ranked]) -> list[str]:
-    return [h.id for h in hits]
+def ids(hits: list[tuple[str, float]]) -> list[str]:
+    return [fact_id for fact_id, _ in hits]
 
 
 @pytest.fixture
@@ -47,7 +46,7 @@ def test_add_search_and_upsert(index: LexicalIndex) -> None:
     assert index.count(SARA) == 2
     hits = index.search(SARA, "shooting", limit=10)  # stemmed: shooting ~ shoots
     assert ids(hits) == [shoot.id]
-    assert hits[0].score > 0
+    assert hits[0][1] > 0
     # The same id again is one document, with the new content.
     changed = shoot.model_copy(update={"text": "[Sara] cancelled the shoot.", "entities": ()})
     index.add(SARA, [changed])

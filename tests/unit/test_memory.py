@@ -12,6 +12,7 @@ from membrain import (
     Memory,
     Message,
     MessageStatus,
+    RecordListener,
     Scope,
     ScopeError,
 )
@@ -175,7 +176,7 @@ def test_from_settings_reads_the_environment(
     monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "2")
     monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
     with Memory.from_settings() as mem:
-        assert mem._ingestor._batch_size == 2
+        assert mem.batch_size == 2
         mem.add(CHAT[:2], scope=scope)
     assert (tmp_path / "env-store" / "facts").is_dir()
     monkeypatch.setenv("MEMBRAIN_BATCH_SIZE", "0")
@@ -199,7 +200,7 @@ def test_participants_survive_a_restart(tmp_path: Path, scope: Scope) -> None:
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
         mem.add(CHAT, scope=scope)
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
-        assert set(mem._participants(scope)) == {"Sara", "Nate"}
+        assert set(mem.participants(scope=scope)) == {"Sara", "Nate"}
 
 
 def test_forget_and_supersede_keep_the_record(memory: Memory, scope: Scope) -> None:
@@ -227,19 +228,35 @@ def test_forget_and_supersede_keep_the_record(memory: Memory, scope: Scope) -> N
         memory.forget([sister.id], scope=Scope(dataset="other", task="assistant"))
 
 
+ALL_BUT_D = ("A", "B", "B2", "B3", "C", "time", "stated", "when", "answers")
+
+
+class Deletions(RecordListener):
+    def __init__(self) -> None:
+        self.scopes: list[Scope] = []
+
+    def scope_deleted(self, scope: Scope) -> None:
+        self.scopes.append(scope)
+
+
 def test_delete_scope_leaves_no_derived_trace(memory: Memory, scope: Scope) -> None:
     other = Scope(dataset=scope.dataset, task="kept")
     memory.add(CHAT, scope=scope)
     memory.add(CHAT, scope=other)
-    assert memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3)
-    assert "Sara" in memory._participants(scope)
+    question = "Which cat did Sara adopt?"
+    assert memory.search(question, scope=scope, mode="deep", exclude_paths=ALL_BUT_D, k=3)
+    assert "Sara" in memory.participants(scope=scope)
+    heard = Deletions()
+    memory.store.subscribe(heard)
     memory.delete_scope(scope)
+    assert heard.scopes == [scope, scope.bookkeeping()]  # every derived index is told
     assert memory.facts(scope=scope) == [] and memory.messages(scope=scope) == []
-    assert memory._lexical.count(scope) == 0  # path D's index too
-    assert memory._participants(scope) == []
-    assert memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3) == []
-    kept = memory.search("Which cat did Sara adopt?", scope=other, mode="deep", k=3)
-    assert "Miso" in kept[0].text and memory._lexical.count(other) == len(memory.facts(scope=other))
+    assert memory.participants(scope=scope) == []
+    assert not memory.search(question, scope=scope, mode="deep", k=3)
+    assert not memory.search(question, scope=scope, mode="deep", exclude_paths=ALL_BUT_D, k=3)
+    kept = memory.search(question, scope=other, mode="deep", k=3)
+    assert "Miso" in kept[0].text
+    assert memory.search(question, scope=other, mode="deep", exclude_paths=ALL_BUT_D, k=3)
     # the scope can be filled again, and every path sees the new records
     memory.add(CHAT[:2], scope=scope)
     again = memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3)

@@ -16,7 +16,6 @@ from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath, deterministic_query, llm_query
 from membrain.storage.lexical import LexicalIndex, validate_query
 from membrain.temporal import find_times, parse_resolved
-from membrain.testing import HashingEncoder
 
 NOW = datetime(2023, 6, 10, tzinfo=UTC)
 SCOPE = Scope(dataset="sara", task="assistant")
@@ -59,9 +58,7 @@ def context(question: str, *, llm: LLMClient | None = None, scope: Scope = SCOPE
     return SearchContext(
         question=question,
         scope=scope,
-        backend=cast(Any, None),  # path D reads only the lexical index
-        dense=HashingEncoder(16),
-        sparse=cast(Any, None),
+        store=cast(Any, None),  # path D reads only the lexical index
         limit=5,
         llm=llm,
         reference=NOW,
@@ -93,7 +90,7 @@ def test_month_named_in_question_finds_fact_written_relatively(index: LexicalInd
     # Plain BM25 over the fact text (what the keyword path sees) ranks the "May" facts first:
     # the answer says "last month", only its annotation holds 2023-05.
     keywords = index.search(SCOPE, "text:sara OR text:may OR text:2023", limit=5)
-    assert keywords[0].id != fact_id(MARATHON)
+    assert keywords[0][0] != fact_id(MARATHON)
     hits = BooleanPath(index).run(ctx := context(question))
     assert hits[0].id == fact_id(MARATHON)
     assert ctx.extra == {"D.query": query, "D.by_llm": False}
@@ -104,7 +101,7 @@ def test_quoted_multi_word_name_outranks_scattered_words(index: LexicalIndex) ->
     query = deterministic_query(question)
     assert query.startswith('entities:"Golden Gate Bridge"^3 OR text:"Golden Gate Bridge"^2')
     bag = index.search(SCOPE, "text:golden OR text:gate OR text:bridge OR text:picture", limit=5)
-    assert bag[0].id != fact_id(BRIDGE)
+    assert bag[0][0] != fact_id(BRIDGE)
     assert BooleanPath(index).run(context(question))[0].id == fact_id(BRIDGE)
 
 

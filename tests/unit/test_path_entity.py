@@ -15,7 +15,7 @@ from membrain.models import Entity, EntityVersion, Fact, FactStatus, Scope
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE, SPARSE, Collection, VectorQuery
+from membrain.storage.base import DENSE, SPARSE
 from membrain.storage.edge import open_edge_backend
 from membrain.store import RecordStore
 from membrain.testing import HashingEncoder
@@ -97,9 +97,7 @@ def context(store: RecordStore, scope: Scope, question: str = QUESTION) -> Searc
     return SearchContext(
         question=question,
         scope=scope,
-        backend=store.backend,
-        dense=store.dense,
-        sparse=store.sparse,
+        store=store,
         participants=PARTICIPANTS,
         limit=10,
     )
@@ -114,26 +112,15 @@ def test_only_path_c_finds_the_instruments(store: RecordStore, scope: Scope) -> 
     answers = {facts[t].id for t in ANSWERS}
     ctx = context(store, scope)
     # BM25 over facts: the distractors say "play"; the answers share only the speaker's name.
-    bm25 = ctx.backend.query(
-        Collection.FACTS,
-        scope,
-        [VectorQuery(SPARSE, ctx.sparse.embed_query(QUESTION), limit=10)],
-        limit=10,
-    )
-    assert not answers & {p.id for p in bm25[:3]}
-    neutral = ctx.sparse.embed_query("Which instruments does play?")  # without the name
-    bm25_content = ctx.backend.query(
-        Collection.FACTS, scope, [VectorQuery(SPARSE, neutral, limit=10)], limit=10
-    )
-    assert bm25_content and not answers & {p.id for p in bm25_content}
+    bm25 = store.query_facts(scope, SPARSE, store.sparse.embed_query(QUESTION), limit=10)
+    assert not answers & {f.id for f, _ in bm25[:3]}
+    neutral = store.sparse.embed_query("Which instruments does play?")  # without the name
+    bm25_content = store.query_facts(scope, SPARSE, neutral, limit=10)
+    assert bm25_content and not answers & {f.id for f, _ in bm25_content}
     # Dense over facts (path B's query) ranks the "play" distractors first too.
-    dense = ctx.backend.query(
-        Collection.FACTS,
-        scope,
-        [VectorQuery(DENSE, ctx.dense.embed_query("Which instruments does they play?"), limit=3)],
-        limit=3,
-    )
-    assert not answers & {p.id for p in dense}
+    vector = store.dense.embed_query("Which instruments does they play?")
+    dense = store.query_facts(scope, DENSE, vector, limit=3)
+    assert not answers & {f.id for f, _ in dense}
     # Path C reaches the instruments through their descriptions.
     c = path(store)
     assert c.name == "C"
@@ -152,7 +139,7 @@ def test_builds_the_tree_lazily_and_leaves_participants_out(
     assert c.tree.is_empty(scope)
     assert c.run(context(store, scope))
     assert not c.tree.is_empty(scope)
-    members = {m for n in c.tree.nodes(scope) if not n["parent"] for m in n["members"]}
+    members = {m for n in c.tree.nodes(scope) if not n.parent for m in n.members}
     assert entity_id(scope, "Sara") not in members
     assert len(members) == len(ENTITIES) - 1
     # only facts of the entities found, never every fact naming the speaker

@@ -69,9 +69,7 @@ def rank_all(
     ctx = SearchContext(
         question=question,
         scope=scope,
-        backend=store.backend,
-        dense=store.dense,
-        sparse=store.sparse,
+        store=store,
         participants=PARTICIPANTS,
         limit=10,
     )

@@ -113,17 +113,18 @@ def test_relative_question_times_use_the_reference(loaded: Memory, scope: Scope)
 
 
 def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
-    hits, used = loaded._search("Who plays the violin?", scope, RetrievalMode.AUTO, 3, None)
-    assert _source(hits[0]) == "v1" and used is RetrievalMode.FAST  # the best fact tells
+    hits = loaded.search("Who plays the violin?", scope=scope, mode="auto", k=3)
+    assert _source(hits[0]) == "v1" and hits.mode is RetrievalMode.FAST  # the best fact tells
+    assert hits.requested is RetrievalMode.AUTO and not hits.escalated
+    assert hits.paths == ("A", "B")
     assert all(set(h.paths) <= {"A", "B"} for h in hits)
     # the best fact asks: the answer is in the reply, which expand's follow-up brings
     loaded.add(ASKED_AND_ANSWERED, scope=scope)
     fast = loaded.search("Which city does Sara miss most?", scope=scope, mode="fast", k=2)
     assert _source(fast[0]) == "q"
-    hits, used = loaded._search(
-        "Which city does Sara miss most?", scope, RetrievalMode.AUTO, 2, None
-    )
-    assert used is RetrievalMode.EXPAND
+    hits = loaded.search("Which city does Sara miss most?", scope=scope, mode="auto", k=2)
+    assert hits.mode is RetrievalMode.EXPAND and hits.escalated
+    assert hits.paths == ("A", "B", "B2", "B3", "answers")
     assert [_source(h) for h in hits] == ["q", "a"] and hits[1].paths.get("answers") == 1
     with pytest.raises(ConfigurationError):
         loaded.search("x", scope=scope, mode="telepathic")
@@ -187,8 +188,11 @@ def test_hypothetical_statements(question: str, statement: str) -> None:
     assert deterministic_rewrites(question, ["Sara"]).hypothetical == statement
 
 
-def _ctx(memory: Memory, scope: Scope, question: str) -> SearchContext:
-    return memory._search_context(question, scope, 1, None)
+def _ctx(memory: Memory, scope: Scope, question: str, limit: int = 1) -> SearchContext:
+    participants = memory.participants(scope=scope)
+    return SearchContext.for_question(
+        question, scope, memory.store, participants=participants, limit=limit
+    )
 
 
 @pytest.mark.parametrize(
@@ -249,7 +253,7 @@ def test_event_path_keeps_to_the_one_participant_named(loaded: Memory, scope: Sc
     nate = entity_id(scope, "Nate")
 
     def run(question: str) -> list[Fact]:
-        ctx = loaded._search_context(question, scope, 10, None)
+        ctx = _ctx(loaded, scope, question, limit=10)
         return [facts[r.id] for r in b3.run(ctx)]
 
     found = run("What does Nate enjoy baking?")
@@ -304,10 +308,10 @@ def test_modes_call_the_model_for_rewrites_only_when_they_expand(
 
     def calls(mode: RetrievalMode, question: str) -> tuple[int, RetrievalMode]:
         model = RewritingModel(REWRITE_REPLY)
-        ctx = loaded._search_context(question, scope, 10, None)
+        ctx = _ctx(loaded, scope, question, limit=10)
         ctx.llm = LLMClient(model)
-        _, used = searcher.search(mode, ctx, k=3)
-        return len(model.prompts), used
+        run = searcher.search(mode, ctx, k=3)
+        return len(model.prompts), run.mode
 
     assert calls(RetrievalMode.FAST, "Who plays the violin?") == (0, RetrievalMode.FAST)
     assert calls(RetrievalMode.EXPAND, "Who plays the violin?") == (1, RetrievalMode.EXPAND)
@@ -324,6 +328,6 @@ def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None
             return [Ranked("z", 0.5), Ranked("a", 0.5), Ranked("m", 0.9)]
 
     searcher = Searcher(extra_paths={"D": Tied()})
-    ctx = loaded._search_context("Who plays the violin?", scope, 10, None)
+    ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)
     rankings = searcher._run(["D"], ctx, deterministic_rewrites(ctx.question))
     assert [r.id for r in rankings["D"]] == ["m", "a", "z"]

@@ -1,14 +1,14 @@
-"""What every extractor takes and returns, and the markup helpers facts share."""
+"""What every extractor takes and returns (the name helpers live in :mod:`membrain.names`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 from membrain.models import Layer, Message, TimeCheck
+from membrain.names import entity_refs, normalize_name
 
 __all__ = [
     "Discard",
@@ -83,25 +83,3 @@ class Extractor(Protocol):
     ) -> ExtractionBatch:
         """Extract facts from ``target``."""
         ...
-
-
-# A bracketed ref: "[Tom]" but not an annotation "[raw::resolved]".
-_REF = re.compile(r"\[([^\[\]:]+(?::(?!:)[^\[\]:]*)*)\]")
-
-
-def entity_refs(text: str) -> list[str]:
-    """The distinct entity refs written as ``[Name]`` in a fact, in order of first mention."""
-    seen: dict[str, None] = {}
-    for match in _REF.finditer(text):
-        ref = match.group(1).strip()
-        if ref and "::" not in ref:
-            seen.setdefault(ref, None)
-    return list(seen)
-
-
-_SPACES = re.compile(r"\s+")
-
-
-def normalize_name(name: str) -> str:
-    """Case- and space-insensitive key of a name (the basis of entity identity)."""
-    return _SPACES.sub(" ", name.strip().casefold())

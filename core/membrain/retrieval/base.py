@@ -1,30 +1,37 @@
 """What every retrieval path takes and returns.
 
-A path is a function of a :class:`SearchContext` that returns fact ids ranked best first, each
-with the path's own score. Paths are independent and testable alone; :mod:`.fusion` combines them.
+A path is a function of a :class:`SearchContext` that returns facts ranked best first, each with
+the path's own score (and the fact itself when the path read it, so nobody fetches it again).
+Paths are independent and testable alone; :mod:`.search` plans and fuses them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.llm import LLMClient
-from membrain.models import Scope, TimeSpan
-from membrain.storage.base import Backend
+from membrain.models import Fact, Scope, TimeSpan, now, utc
+from membrain.store import RecordStore
+from membrain.temporal import find_times
 
 __all__ = ["Ranked", "RetrievalPath", "SearchContext"]
+
+_ASKS_WHEN = re.compile(
+    r"^\s*(?:when\b|what (?:year|month|day|date|time)\b|how long ago\b|since when\b)", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """A fact id with the score one path gave it (higher is better)."""
+    """A fact id with the score one path gave it (higher is better), and the fact when read."""
 
     id: str
     score: float
+    fact: Fact | None = None
 
 
 @dataclass
@@ -34,8 +41,7 @@ class SearchContext:
     Attributes:
         question: The question as asked.
         scope: Where to search (every path must keep to it).
-        backend: The store (facts, entities, tree nodes).
-        dense: Dense encoder; sparse: BM25 encoder.
+        store: The record store (facts, entities, tree nodes) and its encoders.
         participants: The scope's speakers (for name-neutral dense queries).
         limit: How many candidates each path returns.
         llm: A model for rewrites, or ``None`` (paths then use deterministic rewrites).
@@ -46,9 +52,7 @@ class SearchContext:
 
     question: str
     scope: Scope
-    backend: Backend
-    dense: DenseEncoder
-    sparse: SparseEncoder
+    store: RecordStore
     participants: Sequence[str] = ()
     limit: int = 50
     llm: LLMClient | None = None
@@ -58,10 +62,39 @@ class SearchContext:
     extra: dict[str, object] = field(default_factory=dict)
     _vectors: dict[str, list[float]] = field(default_factory=dict, repr=False)
 
+    @classmethod
+    def for_question(
+        cls,
+        question: str,
+        scope: Scope,
+        store: RecordStore,
+        *,
+        participants: Sequence[str] = (),
+        limit: int = 50,
+        llm: LLMClient | None = None,
+        reference: datetime | None = None,
+    ) -> SearchContext:
+        """The context of ``question``, with the times it names and whether it asks when.
+
+        Relative times are resolved against ``reference`` (default: now).
+        """
+        when = utc(reference) if reference is not None else now()
+        return cls(
+            question=question,
+            scope=scope,
+            store=store,
+            participants=participants,
+            limit=limit,
+            llm=llm,
+            reference=when,
+            times=[match.span for match in find_times(question, when)],
+            asks_when=bool(_ASKS_WHEN.search(question)),
+        )
+
     def dense_vector(self, text: str) -> list[float]:
         """The dense query vector of ``text``, computed once per search."""
         if text not in self._vectors:
-            self._vectors[text] = self.dense.embed_query(text)
+            self._vectors[text] = self.store.dense.embed_query(text)
         return self._vectors[text]
 
 
@@ -74,5 +107,5 @@ class RetrievalPath(Protocol):
         ...
 
     def run(self, ctx: SearchContext) -> list[Ranked]:
-        """Fact ids of ``ctx.scope``, best first, at most ``ctx.limit``."""
+        """Facts of ``ctx.scope``, best first, at most ``ctx.limit``."""
         ...

@@ -244,7 +244,10 @@ class BooleanPath:
         self.index = index
 
     def run(self, ctx: SearchContext) -> list[Ranked]:
-        """Fact ids of ``ctx.scope`` matching the query, best BM25 score first."""
+        """Fact ids of ``ctx.scope`` matching the query, best BM25 score first.
+
+        The index holds ids, not facts: the searcher reads the facts of those that rank.
+        """
         if ctx.limit <= 0:
             return []
         if ctx.llm is not None:
@@ -253,7 +256,9 @@ class BooleanPath:
                 hits = self.index.search(ctx.scope, query, limit=ctx.limit)
                 if hits:
                     ctx.extra.update({"D.query": query, "D.by_llm": True})
-                    return hits
+                    return [Ranked(i, score) for i, score in hits]
         query = deterministic_query(ctx.question, ctx.times)
         ctx.extra.update({"D.query": query, "D.by_llm": False})
-        return self.index.search(ctx.scope, query, limit=ctx.limit)
+        return [
+            Ranked(i, score) for i, score in self.index.search(ctx.scope, query, limit=ctx.limit)
+        ]

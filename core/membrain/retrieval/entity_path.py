@@ -15,10 +15,10 @@ the tree and fact text in the store.
 from __future__ import annotations
 
 from membrain.indexing import question_dense_text
-from membrain.models import FactStatus
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE, Collection, VectorQuery
+from membrain.storage.base import DENSE
+from membrain.store import FactFilter
 
 __all__ = ["EntityTreePath"]
 
@@ -75,14 +75,9 @@ class EntityTreePath:
         found = self.entities(ctx, vector)
         if not found:
             return []
-        points = ctx.backend.query(
-            Collection.FACTS,
-            ctx.scope,
-            [VectorQuery(DENSE, vector, limit=ctx.limit)],
-            limit=ctx.limit,
-            where={"entity_ids": [i for i, _ in found], "status": FactStatus.ACTIVE.value},
-        )
-        return [Ranked(p.id, p.score) for p in points]
+        where = FactFilter(entity_ids=tuple(i for i, _ in found))
+        ranked = ctx.store.query_facts(ctx.scope, DENSE, vector, limit=ctx.limit, where=where)
+        return [Ranked(fact.id, score, fact) for fact, score in ranked]
 
 
 def _question_vector(ctx: SearchContext) -> list[float]:

@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from membrain.models import Fact, FactStatus, Scope
-from membrain.storage.base import Backend, Collection, TimeRange, Where
-from membrain.store import RecordStore
+from membrain.models import Fact, Scope
+from membrain.store import FactFilter, RecordStore
 
 __all__ = ["asks", "with_answers"]
 
@@ -31,14 +30,10 @@ def asks(text: str) -> bool:
     return "?" in text
 
 
-def _reply(backend: Backend, scope: Scope, question: Fact, window: timedelta) -> list[Fact]:
+def _reply(store: RecordStore, scope: Scope, question: Fact, window: timedelta) -> list[Fact]:
     """The facts of the first message stated after ``question`` within ``window``."""
-    where: Where = {
-        "status": FactStatus.ACTIVE.value,
-        "stated_at": TimeRange(gt=question.stated_at, lt=question.stated_at + window),
-    }
-    points, _ = backend.scroll(Collection.FACTS, scope, where=where, limit=16)
-    later = [RecordStore.fact(scope, p) for p in points]
+    where = FactFilter(stated_after=question.stated_at, stated_before=question.stated_at + window)
+    later = store.first_facts(scope, where, limit=16)
     later = [f for f in later if not set(f.sources) & set(question.sources)]
     if not later:
         return []
@@ -47,7 +42,7 @@ def _reply(backend: Backend, scope: Scope, question: Fact, window: timedelta) ->
 
 
 def with_answers(
-    backend: Backend,
+    store: RecordStore,
     scope: Scope,
     ranked: Sequence[tuple[Fact, float, dict[str, int]]],
     *,
@@ -70,7 +65,7 @@ def with_answers(
             out.append((fact, score, paths))
         if not asks(fact.text):
             continue
-        for reply in _reply(backend, scope, fact, window):
+        for reply in _reply(store, scope, fact, window):
             if reply.id in placed or len(out) >= k:
                 continue
             reply_paths = {**own.get(reply.id, (0.0, {}))[1], "answers": rank}

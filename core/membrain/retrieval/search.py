@@ -31,16 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from membrain.errors import ConfigurationError
+from membrain.models import Fact, FactStatus, RetrievalMode
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.followup import asks
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.vector_paths import vector_paths
-from membrain.storage.base import Collection
 
-__all__ = ["RRF_K", "Fused", "RetrievalMode", "Searcher", "rrf"]
+__all__ = ["MODE_PATHS", "RRF_K", "Fused", "RetrievalMode", "Searcher", "SearchRun", "rrf"]
 
 RRF_K = 2
 """The reciprocal rank fusion constant of every fusion MemBrain computes (Qdrant's default).
@@ -52,34 +50,6 @@ textbook k=60, which flattens the ranks.
 _BOOSTS = ("time", "stated", "when")
 
 
-class RetrievalMode(StrEnum):
-    """Which retrieval paths a search runs (SPEC §5)."""
-
-    FAST = "fast"
-    """BM25 (path A) and dense (path B) over facts, fused by reciprocal rank fusion. No LLM call."""
-    EXPAND = "expand"
-    """A on a rewritten query, B, B2 (hypothetical fact) and B3 (event focus)."""
-    DEEP = "deep"
-    """All six paths: A, B, B2, B3, C (entity tree) and D (boolean tantivy query)."""
-    AUTO = "auto"
-    """Starts as ``fast``; escalates to ``expand`` when the best result is a question."""
-
-    @classmethod
-    def parse(cls, value: RetrievalMode | str) -> RetrievalMode:
-        """The mode named ``value``.
-
-        Raises:
-            ConfigurationError: no mode has that name.
-        """
-        try:
-            return cls(value)
-        except ValueError:
-            known = ", ".join(m.value for m in cls)
-            raise ConfigurationError(
-                f"unknown retrieval mode {value!r}; available: {known}"
-            ) from None
-
-
 MODE_PATHS: dict[RetrievalMode, tuple[str, ...]] = {
     RetrievalMode.FAST: ("A", "B"),
     RetrievalMode.EXPAND: ("A", "B", "B2", "B3"),
@@ -89,11 +59,26 @@ MODE_PATHS: dict[RetrievalMode, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Fused:
-    """One fused result: the fact id, its fused score and the rank (1-based) per path."""
+    """One fused result: the fact id, its fused score, the rank (1-based) per path, the fact."""
 
     id: str
     score: float
     paths: dict[str, int] = field(default_factory=dict)
+    fact: Fact | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRun:
+    """The fused results of one search and how they came about."""
+
+    results: list[Fused]
+    """The top results, best first, each with its (active) fact."""
+    mode: RetrievalMode
+    """The mode that produced them (``auto`` ends as ``fast`` or ``expand``)."""
+    escalated: bool
+    """``auto`` escalated to ``expand``."""
+    paths: tuple[str, ...]
+    """The paths that ran, in order."""
 
 
 def rrf(
@@ -102,6 +87,7 @@ def rrf(
     """Weighted reciprocal rank fusion over the union of ``rankings`` (Qdrant's formula)."""
     scores: dict[str, float] = {}
     paths: dict[str, dict[str, int]] = {}
+    facts: dict[str, Fact] = {}
     for name, ranked in rankings.items():
         weight = weights.get(name, 1.0)
         if weight <= 0:
@@ -109,8 +95,10 @@ def rrf(
         for position, item in enumerate(ranked):
             scores[item.id] = scores.get(item.id, 0.0) + 1.0 / ((position + 1) / weight + k - 1)
             paths.setdefault(item.id, {})[name] = position + 1
+            if item.fact is not None:
+                facts.setdefault(item.id, item.fact)
     order = sorted(scores, key=lambda i: (-scores[i], i))
-    return [Fused(i, scores[i], paths[i]) for i in order]
+    return [Fused(i, scores[i], paths[i], facts.get(i)) for i in order]
 
 
 class Searcher:
@@ -173,23 +161,40 @@ class Searcher:
 
     def search(
         self, mode: RetrievalMode, ctx: SearchContext, *, k: int, skip: Sequence[str] = ()
-    ) -> tuple[list[Fused], RetrievalMode]:
-        """The top ``k`` fused results and the mode that produced them.
+    ) -> SearchRun:
+        """The top ``k`` fused results, the mode that produced them and the paths that ran.
 
-        ``skip`` leaves paths out (for ablations).
+        ``skip`` leaves paths out (for ablations). Results a path found without reading the
+        fact (path D's index holds ids) are read here, in one round trip, and kept only while
+        active: a derived index that lags behind the store never brings back a retired fact.
         """
         names = [n for n in self.plan(mode, ctx) if n not in skip]
         rewrites = self.rewrites(mode, ctx)
         rankings = self._run(names, ctx, rewrites)
         fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
         if mode is not RetrievalMode.AUTO:
-            return fused[:k], mode
+            return SearchRun(self._read(ctx, fused[:k]), mode, False, tuple(rankings))
         if not self._weak(ctx, fused):
-            return fused[:k], RetrievalMode.FAST
+            return SearchRun(self._read(ctx, fused[:k]), RetrievalMode.FAST, False, tuple(rankings))
         rewrites = self.rewrites(RetrievalMode.EXPAND, ctx)
         more = [n for n in self.plan(RetrievalMode.EXPAND, ctx) if n not in (*skip, *rankings)]
         rankings.update(self._run(more, ctx, rewrites))
-        return rrf(rankings, self.weights(rewrites), self._rrf_k)[:k], RetrievalMode.EXPAND
+        fused = rrf(rankings, self.weights(rewrites), self._rrf_k)[:k]
+        return SearchRun(self._read(ctx, fused), RetrievalMode.EXPAND, True, tuple(rankings))
+
+    @staticmethod
+    def _read(ctx: SearchContext, fused: Sequence[Fused]) -> list[Fused]:
+        """``fused`` with every fact read, active facts only."""
+        missing = [f.id for f in fused if f.fact is None]
+        found = {f.id: f for f in ctx.store.get_facts(ctx.scope, missing)} if missing else {}
+        out = []
+        for item in fused:
+            fact = item.fact or found.get(item.id)
+            if fact is not None and fact.status is FactStatus.ACTIVE:
+                out.append(
+                    item if item.fact is fact else Fused(item.id, item.score, item.paths, fact)
+                )
+        return out
 
     def weights(self, rewrites: Rewrites) -> dict[str, float]:
         """Fusion weight per path name, for rewrites by the model or deterministic ones."""
@@ -213,6 +218,5 @@ class Searcher:
 
     def _weak(self, ctx: SearchContext, fused: Sequence[Fused]) -> bool:
         """The best results ask rather than tell (see the module docstring)."""
-        top = [f.id for f in fused[: self._auto_asking_top]]
-        points = ctx.backend.retrieve(Collection.FACTS, ctx.scope, top) if top else []
-        return any(asks(str(p.payload.get("text", ""))) for p in points)
+        top = self._read(ctx, fused[: self._auto_asking_top])
+        return any(f.fact is not None and asks(f.fact.text) for f in top)

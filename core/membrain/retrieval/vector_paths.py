@@ -19,19 +19,27 @@ mode's Qdrant paths can also be sent as one fused request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from membrain.embeddings import SparseVector
 from membrain.facts import entity_id
 from membrain.indexing import named_participants, question_dense_text
-from membrain.models import FactStatus, Precision, TimeSpan
 from membrain.retrieval.base import Ranked, SearchContext
-from membrain.retrieval.rewrite import Rewrites
-from membrain.storage.base import DENSE, SPARSE, Collection, TimeRange, VectorQuery, Where
+from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites
+from membrain.storage.base import DENSE, SPARSE
+from membrain.store import FactFilter
 
-__all__ = ["ACTIVE", "VectorPath", "vector_paths"]
+__all__ = ["PathQuery", "VectorPath", "vector_paths"]
 
-ACTIVE: Where = {"status": FactStatus.ACTIVE.value}
+
+@dataclass(frozen=True, slots=True)
+class PathQuery:
+    """One vector lookup over the scope's active facts: which vector, its value, which facts."""
+
+    using: str
+    vector: Sequence[float] | SparseVector
+    where: FactFilter = FactFilter()
 
 
 @dataclass(frozen=True)
@@ -39,70 +47,58 @@ class VectorPath:
     """A retrieval path that is one vector query over the scope's active facts."""
 
     name: str
-    build: Callable[[SearchContext, Rewrites], VectorQuery | None]
+    build: Callable[[SearchContext, Rewrites], PathQuery | None]
 
-    def query(self, ctx: SearchContext, rewrites: Rewrites) -> VectorQuery | None:
-        """The path's Qdrant query for this question (``None`` when it does not apply)."""
+    def query(self, ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
+        """The path's lookup for this question (``None`` when it does not apply)."""
         return self.build(ctx, rewrites)
 
     def run(self, ctx: SearchContext, rewrites: Rewrites | None = None) -> list[Ranked]:
-        """Fact ids, best first."""
-        from membrain.retrieval.rewrite import deterministic_rewrites
-
+        """Facts, best first."""
         query = self.query(ctx, rewrites or deterministic_rewrites(ctx.question, ctx.participants))
         if query is None:
             return []
-        points = ctx.backend.query(
-            Collection.FACTS, ctx.scope, [query], limit=ctx.limit, where=ACTIVE
+        found = ctx.store.query_facts(
+            ctx.scope, query.using, query.vector, limit=ctx.limit, where=query.where
         )
-        return [Ranked(p.id, p.score) for p in points]
+        return [Ranked(fact.id, score, fact) for fact, score in found]
 
 
-def _dense(ctx: SearchContext, text: str, where: Where | None = None) -> VectorQuery:
+def _dense(ctx: SearchContext, text: str, where: FactFilter | None = None) -> PathQuery:
     vector = ctx.dense_vector(question_dense_text(text, ctx.participants))
-    return VectorQuery(DENSE, vector, limit=ctx.limit, where=dict(where or {}))
+    return PathQuery(DENSE, vector, where or FactFilter())
 
 
-def _sparse_question(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery:
-    return VectorQuery(SPARSE, ctx.sparse.embed_query(ctx.question), limit=ctx.limit)
+def _sparse_question(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
+    return PathQuery(SPARSE, ctx.store.sparse.embed_query(ctx.question))
 
 
-def _sparse_keywords(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery:
+def _sparse_keywords(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
     text = rewrites.keywords if rewrites.by_llm else ctx.question
-    return VectorQuery(SPARSE, ctx.sparse.embed_query(text), limit=ctx.limit)
+    return PathQuery(SPARSE, ctx.store.sparse.embed_query(text))
 
 
-def _overlapping(span: TimeSpan) -> Where:
-    where: dict[str, TimeRange] = {}
-    if span.end is not None:
-        where["valid_from"] = TimeRange(lt=span.end)
-    if span.start is not None:
-        where["valid_to"] = TimeRange(gt=span.start)
-    return where
+def _time(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
+    if not ctx.times:
+        return None
+    return _dense(ctx, ctx.question, FactFilter(valid_during=ctx.times[0]))
 
 
-def _stated_within(span: TimeSpan) -> Where:
-    return {"stated_at": TimeRange(gte=span.start, lt=span.end)}
+def _stated(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
+    if not ctx.times:
+        return None
+    return _dense(ctx, ctx.question, FactFilter(stated_during=ctx.times[0]))
 
 
-def _time(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery | None:
-    return _dense(ctx, ctx.question, _overlapping(ctx.times[0])) if ctx.times else None
-
-
-def _stated(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery | None:
-    return _dense(ctx, ctx.question, _stated_within(ctx.times[0])) if ctx.times else None
-
-
-def _event(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery:
+def _event(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
     named = named_participants(ctx.question, ctx.participants)
     if len(named) != 1:
         return _dense(ctx, rewrites.event)
-    return _dense(ctx, rewrites.event, {"entity_ids": [entity_id(ctx.scope, named[0])]})
+    return _dense(ctx, rewrites.event, FactFilter(entity_ids=(entity_id(ctx.scope, named[0]),)))
 
 
-def _when(ctx: SearchContext, rewrites: Rewrites) -> VectorQuery | None:
-    has_time: Where = {"precision": [p.value for p in Precision]}
-    return _dense(ctx, rewrites.event, has_time) if ctx.asks_when else None
+def _when(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
+    return _dense(ctx, rewrites.event, FactFilter(timed=True)) if ctx.asks_when else None
 
 
 def vector_paths(*, rewritten_keywords: bool) -> dict[str, VectorPath]:

@@ -40,9 +40,9 @@ from typing import Any
 import tantivy
 
 from membrain.errors import BackendError, InputError, MembrainError, ScopeError
-from membrain.extraction.base import entity_refs
+from membrain.listeners import RecordListener
 from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan
-from membrain.retrieval.base import Ranked
+from membrain.names import entity_refs
 from membrain.temporal import plain_text
 
 __all__ = [
@@ -250,7 +250,7 @@ def _engine(action: str) -> Iterator[None]:
         raise BackendError(f"tantivy failed to {action}: {exc}") from exc
 
 
-class LexicalIndex:
+class LexicalIndex(RecordListener):
     """A tantivy index of facts, scoped on every call (see the module docstring).
 
     Args:
@@ -326,6 +326,14 @@ class LexicalIndex:
         """
         self._write(scope, facts, drop_scope=False)
 
+    def facts_written(self, scope: Scope, facts: Sequence[Fact]) -> None:
+        """Index facts the record store wrote or changed (see :meth:`add`)."""
+        self.add(scope, facts)
+
+    def scope_deleted(self, scope: Scope) -> None:
+        """Drop the documents of a deleted scope (see :meth:`delete_scope`)."""
+        self.delete_scope(scope)
+
     def rebuild(self, scope: Scope, facts: Iterable[Fact]) -> None:
         """Drop the scope's documents (one session's, when the scope has one), index ``facts``."""
         self._write(scope, facts, drop_scope=True)
@@ -384,8 +392,10 @@ class LexicalIndex:
         """Problems of a query (see :func:`validate_query`); empty when it is valid."""
         return _problems(self._index, query)
 
-    def search(self, scope: Scope, query: str, *, limit: int, lenient: bool = True) -> list[Ranked]:
-        """Active facts of ``scope`` matching a tantivy query, best BM25 score first.
+    def search(
+        self, scope: Scope, query: str, *, limit: int, lenient: bool = True
+    ) -> list[tuple[str, float]]:
+        """Ids of active facts of ``scope`` matching a tantivy query, with their BM25 scores.
 
         Args:
             scope: Where to search; always enforced, whatever the query says.
@@ -426,7 +436,7 @@ class LexicalIndex:
             searcher = self._index.searcher()
             hits = searcher.search(scoped, limit).hits
             return [
-                Ranked(id=str(searcher.doc(address).get_first("id")), score=float(score))
+                (str(searcher.doc(address).get_first("id")), float(score))
                 for score, address in hits
             ]
 

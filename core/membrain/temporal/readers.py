@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Final
@@ -19,13 +19,18 @@ from dateutil.relativedelta import relativedelta
 
 from membrain.models import Precision
 from membrain.temporal import patterns as P
+from membrain.temporal.clock_readers import (
+    between_before,
+    candidate,
+    read_clock,
+    read_clock_range,
+    read_past_to,
+)
 from membrain.temporal.values import (
     STANDALONE,
     WEEKDAY_FNS,
     Cand,
-    Clock,
     Ctx,
-    Tod,
     Unit,
     Val,
     holiday_date,
@@ -35,24 +40,11 @@ from membrain.temporal.values import (
     offset,
     pair,
     parse_zone,
-    place_today,
     single,
     written_year,
 )
 
 __all__ = ["RULES", "Rule", "applicable"]
-
-
-def _cand(
-    m: re.Match[str],
-    val: Val | None,
-    kind: str = "period",
-    needs: frozenset[str] | None = None,
-    *,
-    clock: Clock | None = None,
-    pairable: bool = False,
-) -> Cand:
-    return Cand(m.start(), m.end(), val, kind, needs, clock, pairable)
 
 
 def _week(ctx: Ctx, offset: int) -> Val:
@@ -109,54 +101,54 @@ def _r_relday(m: re.Match[str], ctx: Ctx) -> Cand | None:
     }.get(word, (0, None))
     if m["pod"]:
         if hint is not None:
-            return _cand(m, None, "day")  # "tonight morning"
+            return candidate(m, None, "day")  # "tonight morning"
         hint = m["pod"].lower()
-    return _cand(m, single(ctx.today + timedelta(days=offset), Precision.DAY, hint), "day")
+    return candidate(m, single(ctx.today + timedelta(days=offset), Precision.DAY, hint), "day")
 
 
 def _r_now(m: re.Match[str], ctx: Ctx) -> Cand | None:
     needs = frozenset({"from", "until", "till", "by"}) if m["w"].lower() == "now" else None
     moment = ctx.local.replace(second=0, microsecond=0)
-    return _cand(m, single(moment, Precision.DATETIME), "clock", needs)
+    return candidate(m, single(moment, Precision.DATETIME), "clock", needs)
 
 
 def _r_ago(m: re.Match[str], ctx: Ctx) -> Cand | None:
     n = P.number(m["n"])
     if m["q"] or n is None or n > 400:
-        return _cand(m, None)  # "about 3 years ago"
+        return candidate(m, None)  # "about 3 years ago"
     sign = -1 if m["dir"].lower() in ("ago", "back") else 1
     unit = P.UNITS[m["u"].lower()]
     if m["today"] and unit in ("hour", "minute"):
         return None
     today = bool(m["today"]) or m["dir"].lower().endswith("today")
     try:
-        return _cand(m, offset(n, unit, sign, ctx, today))
+        return candidate(m, offset(n, unit, sign, ctx, today))
     except (OverflowError, ValueError):
-        return _cand(m, None)
+        return candidate(m, None)
 
 
 def _r_weekdays_ago(m: re.Match[str], ctx: Ctx) -> Cand | None:
     n = P.number(m["n"])
     if n is None or not 1 <= n <= 52:
-        return _cand(m, None, "day")
+        return candidate(m, None, "day")
     weekday = WEEKDAY_FNS[P.WEEKDAYS[m["wd"].lower()[:-1]]]
     day: date = ctx.today - timedelta(days=1) + relativedelta(weekday=weekday(-n))
-    return _cand(m, single(day, Precision.DAY), "day")
+    return candidate(m, single(day, Precision.DAY), "day")
 
 
 def _r_in_count(m: re.Match[str], ctx: Ctx) -> Cand | None:
     n = P.number(m["n"])
     unit = P.UNITS[m["u"].lower()]
     if n is None or n > 400 or (m["n"].lower() in ("a", "an") and unit == "minute"):
-        return _cand(m, None)  # "in a minute" is an idiom, not a minute from now
+        return candidate(m, None)  # "in a minute" is an idiom, not a minute from now
     if ctx.free and not m["time"]:
         clause = P.CLAUSE_END.split(ctx.text[max(0, m.start() - 80) : m.start()])[-1]
         if not P.FUTURE.search(clause):
-            return _cand(m, None)  # "I finished it in 2 days" is a duration
+            return candidate(m, None)  # "I finished it in 2 days" is a duration
     try:
-        return _cand(m, offset(n, unit, 1, ctx))
+        return candidate(m, offset(n, unit, 1, ctx))
     except (OverflowError, ValueError):
-        return _cand(m, None)
+        return candidate(m, None)
 
 
 def _period(period: str, offset: int, ctx: Ctx) -> Val:
@@ -191,12 +183,12 @@ def _r_rel_period(m: re.Match[str], ctx: Ctx) -> Cand | None:
         # "past/previous/following week" are rolling or relative to another event
         offset = {"last": -1, "this": 0, "current": 0, "next": 1, "coming": 1}.get(rel)
         offset = 1 if rel in ("upcoming", "this coming") else offset
-    return _cand(m, None if offset is None else _period(period, offset, ctx))
+    return candidate(m, None if offset is None else _period(period, offset, ctx))
 
 
 def _r_period_far(m: re.Match[str], ctx: Ctx) -> Cand | None:
     offset = -2 if m["ba"].lower().startswith("before") else 2
-    return _cand(m, _period(re.sub(r"[-\s]", "", m["p"].lower()), offset, ctx))
+    return candidate(m, _period(re.sub(r"[-\s]", "", m["p"].lower()), offset, ctx))
 
 
 def _weekday_day(rel: str, target: int, ctx: Ctx) -> date | None:
@@ -219,21 +211,21 @@ def _weekday_day(rel: str, target: int, ctx: Ctx) -> date | None:
 def _r_rel_weekday(m: re.Match[str], ctx: Ctx) -> Cand | None:
     day = _weekday_day(_rel(m["rel"]), P.WEEKDAYS[m["wd"].lower()], ctx)
     hint = m["pod"].lower() if m["pod"] else None
-    return _cand(m, None if day is None else single(day, Precision.DAY, hint), "day")
+    return candidate(m, None if day is None else single(day, Precision.DAY, hint), "day")
 
 
 def _r_weekday_of_week(m: re.Match[str], ctx: Ctx) -> Cand | None:
     offset = {"last": -1, "this": 0, "next": 1}[m["rel"].lower()]
     day = monday_of(ctx.today) + timedelta(weeks=offset, days=P.WEEKDAYS[m["wd"].lower()])
-    return _cand(m, single(day, Precision.DAY), "day")
+    return candidate(m, single(day, Precision.DAY), "day")
 
 
 def _r_null_day(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    return _cand(m, None, "day")
+    return candidate(m, None, "day")
 
 
 def _r_null(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    return _cand(m, None)
+    return candidate(m, None)
 
 
 def _weekday_ok(day: date, m: re.Match[str]) -> bool:
@@ -249,13 +241,13 @@ def _r_date(m: re.Match[str], ctx: Ctx) -> Cand | None:
     if day is None or not _weekday_ok(day, m):
         day = None  # "Friday, May 7" when May 7 is a Sunday
     val = None if day is None else single(day, Precision.DAY)
-    return _cand(m, val, "day", None if short else _month_needs(m))
+    return candidate(m, val, "day", None if short else _month_needs(m))
 
 
 def _r_month_year(m: re.Match[str], ctx: Ctx) -> Cand | None:
     year = written_year(m["y"], ctx)
     val = single(date(year, _month(m["mon"]), 1), Precision.MONTH) if year else None
-    return _cand(m, val, needs=_month_needs(m), pairable=True)
+    return candidate(m, val, needs=_month_needs(m), pairable=True)
 
 
 def _r_bare_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -263,7 +255,7 @@ def _r_bare_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
     needs = _BARE_MONTH_NEEDS if name in _NAME_MONTHS else _BARE_YEAR_NEEDS
     year = written_year(None, ctx, _month(name))
     val = single(date(year, _month(name), 1), Precision.MONTH) if year else None
-    return _cand(m, val, needs=needs, pairable=True)
+    return candidate(m, val, needs=needs, pairable=True)
 
 
 def _r_rel_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -277,25 +269,25 @@ def _r_rel_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
         "this past": year if month < now else year - 1,
     }.get(_rel(m["rel"]))
     val = None if target is None else single(date(target, month, 1), Precision.MONTH)
-    return _cand(m, val, needs=_month_needs(m))
+    return candidate(m, val, needs=_month_needs(m))
 
 
 def _r_iso_date(m: re.Match[str], ctx: Ctx) -> Cand | None:
     day = make_date(int(m["y"]), int(m["m"]), int(m["d"]))
     if day is None or m["H"] is None:
-        return _cand(m, None if day is None else single(day, Precision.DAY), "day")
+        return candidate(m, None if day is None else single(day, Precision.DAY), "day")
     hour, minute, second = int(m["H"]), int(m["M"]), int(m["S"] or 0)
     if hour > 23 or minute > 59 or second > 59:
-        return _cand(m, None, "dayclock")
+        return candidate(m, None, "dayclock")
     moment = datetime.combine(day, time(hour, minute, second))
     unit = Unit(moment, Precision.DATETIME, bool(second), parse_zone(m["z"]) if m["z"] else None)
-    return _cand(m, Val(unit, unit), "dayclock")
+    return candidate(m, Val(unit, unit), "dayclock")
 
 
 def _r_iso_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
     month = int(m["m"])
     val = single(date(int(m["y"]), month, 1), Precision.MONTH) if 1 <= month <= 12 else None
-    return _cand(m, val, needs=frozenset({STANDALONE}))  # "2010-12": a month or two years?
+    return candidate(m, val, needs=frozenset({STANDALONE}))  # "2010-12": a month or two years?
 
 
 def _r_numeric_date(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -303,10 +295,10 @@ def _r_numeric_date(m: re.Match[str], ctx: Ctx) -> Cand | None:
     dotted = m["s"] == "."
     needs = frozenset({STANDALONE}) if dotted and len(m["y"]) == 2 else None  # "1.15.22"
     if dotted and a <= 12 and b <= 12 and a != b:
-        return _cand(m, None, "day", needs)  # dotted dates are day-first as often as not
+        return candidate(m, None, "day", needs)  # dotted dates are day-first as often as not
     month, day_number = (a, b) if a <= 12 else (b, a)
     day = make_date(written_year(m["y"], ctx), month, day_number)
-    return _cand(m, None if day is None else single(day, Precision.DAY), "day", needs)
+    return candidate(m, None if day is None else single(day, Precision.DAY), "day", needs)
 
 
 def _r_month_slash(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -314,78 +306,12 @@ def _r_month_slash(m: re.Match[str], ctx: Ctx) -> Cand | None:
     dashed = frozenset({STANDALONE}) if m["s"] != "/" else None
     if m["y"] is not None:
         val = single(date(int(m["y"]), a, 1), Precision.MONTH) if 1 <= a <= 12 else None
-        return _cand(m, val, needs=dashed)
+        return candidate(m, val, needs=dashed)
     b = int(m["b"])
     month, day_number = (a, b) if a <= 12 else (b, a)
     day = make_date(written_year(None, ctx, month), month, day_number) if month <= 12 else None
     needs = dashed or frozenset({"on", "from", "between"})  # "since 9/11" is not this year's
-    return _cand(m, None if day is None else single(day, Precision.DAY), "day", needs)
-
-
-def _meridiem(text: str | None) -> str | None:
-    return None if not text else ("am" if text.lower()[0] == "a" else "pm")
-
-
-def _tod(hour_text: str, minute: str | None, second: str | None, mer: str | None) -> Tod:
-    hour = int(hour_text) if hour_text.isdigit() else (P.number(hour_text) or 0)
-    exact = minute is not None and (hour >= 13 or hour == 0 or hour_text.startswith("0"))
-    return Tod(hour, int(minute or 0), int(second or 0), _meridiem(mer), exact)
-
-
-def _pod(text: str | None) -> str | None:
-    if not text:
-        return None
-    return next(
-        (w for w in ("morning", "afternoon", "evening", "night") if w in text.lower()), None
-    )
-
-
-def _r_clock(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    if m["ha"] and not m["at"]:
-        return None  # a bare number is not a time
-    hint, zone = _pod(m["pod"]), parse_zone(m["tz"]) if m["tz"] else None
-    if (m["tz"] and zone is None) or (m["noon"] and (m["mer"] or m["noon"].lower() == "midnight")):
-        return _cand(m, None, "clock")
-    if m["noon"]:
-        tod = Tod(12, exact=True)
-    elif m["h"] is not None:
-        tod = _tod(m["h"], m["mi"], m["s"], m["mer"])
-    else:
-        tod = _tod(m["hh"] or m["hw"] or m["hb"] or m["ha"], None, None, m["mer"])
-    clock = Clock(tod, hint=hint, zone=zone, day_after=bool(m["hb"]))
-    return _cand(m, place_today(clock, ctx), "clock", clock=clock)
-
-
-def _r_clock_range(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    if m["c"].lower() == "and" and not _between_before(m.start(), ctx):
-        return None
-    first = _tod(m["h1"], m["m1"], None, m["mer1"])
-    last = _tod(m["h2"], m["m2"], None, m["mer2"])
-    if first.meridiem is None and not first.exact:  # "3-4pm"; "11-1pm" is 11am to 1pm
-        wraps = first.hour % 12 > last.hour % 12 and last.meridiem == "pm"
-        first = replace(first, meridiem="am" if wraps else last.meridiem)
-    clock = Clock(first, last, zone=parse_zone(m["tz"]) if m["tz"] else None)
-    return _cand(m, place_today(clock, ctx), "clock", clock=clock)
-
-
-def _r_past_to(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    words = " ".join(m["mm"].lower().split())
-    minutes = {"a quarter": 15, "quarter": 15, "half": 30}.get(words) or P.number(words)
-    backwards = m["dir"].lower() in ("to", "before", "till", "of")
-    if backwards and words not in ("a quarter", "quarter") and not m["unit"]:
-        return None  # "2 to 3pm" is a range, not 2:58
-    bad = minutes is None or not 1 <= minutes <= 59 or (words == "half" and backwards)
-    if bad or m["hr"].lower() == "midnight":
-        return _cand(m, None, "clock")
-    assert minutes is not None
-    base = Tod(12, exact=True) if m["hr"].lower() == "noon" else _tod(m["hr"], None, None, m["mer"])
-    tod = replace(base, minute=0 if backwards else minutes, offset=-minutes if backwards else 0)
-    clock = Clock(tod, hint=_pod(m["pod"]))
-    return _cand(m, place_today(clock, ctx), "clock", clock=clock)
-
-
-def _between_before(position: int, ctx: Ctx) -> bool:
-    return bool(P.BETWEEN.search(ctx.text, max(0, position - 12), position))
+    return candidate(m, None if day is None else single(day, Precision.DAY), "day", needs)
 
 
 def _r_weekday_ordinal(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -397,7 +323,7 @@ def _r_weekday_ordinal(m: re.Match[str], ctx: Ctx) -> Cand | None:
         day = make_date(start.year, start.month, number)
         if day is not None and day.weekday() == target:
             found.append(day)
-    return _cand(m, single(found[0], Precision.DAY) if len(found) == 1 else None, "day")
+    return candidate(m, single(found[0], Precision.DAY) if len(found) == 1 else None, "day")
 
 
 def _holiday_key(name: str) -> str:
@@ -414,14 +340,14 @@ def _r_holiday(m: re.Match[str], ctx: Ctx) -> Cand | None:
     if day is not None and not m["y"] and written_year(None, ctx, day.month) is None:
         day = None  # "Christmas" said in April: last one or next one?
     needs = _HOLIDAY_NEEDS if key in P.HOLIDAYS_NEEDING_CONTEXT and not m["y"] else None
-    return _cand(m, None if day is None else single(day, Precision.DAY), "day", needs)
+    return candidate(m, None if day is None else single(day, Precision.DAY), "day", needs)
 
 
 def _r_rel_holiday(m: re.Match[str], ctx: Ctx) -> Cand | None:
     key, today, year = _holiday_key(m["name"]), ctx.today, ctx.today.year
     this = holiday_date(key, year)
     if this is None:
-        return _cand(m, None, "day")
+        return candidate(m, None, "day")
     before, after = holiday_date(key, year - 1), holiday_date(key, year + 1)
     choice = {
         "this": this if this >= today else None,
@@ -434,7 +360,7 @@ def _r_rel_holiday(m: re.Match[str], ctx: Ctx) -> Cand | None:
         "this past": this if this < today else before,
         "past": this if this < today else before,
     }.get(_rel(m["rel"]))
-    return _cand(m, None if choice is None else single(choice, Precision.DAY), "day")
+    return candidate(m, None if choice is None else single(choice, Precision.DAY), "day")
 
 
 def _season(name: str, year: int) -> Val:
@@ -472,21 +398,21 @@ def _r_rel_season(m: re.Match[str], ctx: Ctx) -> Cand | None:
             "this past": year if month > last else year - 1,
             "past": year if month > last else year - 1,
         }.get(rel)
-    return _cand(m, None if target is None else _season(name, target))
+    return candidate(m, None if target is None else _season(name, target))
 
 
 def _r_season_year(m: re.Match[str], ctx: Ctx) -> Cand | None:
     name = m["s"].lower()  # "winter 2022": December 2021 or December 2022?
-    return _cand(m, None if name == "winter" else _season(name, int(m["y"])))
+    return candidate(m, None if name == "winter" else _season(name, int(m["y"])))
 
 
 def _r_quarter(m: re.Match[str], ctx: Ctx) -> Cand | None:
     quarter = P.ordinal(m["q"] or m["q2"] or m["qw"])
     year = int(m["y"] or m["y2"] or m["y3"])
     if quarter is None or not 1 <= quarter <= 4:
-        return _cand(m, None)
+        return candidate(m, None)
     first = date(year, 3 * quarter - 2, 1)
-    return _cand(m, pair(first, first + relativedelta(months=2), Precision.MONTH))
+    return candidate(m, pair(first, first + relativedelta(months=2), Precision.MONTH))
 
 
 def _r_day_of_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -494,7 +420,7 @@ def _r_day_of_month(m: re.Match[str], ctx: Ctx) -> Cand | None:
     offset = {"this": 0, "current": 0, "the current": 0, "next": 1, "last": -1}.get(rel)
     start = month_start(ctx.today, offset) if offset is not None else None
     day = make_date(start.year, start.month, P.ordinal(m["d"])) if start else None
-    return _cand(m, None if day is None else single(day, Precision.DAY), "day")
+    return candidate(m, None if day is None else single(day, Precision.DAY), "day")
 
 
 def _month_of(m: re.Match[str], ctx: Ctx) -> date | None:
@@ -511,28 +437,28 @@ def _r_nth_weekday(m: re.Match[str], ctx: Ctx) -> Cand | None:
     n = -1 if m["n"].lower() == "last" else P.ordinal(m["n"])
     needs = _month_needs(m) if m["mon"] else None
     if start is None or n is None:
-        return _cand(m, None, "day", needs)
+        return candidate(m, None, "day", needs)
     weekday = WEEKDAY_FNS[P.WEEKDAYS[m["wd"].lower()]]
     anchor = start + relativedelta(day=31) if n < 0 else start
     day: date = anchor + relativedelta(weekday=weekday(n))
     val = single(day, Precision.DAY) if day.month == start.month else None
-    return _cand(m, val, "day", needs)
+    return candidate(m, val, "day", needs)
 
 
 def _r_nth_day(m: re.Match[str], ctx: Ctx) -> Cand | None:
     start = _month_of(m, ctx)
     needs = _month_needs(m) if m["mon"] else None
     if start is None:
-        return _cand(m, None, "day", needs)
+        return candidate(m, None, "day", needs)
     if m["n"].lower() == "last":
         day: date | None = start + relativedelta(day=31)
     else:
         day = make_date(start.year, start.month, P.ordinal(m["n"]))
-    return _cand(m, None if day is None else single(day, Precision.DAY), "day", needs)
+    return candidate(m, None if day is None else single(day, Precision.DAY), "day", needs)
 
 
 def _r_day_range(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    if m["c"].lower() == "and" and not _between_before(m.start(), ctx):
+    if m["c"].lower() == "and" and not between_before(m.start(), ctx):
         return None
     month = _month(m["mon"])
     year = written_year(m["y"], ctx, month)
@@ -540,7 +466,7 @@ def _r_day_range(m: re.Match[str], ctx: Ctx) -> Cand | None:
     last = make_date(year, month, P.ordinal(m["d2"]))
     ok = first is not None and last is not None and first < last
     val = pair(first, last, Precision.DAY) if ok and first and last else None
-    return _cand(m, val, "interval", _month_needs(m))
+    return candidate(m, val, "interval", _month_needs(m))
 
 
 def _r_year(m: re.Match[str], ctx: Ctx) -> Cand | None:
@@ -548,11 +474,11 @@ def _r_year(m: re.Match[str], ctx: Ctx) -> Cand | None:
     if P.NOT_YEAR_AFTER.match(ctx.text, m.end()) or (ctx.free and not 1900 <= year <= 2100):
         return None  # "in 2000 words", "by 1500"
     val = single(date(year, 1, 1), Precision.YEAR)
-    return _cand(m, val, needs=_BARE_YEAR_NEEDS, pairable=True)
+    return candidate(m, val, needs=_BARE_YEAR_NEEDS, pairable=True)
 
 
 def _r_the_year(m: re.Match[str], ctx: Ctx) -> Cand | None:
-    return _cand(m, single(date(int(m["y"]), 1, 1), Precision.YEAR))
+    return candidate(m, single(date(int(m["y"]), 1, 1), Precision.YEAR))
 
 
 @dataclass(frozen=True, slots=True)
@@ -593,9 +519,9 @@ def _rules() -> tuple[Rule, ...]:
         (P.ISO_MONTH, _r_iso_month, "digit"),
         (P.NUMERIC_DATE, _r_numeric_date, "digit"),
         (P.MONTH_SLASH, _r_month_slash, "digit"),
-        (P.CLOCK, _r_clock, "digit|clock|num"),
-        (P.CLOCK_RANGE, _r_clock_range, "digit"),
-        (P.PAST_TO, _r_past_to, "digit|num|clock pastto"),
+        (P.CLOCK, read_clock, "digit|clock|num"),
+        (P.CLOCK_RANGE, read_clock_range, "digit"),
+        (P.PAST_TO, read_past_to, "digit|num|clock pastto"),
         (P.WEEKDAY_ORDINAL, _r_weekday_ordinal, "weekday digit"),
         (P.HOLIDAY, _r_holiday, "holiday"),
         (P.REL_HOLIDAY, _r_rel_holiday, "holiday rel"),

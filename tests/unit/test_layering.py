@@ -1,0 +1,143 @@
+"""The core's layers hold: no upward import, no import cycle, no oversized module.
+
+Every ``import`` in ``core/membrain`` counts, at module level or inside a function (a lazy import
+is still a dependency). Layers, lowest first; a module may import its own layer and lower ones,
+except that the groups of one layer may not import each other: storage and extraction are
+siblings (neither needs the other), and so are retrieval and ingest (the write path reaches the
+derived indexes only through the record store's listeners).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[2] / "core" / "membrain"
+
+LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
+    (frozenset({"errors", "models", "names", "listeners", "tokens", "config", "temporal"}),),
+    (frozenset({"indexing"}),),
+    (frozenset({"embeddings"}), frozenset({"extraction"})),
+    (frozenset({"storage"}),),
+    (frozenset({"store"}),),
+    (frozenset({"facts", "entities"}),),
+    (frozenset({"retrieval"}), frozenset({"ingest"})),
+    (frozenset({"memory"}),),
+    (frozenset({"aio", "background", "binding", "loaders", "testing", "cli", "server"}),),
+    (frozenset({"__init__"}),),
+)
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(CORE.rglob("*.py"))}
+
+
+def imports(path: Path, name: str) -> Iterator[tuple[str, int]]:
+    """Every membrain module ``path`` imports (with the line), relative imports resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    known = modules()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from membrain.retrieval import tree`` imports the submodule when there is one.
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        for target in targets:
+            if target == "membrain" or target.startswith("membrain."):
+                yield target, node.lineno
+
+
+def group_of(module: str) -> tuple[int, int]:
+    """(layer, group) of a module, from its first name under ``membrain``."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    for layer, groups in enumerate(LAYERS):
+        for index, group in enumerate(groups):
+            if top in group:
+                return layer, index
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}")
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: {t for t, _ in imports(path, name)} for name, path in found.items()}
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in modules():
+        group_of(name)
+
+
+def test_no_upward_or_sideways_import() -> None:
+    problems = []
+    for name, path in modules().items():
+        mine = group_of(name)
+        for target, line in imports(path, name):
+            theirs = group_of(target)
+            upward = theirs[0] > mine[0]
+            sideways = theirs[0] == mine[0] and theirs[1] != mine[1]
+            if upward or sideways:
+                problems.append(f"{path.relative_to(CORE.parent)}:{line} imports {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_storage_imports_nothing_above_it() -> None:
+    forbidden = ("membrain.retrieval", "membrain.extraction", "membrain.ingest", "membrain.memory")
+    forbidden += ("membrain.store", "membrain.entities", "membrain.facts")
+    for name, path in modules().items():
+        if name.startswith("membrain.storage"):
+            bad = [t for t, _ in imports(path, name) if t.startswith(forbidden) or t == "membrain"]
+            assert not bad, f"{name} imports {bad}"
+
+
+def test_no_import_cycle() -> None:
+    edges = graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in edges:
+                continue
+            if state.get(target) == 1:
+                cycle = stack[stack.index(target) :] + [target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name)
+
+
+def test_no_module_over_the_size_limit() -> None:
+    sizes = {name: len(p.read_text().splitlines()) for name, p in modules().items()}
+    assert {n: s for n, s in sizes.items() if s > MAX_LINES} == {}
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    source = tmp_path / "lexical.py"
+    source.write_text("from membrain.retrieval.base import Ranked\nimport membrain.memory\n")
+    found = [t for t, _ in imports(source, "membrain.storage.lexical")]
+    assert found == ["membrain.retrieval.base", "membrain.memory"]
+    assert group_of("membrain.retrieval.base")[0] > group_of("membrain.storage.lexical")[0]
