@@ -11,10 +11,9 @@ evidence store), and facts are then extracted from it: by a background writer wh
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -25,7 +24,8 @@ from langchain_core.messages import (
     SystemMessage,
 )
 
-from membrain import Memory, Message, Role, Scope, ScopeError, StoredMessage
+from membrain import Memory, Message, Role, Scope, StoredMessage
+from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 
 __all__ = ["MembrainChatMessageHistory", "transcript_marker_scope"]
 
@@ -33,27 +33,6 @@ log = logging.getLogger("membrain")
 
 CLEAR_SOURCE_PREFIX = "membrain:clear:"
 """``source_id`` prefix of the markers :meth:`MembrainChatMessageHistory.clear` stores."""
-
-_TICK = timedelta(microseconds=1)
-
-
-class _MonotonicClock:
-    """Process-wide UTC clock whose readings strictly increase (1 µs apart at least)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: datetime | None = None
-
-    def next(self) -> datetime:
-        with self._lock:
-            current = datetime.now(UTC)
-            if self._last is not None and current <= self._last:
-                current = self._last + _TICK
-            self._last = current
-            return current
-
-
-_CLOCK = _MonotonicClock()
 
 
 def transcript_marker_scope(scope: Scope) -> Scope:
@@ -76,9 +55,12 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
 
     Human messages are stored with role ``user`` and speaker ``user_name`` (or the message's own
     ``name``), AI messages with role ``assistant`` and speaker ``ai_name``, system messages with
-    role ``system``. A LangChain message ``id`` is kept as the MemBrain ``source_id``, so facts
-    cite it. Messages without text (an AI turn holding only tool calls) are not stored; tool
-    calls and tool results are not kept as evidence.
+    role ``system``. The speaker defaults are :data:`membrain.binding.DEFAULT_USER_NAME` and
+    :data:`membrain.binding.DEFAULT_ASSISTANT_NAME` (``"User"`` and ``"Assistant"``); read back,
+    a message whose speaker is the configured name (in any case) has no ``name``. A LangChain
+    message ``id`` is kept as the MemBrain ``source_id``, so facts cite it. Messages without
+    text (an AI turn holding only tool calls) are not stored; tool calls and tool results are
+    not kept as evidence.
 
     **clear() does not forget.** It ends the transcript: :attr:`messages` no longer returns what
     was said before, but the stored messages and every fact and entity derived from them stay in
@@ -90,8 +72,8 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         dataset: Scope dataset (instead of ``scope``).
         task: Scope task (instead of ``scope``).
         session: Scope session (instead of ``scope``).
-        user_name: Speaker name of human messages.
-        ai_name: Speaker name of AI messages.
+        user_name: Speaker name of human messages (default ``"User"``).
+        ai_name: Speaker name of AI messages (default ``"Assistant"``).
         extract_in_background: Leave extraction to ``on_added`` when it is given.
         on_added: Called with the scope after messages are stored.
 
@@ -99,7 +81,9 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         >>> from membrain import Memory, Scope
         >>> mem = Memory(path="/tmp/mem")  # doctest: +SKIP
         >>> history = MembrainChatMessageHistory(
-        ...     mem, Scope(dataset="sara", task="assistant", session="thread-1"), user_name="Sara"
+        ...     memory=mem,
+        ...     scope=Scope(dataset="sara", task="assistant", session="thread-1"),
+        ...     user_name="Sara",
         ... )  # doctest: +SKIP
         >>> history.add_user_message("I adopted a cat named Miso yesterday.")  # doctest: +SKIP
         >>> history.messages  # doctest: +SKIP
@@ -108,35 +92,29 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
 
     def __init__(
         self,
+        *,
         memory: Memory,
         scope: Scope | None = None,
-        *,
         dataset: str | None = None,
         task: str | None = None,
         session: str | None = None,
-        user_name: str = "user",
-        ai_name: str = "assistant",
+        user_name: str = DEFAULT_USER_NAME,
+        ai_name: str = DEFAULT_ASSISTANT_NAME,
         extract_in_background: bool = True,
         on_added: Callable[[Scope], None] | None = None,
     ) -> None:
-        if scope is None:
-            if dataset is None or task is None:
-                raise ScopeError(
-                    "MembrainChatMessageHistory needs a scope with a session: pass "
-                    "scope=Scope(dataset=..., task=..., session=...) or dataset/task/session"
-                )
-            scope = Scope(dataset=dataset, task=task, session=session)
-        elif any(part is not None for part in (dataset, task, session)):
-            raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
-        if scope.session is None:
-            raise ScopeError(
-                "a chat history needs a scope with a session (the chat's thread), e.g. "
-                f"Scope(dataset={scope.dataset!r}, task={scope.task!r}, session='thread-1')"
-            )
+        binding = ScopeBinding.of(
+            scope,
+            dataset=dataset,
+            task=task,
+            session=session,
+            owner="MembrainChatMessageHistory",
+            session_required=True,
+        )
         if not user_name or not ai_name:
             raise ValueError("user_name and ai_name must be non-empty speaker names")
         self.memory = memory
-        self.scope = scope
+        self.scope = binding.resolve()
         self.user_name = user_name
         self.ai_name = ai_name
         self.extract_in_background = extract_in_background
@@ -170,11 +148,13 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
             content = f"{content}\n[image: {message.caption}]" if content else message.caption
         message_id = message.source_id or stored.id
         if message.role is Role.USER:
-            name = None if message.speaker == self.user_name else message.speaker
-            return HumanMessage(content=content, id=message_id, name=name)
+            return HumanMessage(
+                content=content, id=message_id, name=_name(message.speaker, self.user_name)
+            )
         if message.role is Role.ASSISTANT:
-            name = None if message.speaker == self.ai_name else message.speaker
-            return AIMessage(content=content, id=message_id, name=name)
+            return AIMessage(
+                content=content, id=message_id, name=_name(message.speaker, self.ai_name)
+            )
         if message.role is Role.SYSTEM:
             return SystemMessage(content=content, id=message_id)
         return ChatMessage(content=content, role=message.speaker, id=message_id)
@@ -221,7 +201,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         return Message(
             speaker=speaker,
             text=text,
-            timestamp=_CLOCK.next(),
+            timestamp=CLOCK.next(),
             role=role,
             source_id=message.id or None,
         )
@@ -241,11 +221,16 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         marker = Message(
             speaker="membrain",
             text="transcript cleared",
-            timestamp=_CLOCK.next(),
+            timestamp=CLOCK.next(),
             role=Role.SYSTEM,
             source_id=f"{CLEAR_SOURCE_PREFIX}{uuid.uuid4()}",
         )
         self.memory.add([marker], scope=transcript_marker_scope(self.scope), extract=False)
+
+
+def _name(speaker: str, default: str) -> str | None:
+    """The message's own name, ``None`` for the configured speaker (matched as entities are)."""
+    return None if speaker.casefold() == default.casefold() else speaker
 
 
 _ROLES = {

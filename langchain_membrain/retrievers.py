@@ -18,7 +18,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from membrain import Memory, MemoryHit, RetrievalMode, Scope, ScopeError
+from membrain import Memory, MemoryHit, RetrievalMode, Scope
+from membrain.binding import ScopeBinding
 
 __all__ = ["MembrainRetriever", "hit_to_document"]
 
@@ -71,38 +72,29 @@ class MembrainRetriever(BaseRetriever):
     @model_validator(mode="after")
     def _resolve_scope(self) -> MembrainRetriever:
         parts = (self.dataset, self.task, self.session)
-        if self.scope is not None:
-            if any(p is not None for p in parts):
-                raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
-        else:
-            if self.dataset is None or self.task is None:
-                raise ScopeError(
-                    "MembrainRetriever needs a scope: pass scope=Scope(dataset=..., task=...) "
-                    "or dataset=... and task=... (and optionally session=...)"
-                )
-            self.scope = Scope(dataset=self.dataset, task=self.task, session=self.session)
-        self.dataset, self.task, self.session = (
-            self.scope.dataset,
-            self.scope.task,
-            self.scope.session,
-        )
+        scope = self.scope
+        if scope is None or parts != (scope.dataset, scope.task, scope.session):
+            dataset, task, session = parts
+            binding = ScopeBinding.of(
+                scope, dataset=dataset, task=task, session=session, owner="MembrainRetriever"
+            )
+            scope = binding.resolve()
+        self.scope = scope
+        self.dataset, self.task, self.session = scope.dataset, scope.task, scope.session
         return self
 
-    @field_validator("mode")
+    @field_validator("mode", mode="before")
     @classmethod
-    def _check_mode(cls, value: str) -> str:
-        try:
-            return RetrievalMode(value).value
-        except ValueError:
-            known = ", ".join(m.value for m in RetrievalMode)
-            raise ValueError(f"unknown retrieval mode {value!r}; available: {known}") from None
+    def _check_mode(cls, value: RetrievalMode | str) -> str:
+        # ConfigurationError is a ValueError: pydantic reports it as a validation error.
+        return RetrievalMode.parse(value).value
 
     def _search(self, query: str, k: int | None, mode: str | None) -> list[Document]:
         assert self.scope is not None  # set by the validator
         hits = self.memory.search(
             query,
             scope=self.scope,
-            mode=mode if mode is not None else self.mode,
+            mode=RetrievalMode.parse(mode) if mode is not None else self.mode,
             k=k if k is not None else self.k,
         )
         return [hit_to_document(hit) for hit in hits]

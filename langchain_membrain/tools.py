@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from membrain import InputError, Memory, MemoryHit, Message, Role, Scope
+from membrain import InputError, Memory, MemoryHit, Message, RetrievalMode, Role, Scope
+from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME
 
 __all__ = ["create_memory_tools", "format_hits"]
 
@@ -59,24 +60,22 @@ class ManageMemoryInput(BaseModel):
     )
 
 
-def format_hits(hits: list[MemoryHit]) -> str:
+def format_hits(hits: Iterable[MemoryHit]) -> str:
     """One line per hit: ``[fact id] fact text (sources: id, ...)``."""
-    if not hits:
-        return "No memories found."
     lines = []
     for hit in hits:
         sources = ", ".join(s for s in hit.source_ids if s)
         suffix = f" (sources: {sources})" if sources else ""
         lines.append(f"[{hit.fact.id}] {hit.text or hit.fact.text}{suffix}")
-    return "\n".join(lines)
+    return "\n".join(lines) if lines else "No memories found."
 
 
 def create_memory_tools(
+    *,
     memory: Memory,
     scope: Scope,
-    *,
-    speaker: str = "assistant",
-    mode: str = "expand",
+    speaker: str = DEFAULT_ASSISTANT_NAME,
+    mode: RetrievalMode | str = RetrievalMode.EXPAND,
 ) -> list[BaseTool]:
     """Build ``search_memory`` and ``manage_memory``: an agent's tools for its MemBrain memory.
 
@@ -89,18 +88,23 @@ def create_memory_tools(
     Args:
         memory: The :class:`~membrain.Memory` to use.
         scope: Where the agent's memories live (without a session they span all sessions).
-        speaker: Speaker name of the messages ``manage_memory`` stores.
+        speaker: Speaker name of the messages ``manage_memory`` stores (default
+            ``"Assistant"``, :data:`membrain.binding.DEFAULT_ASSISTANT_NAME`).
         mode: Retrieval mode of ``search_memory``.
 
     Returns:
         ``[search_memory, manage_memory]``.
 
+    Raises:
+        ConfigurationError: ``mode`` is not a retrieval mode.
+
     Example:
-        >>> tools = create_memory_tools(mem, Scope(dataset="sara", task="assistant"))
+        >>> tools = create_memory_tools(memory=mem, scope=Scope(dataset="sara", task="assistant"))
         ... # doctest: +SKIP
         >>> tools[0].invoke({"query": "Sara's cat", "limit": 3})  # doctest: +SKIP
         '[4f0c...] Sara adopted a cat named Miso yesterday. (sources: m1)'
     """
+    mode = RetrievalMode.parse(mode)
 
     def search_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
         try:
@@ -142,7 +146,7 @@ def create_memory_tools(
         message = Message(
             speaker=speaker,
             text=content.strip(),
-            timestamp=datetime.now(UTC),
+            timestamp=CLOCK.next(),
             role=Role.ASSISTANT,
             source_id=f"{TOOL_SOURCE_PREFIX}{uuid.uuid4()}",
         )

@@ -5,7 +5,7 @@ Example:
     >>> from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
     >>> mem = Memory(path="/tmp/mem")  # doctest: +SKIP
     >>> scope = Scope(dataset="sara", task="assistant")
-    >>> retriever = MembrainRetriever(mem, scope=scope, k=5)  # doctest: +SKIP
+    >>> retriever = MembrainRetriever(memory=mem, scope=scope, k=5)  # doctest: +SKIP
     >>> block = MembrainMemoryBlock(memory=mem, scope=scope, max_tokens=800)  # doctest: +SKIP
 """
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from datetime import datetime, timedelta
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from membrain import Memory, Message, RetrievalMode, Role, Scope
 from membrain.aio import AsyncMemory
-from membrain.models import Context, now
+from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.models import Context
 from membrain.retrieval import assemble_context
 
 __all__ = ["MembrainMemoryBlock"]
@@ -30,7 +30,6 @@ _ID_KEYS = ("source_id", "message_id", "id")
 """``additional_kwargs`` keys read, in this order, for the caller's id of a message."""
 
 _CACHED_CONTEXTS = 16
-_TICK = timedelta(microseconds=1)
 
 
 class MembrainMemoryBlock(BaseMemoryBlock[str]):
@@ -48,8 +47,10 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         max_tokens: Token budget of the block (cl100k).
         mode: Retrieval mode for the context (``"fast"`` by default: no LLM call on reads).
         k: Candidate facts searched for the context.
-        user_name: Speaker name of user messages (a ``name`` in ``additional_kwargs`` wins).
-        assistant_name: Speaker name of assistant messages.
+        user_name: Speaker name of user messages (a ``name`` in ``additional_kwargs`` wins);
+            default ``"User"`` (:data:`membrain.binding.DEFAULT_USER_NAME`).
+        assistant_name: Speaker name of assistant messages; default ``"Assistant"``
+            (:data:`membrain.binding.DEFAULT_ASSISTANT_NAME`).
         name: Block name (the tag of its section in the memory prompt).
         priority: LlamaIndex truncation priority (0: never truncated).
 
@@ -75,12 +76,17 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         default=RetrievalMode.FAST, description="Retrieval mode of the context."
     )
     k: int = Field(default=50, gt=0, description="Candidate facts searched for the context.")
-    user_name: str = Field(default="User", min_length=1)
-    assistant_name: str = Field(default="Assistant", min_length=1)
+    user_name: str = Field(default=DEFAULT_USER_NAME, min_length=1)
+    assistant_name: str = Field(default=DEFAULT_ASSISTANT_NAME, min_length=1)
 
-    _last_timestamp: datetime | None = PrivateAttr(default=None)
     _contexts: OrderedDict[str, Context] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _parse_mode(cls, value: RetrievalMode | str) -> RetrievalMode:
+        # ConfigurationError is a ValueError: pydantic reports it as a validation error.
+        return RetrievalMode.parse(value)
 
     @property
     def _amemory(self) -> AsyncMemory:
@@ -151,19 +157,11 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
                     speaker=speaker,
                     text=text,
                     role=role,
-                    timestamp=self._next_timestamp(),
+                    timestamp=CLOCK.next(),
                     source_id=source_id,
                 )
             )
         return converted
-
-    def _next_timestamp(self) -> datetime:
-        with self._lock:
-            moment = now()
-            if self._last_timestamp is not None and moment <= self._last_timestamp:
-                moment = self._last_timestamp + _TICK
-            self._last_timestamp = moment
-            return moment
 
 
 def _latest_user_text(messages: list[ChatMessage]) -> str:

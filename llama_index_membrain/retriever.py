@@ -8,8 +8,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from membrain import Memory, MemoryHit, RetrievalMode, Scope, ScopeError
+from membrain import Memory, MemoryHit, RetrievalMode, Scope
 from membrain.aio import AsyncMemory
+from membrain.binding import ScopeBinding
 
 __all__ = ["MembrainRetriever", "hit_metadata", "hit_to_node"]
 
@@ -34,22 +35,6 @@ def hit_to_node(hit: MemoryHit) -> NodeWithScore:
     return NodeWithScore(node=node, score=hit.score)
 
 
-def _resolve_scope(
-    scope: Scope | None, dataset: str | None, task: str | None, session: str | None
-) -> Scope:
-    """``scope``, or one built from ``dataset``/``task``/``session`` (not both)."""
-    if scope is not None:
-        if dataset is not None or task is not None or session is not None:
-            raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
-        return scope
-    if dataset is None or task is None:
-        raise ScopeError(
-            "MembrainRetriever needs a scope: pass scope=Scope(dataset=..., task=...) "
-            "or dataset=... and task=... (and optionally session=...)"
-        )
-    return Scope(dataset=dataset, task=task, session=session)
-
-
 class MembrainRetriever(BaseRetriever):
     """Retrieves MemBrain facts as LlamaIndex nodes.
 
@@ -66,10 +51,14 @@ class MembrainRetriever(BaseRetriever):
         callback_manager: LlamaIndex callback manager.
         verbose: LlamaIndex verbose flag.
 
+    Raises:
+        ScopeError: Neither or both of ``scope`` and its parts were given, or a part is invalid.
+        ConfigurationError: ``mode`` is not a retrieval mode.
+
     Example:
         >>> from membrain import Memory, Scope
         >>> retriever = MembrainRetriever(
-        ...     Memory(path="/tmp/mem"), scope=Scope(dataset="sara", task="assistant"), k=5
+        ...     memory=Memory(path="/tmp/mem"), scope=Scope(dataset="sara", task="assistant"), k=5
         ... )  # doctest: +SKIP
         >>> retriever.retrieve("What is Sara's cat called?")[0].node.text  # doctest: +SKIP
         'Sara adopted a grey cat named Miso.'
@@ -77,8 +66,8 @@ class MembrainRetriever(BaseRetriever):
 
     def __init__(
         self,
-        memory: Memory | AsyncMemory,
         *,
+        memory: Memory | AsyncMemory,
         scope: Scope | None = None,
         dataset: str | None = None,
         task: str | None = None,
@@ -88,10 +77,13 @@ class MembrainRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
+        binding = ScopeBinding.of(
+            scope, dataset=dataset, task=task, session=session, owner="MembrainRetriever"
+        )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         sync = memory.memory if isinstance(memory, AsyncMemory) else memory
         self.memory = sync
-        self.scope = _resolve_scope(scope, dataset, task, session)
+        self.scope = binding.resolve()
         self.k = k
         self.mode = RetrievalMode.parse(mode)
         self._amemory = AsyncMemory.from_memory(sync)

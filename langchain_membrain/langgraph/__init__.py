@@ -3,6 +3,8 @@
 - :func:`make_recall_node` puts a cited memory context for the latest human message into the
   state; :func:`make_writer_node` stores each turn as pending evidence and lets a
   :class:`~membrain.background.BackgroundWriter` extract it, so the graph never waits.
+- The scope of a run comes from ``config["configurable"]`` through a
+  :class:`~membrain.binding.ScopeBinding` (``ScopeTemplate`` is its LangGraph-flavoured name).
 - :class:`MembrainStore` is a LangGraph store (``graph.compile(store=...)``) whose query search
   is MemBrain's hybrid retrieval.
 - :mod:`langchain_membrain.langgraph.example` wires them into a small agent.
@@ -27,11 +29,13 @@ from langchain_membrain.langgraph.nodes import (
 )
 from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
 from membrain.background import BackgroundWriter
+from membrain.binding import ScopeBinding
 
 __all__ = [
     "DEFAULT_SCOPE_TEMPLATE",
     "BackgroundWriter",
     "MembrainStore",
+    "ScopeBinding",
     "ScopeTemplate",
     "make_recall_node",
     "make_writer_node",

@@ -8,7 +8,7 @@ checkpointer, so a thread's messages persist between invocations.
 
 Example:
     >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    >>> graph = build_example_graph(mem, model)  # doctest: +SKIP
+    >>> graph = build_example_graph(memory=mem, model=model)  # doctest: +SKIP
     >>> config = {"configurable": {"user_id": "Sara", "thread_id": "t1"}}
     >>> graph.invoke({"messages": [("user", "I adopted a cat named Miso.")]}, config)
     ... # doctest: +SKIP
@@ -27,12 +27,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from langchain_membrain.langgraph.nodes import (
     DEFAULT_SCOPE_TEMPLATE,
-    ScopeTemplate,
     make_recall_node,
     make_writer_node,
 )
 from membrain import Memory, RetrievalMode
 from membrain.background import BackgroundWriter
+from membrain.binding import ScopeBinding
 
 __all__ = ["SYSTEM_PROMPT", "ExampleState", "build_example_graph"]
 
@@ -49,11 +49,11 @@ class ExampleState(MessagesState):
 
 
 def build_example_graph(
+    *,
     memory: Memory,
     model: BaseChatModel,
-    *,
     writer: BackgroundWriter | None = None,
-    scope_template: ScopeTemplate = DEFAULT_SCOPE_TEMPLATE,
+    scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     max_tokens: int = 1000,
     mode: RetrievalMode | str = RetrievalMode.FAST,
@@ -80,11 +80,13 @@ def build_example_graph(
     builder = StateGraph(ExampleState)
     builder.add_node(
         "recall",
-        make_recall_node(memory, scope_template=scope_template, max_tokens=max_tokens, mode=mode),
+        make_recall_node(
+            memory=memory, scope_template=scope_template, max_tokens=max_tokens, mode=mode
+        ),
     )
     builder.add_node("model", call_model)
     builder.add_node(
-        "write", make_writer_node(memory, scope_template=scope_template, writer=writer)
+        "write", make_writer_node(memory=memory, scope_template=scope_template, writer=writer)
     )
     builder.add_edge(START, "recall")
     builder.add_edge("recall", "model")

@@ -3,7 +3,8 @@
 Both nodes are plain ``(state, config) -> dict`` functions, so they work in any ``StateGraph``
 whose state has a ``messages`` list (``MessagesState`` or your own schema).
 
-The scope comes from ``config["configurable"]`` through a :class:`ScopeTemplate`: by default
+The scope comes from ``config["configurable"]`` through a :class:`membrain.binding.ScopeBinding`
+(:class:`ScopeTemplate`): by default
 ``Scope(dataset="{user_id}", task="{assistant_id}", session="{thread_id}")``, where a missing
 ``assistant_id`` defaults to ``"assistant"``, a missing ``thread_id`` leaves the scope without a
 session, and a missing ``user_id`` is an error (:class:`membrain.ScopeError`): memory must
@@ -14,9 +15,9 @@ Example:
     >>> class State(MessagesState):
     ...     memory_context: str
     >>> builder = StateGraph(State)  # doctest: +SKIP
-    >>> builder.add_node("recall", make_recall_node(mem))  # doctest: +SKIP
+    >>> builder.add_node("recall", make_recall_node(memory=mem))  # doctest: +SKIP
     >>> builder.add_node("model", call_model)  # doctest: +SKIP
-    >>> builder.add_node("write", make_writer_node(mem))  # doctest: +SKIP
+    >>> builder.add_node("write", make_writer_node(memory=mem))  # doctest: +SKIP
     >>> graph.invoke({"messages": [("user", "hi")]},
     ...              {"configurable": {"user_id": "sara", "thread_id": "t1"}})  # doctest: +SKIP
 """
@@ -24,17 +25,15 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import string
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
-from membrain import Memory, Message, RetrievalMode, Role, Scope, ScopeError
+from membrain import Memory, Message, RetrievalMode, Role, Scope
 from membrain.background import BackgroundWriter
+from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 from membrain.extraction.llm import langchain_text
 from membrain.tokens import count_tokens
 
@@ -56,76 +55,52 @@ class Node(Protocol):
         ...
 
 
-_FORMATTER = string.Formatter()
+_SOURCE = "config['configurable']"
+_HINT = "pass it when invoking the graph, e.g. graph.invoke(inputs, {'configurable': {{key}: ...}})"
 
 
-def _fields(template: str) -> list[str]:
-    return [name for _, name, _, _ in _FORMATTER.parse(template) if name]
+class ScopeTemplate(ScopeBinding):
+    """A :class:`membrain.binding.ScopeBinding` whose :meth:`resolve` also takes a whole config.
 
-
-@dataclass(frozen=True)
-class ScopeTemplate:
-    """How a LangGraph run's ``config["configurable"]`` becomes a MemBrain :class:`Scope`.
-
-    Each part is a ``str.format`` template over the ``configurable`` keys. ``defaults`` fill
-    keys the config lacks. A key of ``dataset`` or ``task`` that is neither configured nor
-    defaulted raises :class:`ScopeError`; when a key of ``session`` is missing the scope has no
-    session (it covers every thread of the user). Set ``session=None`` to never use sessions.
-
-    Args:
-        dataset: Template of the scope's dataset (whose memory); default ``"{user_id}"``.
-        task: Template of the scope's task (which agent); default ``"{assistant_id}"``.
-        session: Template of the session, or ``None``; default ``"{thread_id}"``.
-        defaults: Values for keys missing from the config; default
-            ``{"assistant_id": "assistant"}``.
+    Same arguments and defaults as ``ScopeBinding``. The nodes resolve any ``ScopeBinding``
+    against ``config["configurable"]``; ``ScopeTemplate(...).resolve(config)`` also accepts the
+    run's config itself.
 
     Example:
         >>> ScopeTemplate().resolve({"configurable": {"user_id": "sara", "thread_id": "t1"}})
         Scope(dataset='sara', task='assistant', session='t1')
     """
 
-    dataset: str = "{user_id}"
-    task: str = "{assistant_id}"
-    session: str | None = "{thread_id}"
-    defaults: Mapping[str, str] = field(
-        default_factory=lambda: {"assistant_id": "assistant"}, hash=False
-    )
-
-    def resolve(self, config: RunnableConfig | Mapping[str, Any] | None) -> Scope:
-        """The scope of a run.
+    def resolve(
+        self,
+        values: RunnableConfig | Mapping[str, Any] | None = None,
+        *,
+        source: str = _SOURCE,
+        hint: str = _HINT,
+    ) -> Scope:
+        """The scope of a run, from its config or from its ``configurable`` values.
 
         Raises:
             ScopeError: A key that ``dataset`` or ``task`` needs is missing, or a resolved part
                 is not a valid scope part.
         """
-        values = {**self.defaults, **_configurable(config)}
-        parts: dict[str, str] = {}
-        for name, template in (("dataset", self.dataset), ("task", self.task)):
-            missing = [key for key in _fields(template) if values.get(key) in (None, "")]
-            if missing:
-                raise ScopeError(
-                    f"the scope's {name} is {template!r} but config['configurable'] has no "
-                    f"{', '.join(repr(k) for k in missing)}; pass it when invoking the graph, "
-                    f"e.g. graph.invoke(inputs, {{'configurable': {{{missing[0]!r}: ...}}}}), "
-                    "or give the ScopeTemplate a default for it"
-                )
-            parts[name] = template.format_map(values)
-        session: str | None = None
-        if self.session is not None and all(
-            values.get(key) not in (None, "") for key in _fields(self.session)
-        ):
-            session = self.session.format_map(values)
-        return Scope(dataset=parts["dataset"], task=parts["task"], session=session)
+        if values is not None and "configurable" in values:
+            values = _configurable(values)
+        return super().resolve(values, source=source, hint=hint)
 
 
 DEFAULT_SCOPE_TEMPLATE = ScopeTemplate()
 
 
-def _configurable(config: RunnableConfig | Mapping[str, Any] | None) -> dict[str, Any]:
+def _configurable(config: RunnableConfig | Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not config:
         return {}
-    configurable = config.get("configurable") or {}
-    return {key: str(value) for key, value in configurable.items() if value is not None}
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
+    return configurable
+
+
+def _scope(binding: ScopeBinding, config: RunnableConfig | None) -> Scope:
+    return binding.resolve(_configurable(config), source=_SOURCE, hint=_HINT)
 
 
 def _messages(state: Any) -> Sequence[Any]:
@@ -138,20 +113,6 @@ def _messages(state: Any) -> Sequence[Any]:
 def message_text(message: Any) -> str:
     """The text of a LangChain message (see :func:`membrain.extraction.llm.langchain_text`)."""
     return langchain_text(message)
-
-
-class _Clock:
-    """Strictly increasing UTC timestamps (two messages of one turn never share a time)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last = datetime.min.replace(tzinfo=UTC)
-
-    def next(self) -> datetime:
-        with self._lock:
-            moment = max(datetime.now(UTC), self._last + timedelta(microseconds=1))
-            self._last = moment
-            return moment
 
 
 def _source_id(message: Any, position: int) -> str:
@@ -167,18 +128,19 @@ def _source_id(message: Any, position: int) -> str:
 
 
 def make_writer_node(
-    memory: Memory,
     *,
-    scope_template: ScopeTemplate = DEFAULT_SCOPE_TEMPLATE,
+    memory: Memory,
+    scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
     writer: BackgroundWriter | None = None,
-    assistant_name: str = "assistant",
+    assistant_name: str = DEFAULT_ASSISTANT_NAME,
 ) -> Node:
     """A node that stores the conversation's new messages and schedules their extraction.
 
     Each run takes the messages of ``state["messages"]`` it has not written yet for the run's
     scope (by LangChain message id), stores the human and AI ones durably as pending evidence
     (``memory.add(..., extract=False)``: the human speaker is the ``user_id`` of the config, or
-    ``"user"``; the AI speaker is ``assistant_name``; ``source_id`` is the message id;
+    ``"User"`` (:data:`membrain.binding.DEFAULT_USER_NAME`); the AI speaker is
+    ``assistant_name`` (default ``"Assistant"``); ``source_id`` is the message id;
     timestamps are the current time, strictly increasing), schedules extraction on the
     background writer and returns ``{}`` without waiting for it. System and tool messages and
     messages without text are skipped.
@@ -188,7 +150,8 @@ def make_writer_node(
 
     Args:
         memory: Where to write.
-        scope_template: How the config becomes a scope.
+        scope_template: How ``config["configurable"]`` becomes a scope (any
+            :class:`~membrain.binding.ScopeBinding`; ``ScopeBinding.fixed(scope)`` pins one).
         writer: The background writer; default ``BackgroundWriter.for_memory(memory)``.
         assistant_name: Speaker name of AI messages.
 
@@ -197,11 +160,10 @@ def make_writer_node(
     """
     written: dict[Scope, set[str]] = {}
     lock = threading.Lock()
-    clock = _Clock()
 
     def write_memory(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        scope = scope_template.resolve(config)
-        user = _configurable(config).get("user_id") or "user"
+        scope = _scope(scope_template, config)
+        user = str(_configurable(config).get("user_id") or DEFAULT_USER_NAME)
         with lock:
             seen = written.setdefault(scope, set())
             new = [
@@ -225,7 +187,7 @@ def make_writer_node(
                 Message(
                     speaker=speaker,
                     text=text,
-                    timestamp=clock.next(),
+                    timestamp=CLOCK.next(),
                     role=role,
                     source_id=source_id,
                 )
@@ -242,9 +204,9 @@ def make_writer_node(
 
 
 def make_recall_node(
-    memory: Memory,
     *,
-    scope_template: ScopeTemplate = DEFAULT_SCOPE_TEMPLATE,
+    memory: Memory,
+    scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
     max_tokens: int = 1000,
     mode: RetrievalMode | str = RetrievalMode.FAST,
     key: str = "memory_context",
@@ -258,7 +220,8 @@ def make_recall_node(
 
     Args:
         memory: Where to look.
-        scope_template: How the config becomes a scope.
+        scope_template: How ``config["configurable"]`` becomes a scope (any
+            :class:`~membrain.binding.ScopeBinding`; ``ScopeBinding.fixed(scope)`` pins one).
         max_tokens: Token budget of the context (cl100k tokens).
         mode: Retrieval mode; ``"fast"`` makes no LLM call.
         key: State key to write the context text to.
@@ -266,11 +229,13 @@ def make_recall_node(
             ``False`` recalls from the current thread only.
 
     Raises:
+        ConfigurationError: ``mode`` is not a retrieval mode.
         ScopeError: (when the node runs) the config lacks a key the scope needs.
     """
+    mode = RetrievalMode.parse(mode)
 
     def recall_memory(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        scope = scope_template.resolve(config)
+        scope = _scope(scope_template, config)
         if across_sessions:
             scope = scope.without_session()
         question = ""

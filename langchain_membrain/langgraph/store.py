@@ -20,15 +20,16 @@ value. So the store has two halves:
   prefix, MemBrain's evidence search (BM25 and dense over the items' messages: works the
   moment the item is put) and fact search (``mode``; works once the writer has extracted).
   Each of the three rankings is merged across tenants by score, the three are fused per item
-  by reciprocal rank, and the current items they cite are returned, with the fused score,
-  after ``filter``, ``offset`` and ``limit``.
+  by MemBrain's reciprocal rank fusion (:func:`membrain.retrieval.rrf` with
+  :data:`membrain.retrieval.RRF_K`), and the current items they cite are returned, with the
+  fused score, after ``filter``, ``offset`` and ``limit``.
 
 Namespace to scope
 ------------------
 ``scope_for_namespace``: ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``;
 ``(d, t, s)`` → ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the
-session (``s:x:y``). A label that is not a valid scope part (longer than 128 characters, or
-holding characters other than letters, digits, spaces and ``._@:+-``) is replaced by a hash
+session (``s:x:y``). A label that is not a valid scope part (as :class:`membrain.Scope`
+validates it: at most 128 letters, digits, spaces and ``._@:+-``) is replaced by a hash
 (``h-...``). Pass ``namespace_to_scope`` to map differently (for instance to share a tenant
 with the chat memory written by :func:`~langchain_membrain.langgraph.make_writer_node`). The
 mapping only decides where the items' text lives in MemBrain; results are always mapped back to
@@ -62,7 +63,8 @@ Semantics and limits
 - One process per sidecar file (like the embedded MemBrain store); thread-safe within it.
 
 Example:
-    >>> store = MembrainStore(mem, path="./.membrain/langgraph-store.sqlite")  # doctest: +SKIP
+    >>> store = MembrainStore(memory=mem, path="./.membrain/langgraph-store.sqlite")
+    ... # doctest: +SKIP
     >>> store.put(("sara", "assistant"), "pets", {"text": "Sara adopted a cat named Miso."})
     ... # doctest: +SKIP
     >>> store.search(("sara",), query="What is the cat called?")[0].key  # doctest: +SKIP
@@ -74,11 +76,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,15 +99,13 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from membrain import InputError, Memory, Message, RetrievalMode, Role, Scope
+from membrain import InputError, Memory, Message, RetrievalMode, Role, Scope, ScopeError
 from membrain.background import BackgroundWriter
+from membrain.binding import CLOCK, DEFAULT_USER_NAME
+from membrain.retrieval import RRF_K, Ranked, rrf
 from membrain.tokens import count_tokens
 
 __all__ = ["MembrainStore", "scope_for_namespace"]
-
-_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
-_RRF_K = 2
-"""Reciprocal rank fusion constant, MemBrain's own (see ``membrain.memory``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (
@@ -128,8 +127,14 @@ CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 
 
 def _part(label: str) -> str:
-    if _SCOPE_PART.match(label) and not label.startswith("h-"):
-        return label
+    """``label`` if it is a valid scope part (as ``Scope`` checks it), else its hash."""
+    if not label.startswith("h-"):
+        try:
+            Scope(dataset=label, task="store")
+        except ScopeError:
+            pass
+        else:
+            return label
     return "h-" + hashlib.blake2b(label.encode(), digest_size=16).hexdigest()
 
 
@@ -248,14 +253,18 @@ class MembrainStore(BaseStore):
             evidence path alone).
         index_fields: JSON paths of the text to index (LangGraph's path syntax, e.g.
             ``["text", "tags[*]"]``); default every string in the value.
-        speaker: Speaker name of the items' messages (whom extracted facts are about).
+        speaker: Speaker name of the items' messages (whom extracted facts are about);
+            default ``"User"`` (:data:`membrain.binding.DEFAULT_USER_NAME`).
         mode: MemBrain retrieval mode of the fact search (``"fast"`` makes no LLM call).
         candidates: Hits per tenant and path fetched before filtering.
         namespace_to_scope: Maps a namespace to its MemBrain scope; default
             :func:`scope_for_namespace`.
 
+    Raises:
+        ConfigurationError: ``mode`` is not a retrieval mode.
+
     Example:
-        >>> store = MembrainStore(mem, path="/tmp/items.sqlite")  # doctest: +SKIP
+        >>> store = MembrainStore(memory=mem, path="/tmp/items.sqlite")  # doctest: +SKIP
         >>> store.put(("sara", "assistant"), "k1", {"text": "Sara lives in Lisbon."})
         ... # doctest: +SKIP
         >>> store.search(("sara",), query="Where does Sara live?")  # doctest: +SKIP
@@ -265,13 +274,13 @@ class MembrainStore(BaseStore):
 
     def __init__(
         self,
-        memory: Memory,
         *,
+        memory: Memory,
         path: str | Path | None = None,
         writer: BackgroundWriter | None = None,
         extract: bool = True,
         index_fields: Sequence[str] | None = None,
-        speaker: str = "user",
+        speaker: str = DEFAULT_USER_NAME,
         mode: RetrievalMode | str = RetrievalMode.FAST,
         candidates: int = 50,
         namespace_to_scope: Callable[[tuple[str, ...]], Scope] | None = None,
@@ -281,7 +290,7 @@ class MembrainStore(BaseStore):
         self._extract = extract
         self._index_fields = [(p, tokenize_path(p)) for p in index_fields or ()]
         self._speaker = speaker
-        self._mode = RetrievalMode(mode)
+        self._mode = RetrievalMode.parse(mode)
         self._candidates = candidates
         self._scope_for = namespace_to_scope or scope_for_namespace
         if path is not None:
@@ -290,7 +299,6 @@ class MembrainStore(BaseStore):
             ":memory:" if path is None else str(path), check_same_thread=False
         )
         self._lock = threading.RLock()
-        self._last_stamp = datetime.min.replace(tzinfo=UTC)
         with self._lock, self._conn:
             if path is not None:
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -443,8 +451,8 @@ class MembrainStore(BaseStore):
                 for source in hit.sources
                 if source.source_id
             )
-        rankings = [[entry[3] for entry in sorted(found)] for found in paths.values()]
-        wanted = list(dict.fromkeys(s for ranking in rankings for s in ranking))
+        rankings = {name: sorted(entries) for name, entries in paths.items()}
+        wanted = list(dict.fromkeys(e[3] for ranking in rankings.values() for e in ranking))
         rows: dict[str, Sequence[Any]] = {}
         with self._lock:
             for start in range(0, len(wanted), 500):
@@ -457,25 +465,28 @@ class MembrainStore(BaseStore):
                     [*chunk, *item_params],
                 ):
                     rows[row[5]] = row
-        scores: dict[tuple[str, str], float] = {}
-        found: dict[tuple[str, str], Sequence[Any]] = {}
-        for ranking in rankings:
-            rank = 0
-            seen: set[tuple[str, str]] = set()
-            for source_id in ranking:
+        # the rankings of source ids become rankings of current items (first mention counts)
+        found: dict[str, Sequence[Any]] = {}
+        items: dict[str, list[Ranked]] = {}
+        for name, ranking in rankings.items():
+            seen: set[str] = set()
+            ranked: list[Ranked] = []
+            for neg_score, _, _, source_id in ranking:
                 row = rows.get(source_id)
-                if row is None or (row[0], row[1]) in seen:
+                if row is None:
                     continue
-                rank += 1
-                item_key = (row[0], row[1])
-                seen.add(item_key)
-                found[item_key] = row
-                scores[item_key] = scores.get(item_key, 0.0) + 1.0 / (_RRF_K + rank)
-        ordered = sorted(found, key=lambda k_: (-scores[k_], found[k_][6], found[k_][7]))
-        kept = [k_ for k_ in ordered if _matches(json.loads(found[k_][2]), op.filter)]
-        return [
-            self._search_item(found[k_], scores[k_]) for k_ in _window(kept, op.offset, op.limit)
-        ]
+                item_id = f"{row[0]}\x00{row[1]}"  # namespace labels hold no NUL
+                if item_id in seen:
+                    continue
+                seen.add(item_id)
+                found[item_id] = row
+                ranked.append(Ranked(item_id, -neg_score))
+            items[name] = ranked
+        fused = rrf(items, {}, RRF_K)
+        # ties keep the sidecar's order (namespace creation, then insertion), as scans do
+        ordered = sorted(fused, key=lambda f: (-f.score, found[f.id][6], found[f.id][7]))
+        kept = [f for f in ordered if _matches(json.loads(found[f.id][2]), op.filter)]
+        return [self._search_item(found[f.id], f.score) for f in _window(kept, op.offset, op.limit)]
 
     # -- writes ------------------------------------------------------------------------------
     def _text(self, value: Mapping[str, Any], index: Sequence[str] | None) -> str:
@@ -486,11 +497,6 @@ class MembrainStore(BaseStore):
         else:
             texts = list(_strings(value))
         return "\n".join(t.strip() for t in texts if isinstance(t, str) and t.strip())
-
-    def _stamp(self) -> datetime:
-        moment = max(datetime.now(UTC), self._last_stamp + timedelta(microseconds=1))
-        self._last_stamp = moment
-        return moment
 
     def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]) -> None:
         rows: list[tuple[str, str, str | None, str | None]] = []
@@ -512,13 +518,11 @@ class MembrainStore(BaseStore):
                     json.dumps([list(namespace), key, text]).encode(), digest_size=16
                 ).hexdigest()
                 source_id = f"lgstore-{digest}"
-                with self._lock:
-                    stamp = self._stamp()
                 messages.setdefault(self._scope_for(namespace), []).append(
                     Message(
                         speaker=self._speaker,
                         text=text,
-                        timestamp=stamp,
+                        timestamp=CLOCK.next(),
                         role=Role.USER,
                         source_id=source_id,
                     )

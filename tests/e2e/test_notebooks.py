@@ -55,7 +55,7 @@ EXPECTED: dict[str, list[str]] = {
         # MembrainStore put / search / get
         "diet ",
         "{'text': 'Sara is vegetarian and loves spicy Thai food.'}",
-        "work 1.0 {'text': \"Sara works as a nurse at the children's hospital.\"}",
+        "work 1.5 {'text': \"Sara works as a nurse at the children's hospital.\"}",
         "[('Sara', 'assistant', 'profile')]",
     ],
     "llamaindex_rag_over_memory.ipynb": [

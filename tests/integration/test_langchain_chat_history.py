@@ -26,6 +26,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from langchain_membrain import MembrainChatMessageHistory, transcript_marker_scope
 from membrain import Memory, MessageStatus, Role, Scope, ScopeError
+from membrain.binding import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.testing import HashingEncoder
 
 _counter = itertools.count()
@@ -45,7 +46,9 @@ def scope() -> Scope:
 
 
 def test_round_trip_human_and_ai(store: Memory, scope: Scope) -> None:
-    history = MembrainChatMessageHistory(store, scope, user_name="Sara", ai_name="Amadeus")
+    history = MembrainChatMessageHistory(
+        memory=store, scope=scope, user_name="Sara", ai_name="Amadeus"
+    )
     history.add_messages(
         [
             HumanMessage("I adopted a cat named Miso yesterday.", id="h1"),
@@ -70,7 +73,7 @@ def test_round_trip_human_and_ai(store: Memory, scope: Scope) -> None:
 
 
 def test_messages_are_extracted_synchronously_by_default(store: Memory, scope: Scope) -> None:
-    history = MembrainChatMessageHistory(store, scope, user_name="Sara")
+    history = MembrainChatMessageHistory(memory=store, scope=scope, user_name="Sara")
     history.add_user_message("I adopted a cat named Miso yesterday.")
     assert {m.status for m in store.messages(scope=scope)} == {MessageStatus.PROCESSED}
     said_at = store.messages(scope=scope)[0].message.timestamp
@@ -84,7 +87,7 @@ def test_messages_are_extracted_synchronously_by_default(store: Memory, scope: S
 
 
 def test_timestamps_strictly_increase_within_one_call(store: Memory, scope: Scope) -> None:
-    history = MembrainChatMessageHistory(store, scope)
+    history = MembrainChatMessageHistory(memory=store, scope=scope)
     texts = [f"Message number {i} about topic {i}." for i in range(8)]
     history.add_messages(
         [HumanMessage(t) if i % 2 == 0 else AIMessage(t) for i, t in enumerate(texts)]
@@ -95,7 +98,7 @@ def test_timestamps_strictly_increase_within_one_call(store: Memory, scope: Scop
 
 
 def test_names_system_and_tool_messages(store: Memory, scope: Scope) -> None:
-    history = MembrainChatMessageHistory(store, scope, user_name="Sara")
+    history = MembrainChatMessageHistory(memory=store, scope=scope, user_name="Sara")
     history.add_messages(
         [
             SystemMessage("The user is planning a trip."),
@@ -114,11 +117,11 @@ def test_names_system_and_tool_messages(store: Memory, scope: Scope) -> None:
 
 
 def test_persistence_across_history_objects(store: Memory, scope: Scope) -> None:
-    first = MembrainChatMessageHistory(store, scope)
+    first = MembrainChatMessageHistory(memory=store, scope=scope)
     first.add_user_message("My sister Ana moved to Lisbon last month.")
     first.add_ai_message("Lisbon is lovely in spring.")
     second = MembrainChatMessageHistory(
-        store, dataset=scope.dataset, task=scope.task, session=scope.session
+        memory=store, dataset=scope.dataset, task=scope.task, session=scope.session
     )
     assert second.messages == first.messages
     assert [m.content for m in second.messages] == [
@@ -130,8 +133,10 @@ def test_persistence_across_history_objects(store: Memory, scope: Scope) -> None
 
 
 def test_sessions_are_isolated(store: Memory, scope: Scope) -> None:
-    one = MembrainChatMessageHistory(store, scope)
-    two = MembrainChatMessageHistory(store, scope.model_copy(update={"session": "thread-2"}))
+    one = MembrainChatMessageHistory(memory=store, scope=scope)
+    two = MembrainChatMessageHistory(
+        memory=store, scope=scope.model_copy(update={"session": "thread-2"})
+    )
     one.add_user_message("I play the cello in a jazz band.")
     two.add_user_message("I collect vintage maps.")
     assert [m.content for m in one.messages] == ["I play the cello in a jazz band."]
@@ -139,7 +144,7 @@ def test_sessions_are_isolated(store: Memory, scope: Scope) -> None:
 
 
 def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) -> None:
-    history = MembrainChatMessageHistory(store, scope, user_name="Sara")
+    history = MembrainChatMessageHistory(memory=store, scope=scope, user_name="Sara")
     history.add_user_message("I run a bakery in Porto with my brother.")
     facts_before = store.facts(scope=scope)
     assert facts_before
@@ -148,7 +153,9 @@ def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) 
     history.clear()
 
     assert history.messages == []
-    assert MembrainChatMessageHistory(store, scope).messages == []  # persisted for the session
+    assert (
+        MembrainChatMessageHistory(memory=store, scope=scope).messages == []
+    )  # persisted for the session
     assert store.facts(scope=scope) == facts_before
     assert store.messages(scope=scope) == stored_before  # the evidence stays, unmarked
     assert "bakery" in store.search("bakery", scope=scope, k=1)[0].text
@@ -164,7 +171,7 @@ def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) 
 
 
 def test_delete_scope_deletes_the_clear_markers(store: Memory, scope: Scope) -> None:
-    history = MembrainChatMessageHistory(store, scope)
+    history = MembrainChatMessageHistory(memory=store, scope=scope)
     history.add_user_message("I play the cello in a jazz band.")
     history.clear()
     assert store.messages(scope=transcript_marker_scope(scope))
@@ -174,8 +181,10 @@ def test_delete_scope_deletes_the_clear_markers(store: Memory, scope: Scope) -> 
 
 
 def test_clear_in_one_session_leaves_others(store: Memory, scope: Scope) -> None:
-    one = MembrainChatMessageHistory(store, scope)
-    two = MembrainChatMessageHistory(store, scope.model_copy(update={"session": "thread-2"}))
+    one = MembrainChatMessageHistory(memory=store, scope=scope)
+    two = MembrainChatMessageHistory(
+        memory=store, scope=scope.model_copy(update={"session": "thread-2"})
+    )
     one.add_user_message("I play the cello in a jazz band.")
     two.add_user_message("I collect vintage maps.")
     one.clear()
@@ -185,7 +194,7 @@ def test_clear_in_one_session_leaves_others(store: Memory, scope: Scope) -> None
 
 def test_on_added_takes_over_extraction(store: Memory, scope: Scope) -> None:
     scheduled: list[Scope] = []
-    history = MembrainChatMessageHistory(store, scope, on_added=scheduled.append)
+    history = MembrainChatMessageHistory(memory=store, scope=scope, on_added=scheduled.append)
     history.add_messages([HumanMessage("I adopted a cat named Miso."), AIMessage("Cute name!")])
     assert scheduled == [scope]
     assert {m.status for m in store.messages(scope=scope)} == {MessageStatus.PENDING}
@@ -201,7 +210,7 @@ def test_on_added_is_notified_after_sync_extraction(store: Memory, scope: Scope)
         statuses.append({m.status for m in store.messages(scope=added)})
 
     history = MembrainChatMessageHistory(
-        store, scope, extract_in_background=False, on_added=notified
+        memory=store, scope=scope, extract_in_background=False, on_added=notified
     )
     history.add_user_message("I adopted a cat named Miso.")
     assert statuses == [{MessageStatus.PROCESSED}]
@@ -209,7 +218,7 @@ def test_on_added_is_notified_after_sync_extraction(store: Memory, scope: Scope)
 
 def test_nothing_to_store_calls_nothing(store: Memory, scope: Scope) -> None:
     scheduled: list[Scope] = []
-    history = MembrainChatMessageHistory(store, scope, on_added=scheduled.append)
+    history = MembrainChatMessageHistory(memory=store, scope=scope, on_added=scheduled.append)
     history.add_messages([ToolMessage("42", tool_call_id="c1")])
     assert scheduled == []
     assert store.messages(scope=scope) == []
@@ -217,11 +226,45 @@ def test_nothing_to_store_calls_nothing(store: Memory, scope: Scope) -> None:
 
 def test_a_session_is_required(store: Memory) -> None:
     with pytest.raises(ScopeError, match="session"):
-        MembrainChatMessageHistory(store, Scope(dataset="sara", task="assistant"))
+        MembrainChatMessageHistory(memory=store, scope=Scope(dataset="sara", task="assistant"))
     with pytest.raises(ScopeError, match="needs a scope"):
-        MembrainChatMessageHistory(store)
+        MembrainChatMessageHistory(memory=store)
     with pytest.raises(ScopeError, match="not both"):
-        MembrainChatMessageHistory(store, Scope(dataset="a", task="b", session="c"), dataset="a")
+        MembrainChatMessageHistory(
+            memory=store, scope=Scope(dataset="a", task="b", session="c"), dataset="a"
+        )
+
+
+def test_memory_is_keyword_only(store: Memory, scope: Scope) -> None:
+    with pytest.raises(TypeError):
+        MembrainChatMessageHistory(store, scope)  # type: ignore[misc]
+
+
+def test_default_speakers_are_the_shared_ones(store: Memory, scope: Scope) -> None:
+    history = MembrainChatMessageHistory(memory=store, scope=scope)
+    history.add_messages([HumanMessage("I play the cello."), AIMessage("How lovely!")])
+    stored = store.messages(scope=scope)
+    assert [m.message.speaker for m in stored] == [DEFAULT_USER_NAME, DEFAULT_ASSISTANT_NAME]
+    assert [m.message.speaker for m in stored] == ["User", "Assistant"]
+    assert [m.name for m in history.messages] == [None, None]
+
+
+def test_old_lowercase_speakers_read_back_without_a_name(store: Memory, scope: Scope) -> None:
+    said = [
+        ("user", "I moved to Porto.", "user"),
+        ("assistant", "Porto is lovely.", "assistant"),
+        ("Nate", "Sara moved last spring.", "user"),
+    ]
+    store.add(
+        [
+            {"speaker": who, "text": text, "role": role, "timestamp": f"2024-03-15T14:0{i}:00Z"}
+            for i, (who, text, role) in enumerate(said)
+        ],
+        scope=scope,
+        extract=False,
+    )
+    history = MembrainChatMessageHistory(memory=store, scope=scope)
+    assert [m.name for m in history.messages] == [None, None, "Nate"]
 
 
 def _chain(
@@ -245,7 +288,9 @@ def _chain(
 
     def get_history(session_id: str) -> BaseChatMessageHistory:
         return MembrainChatMessageHistory(
-            store, Scope(dataset=dataset, task="assistant", session=session_id), user_name="Sara"
+            memory=store,
+            scope=Scope(dataset=dataset, task="assistant", session=session_id),
+            user_name="Sara",
         )
 
     runnable = RunnableWithMessageHistory(
@@ -272,7 +317,7 @@ def test_runnable_with_message_history(store: Memory, scope: Scope) -> None:
         "Nice to meet you, Sara!",
     ]
     chat = Scope(dataset=scope.dataset, task="assistant", session="chat-1")
-    history = MembrainChatMessageHistory(store, chat)
+    history = MembrainChatMessageHistory(memory=store, scope=chat)
     assert [(type(m), m.content) for m in history.messages] == [
         (HumanMessage, "I adopted a cat named Miso yesterday."),
         (AIMessage, "Nice to meet you, Sara!"),
@@ -293,4 +338,4 @@ async def test_runnable_with_message_history_async(store: Memory, scope: Scope) 
     assert reply.content == "Porto."
     assert [m.content for m in seen[1][1:3]] == ["I run a bakery in Porto.", "Hello!"]
     chat = Scope(dataset=scope.dataset, task="assistant", session="chat-async")
-    assert len(await MembrainChatMessageHistory(store, chat).aget_messages()) == 4
+    assert len(await MembrainChatMessageHistory(memory=store, scope=chat).aget_messages()) == 4

@@ -13,7 +13,8 @@ from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
 from langchain_membrain import create_memory_tools
-from membrain import Memory, Scope
+from membrain import ConfigurationError, Memory, Scope
+from membrain.binding import DEFAULT_ASSISTANT_NAME
 from membrain.testing import HashingEncoder
 
 _counter = itertools.count()
@@ -50,7 +51,7 @@ def scope(store: Memory) -> Scope:
 
 @pytest.fixture
 def tools(store: Memory, scope: Scope) -> dict[str, BaseTool]:
-    return {t.name: t for t in create_memory_tools(store, scope, speaker="Amadeus")}
+    return {t.name: t for t in create_memory_tools(memory=store, scope=scope, speaker="Amadeus")}
 
 
 class _StandardToolTests:
@@ -134,7 +135,7 @@ def test_search_limit_and_artifact(tools: dict[str, BaseTool]) -> None:
 
 
 def test_search_of_an_empty_scope(store: Memory) -> None:
-    [search, _] = create_memory_tools(store, Scope(dataset="nobody", task="assistant"))
+    [search, _] = create_memory_tools(memory=store, scope=Scope(dataset="nobody", task="assistant"))
     assert search.invoke({"query": "cat"}) == "No memories found."
 
 
@@ -230,3 +231,16 @@ async def test_async_tools(store: Memory, scope: Scope, tools: dict[str, BaseToo
     fact_id = created.removeprefix("created memory ")
     found = await tools["search_memory"].ainvoke({"query": "cello Fridays", "limit": 1})
     assert found.startswith(f"[{fact_id}] Sara plays the cello on Fridays.")
+
+
+def test_memory_is_keyword_only_and_the_default_speaker_is_shared(
+    store: Memory, scope: Scope
+) -> None:
+    with pytest.raises(TypeError):
+        create_memory_tools(store, scope)  # type: ignore[misc]
+    with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
+        create_memory_tools(memory=store, scope=scope, mode="psychic")
+    [_, manage] = create_memory_tools(memory=store, scope=scope)
+    manage.invoke({"content": "Sara's favourite colour is teal."})
+    [note] = [m for m in store.messages(scope=scope) if m.message.text.endswith("teal.")]
+    assert note.message.speaker == DEFAULT_ASSISTANT_NAME == "Assistant"

@@ -28,8 +28,9 @@ from langchain_membrain.langgraph import (
     make_writer_node,
 )
 from langchain_membrain.langgraph.example import build_example_graph
-from membrain import Memory, MessageStatus, Role, Scope, ScopeError
+from membrain import ConfigurationError, Memory, MessageStatus, Role, Scope, ScopeError
 from membrain.background import BackgroundWriter
+from membrain.binding import DEFAULT_USER_NAME, ScopeBinding
 from membrain.testing import HashingEncoder, ScriptedChatModel
 from membrain.tokens import count_tokens
 
@@ -114,11 +115,51 @@ def test_scope_template_custom_parts_and_defaults() -> None:
         ScopeTemplate().resolve({"configurable": {"user_id": "a/b"}})
 
 
+def test_scope_template_is_the_core_binding() -> None:
+    template = ScopeTemplate(task="tutor")
+    assert isinstance(template, ScopeBinding)
+    # a whole config, or its configurable values: the same scope
+    assert template.resolve(CONFIG) == template.resolve(CONFIG["configurable"])
+    assert template.resolve(CONFIG) == Scope(dataset="Sara", task="tutor", session="t1")
+
+
+def test_nodes_take_memory_by_keyword_and_parse_the_mode(memory: Memory) -> None:
+    with pytest.raises(TypeError):
+        make_writer_node(memory)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        make_recall_node(memory)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        build_example_graph(memory, GenericFakeChatModel(messages=iter([])))  # type: ignore[misc]
+    with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
+        make_recall_node(memory=memory, mode="psychic")
+
+
+def test_nodes_accept_any_scope_binding(memory: Memory, writer: BackgroundWriter) -> None:
+    fixed = Scope(dataset=f"team-{next(_counter)}", task="assistant", session="standup")
+    node = make_writer_node(memory=memory, writer=writer, scope_template=ScopeBinding.fixed(fixed))
+    node({"messages": [HumanMessage("The demo moved to Friday.", id="h1")]}, RunnableConfig())
+    [stored] = memory.messages(scope=fixed)
+    assert stored.message.speaker == DEFAULT_USER_NAME == "User"  # no user_id in the config
+
+    binding = ScopeBinding(dataset="{team}", task="assistant", session=None)
+    other = make_writer_node(memory=memory, writer=writer, scope_template=binding)
+    with pytest.raises(ScopeError, match=r"config\['configurable'\] has no 'team'.*graph\.invoke"):
+        other({"messages": [HumanMessage("hi", id="h2")]}, RunnableConfig(configurable={}))
+    other(
+        {"messages": [HumanMessage("The demo moved to Friday.", id="h3")]},
+        RunnableConfig(configurable={"team": fixed.dataset, "user_id": "Nate"}),
+    )
+    assert [m.message.speaker for m in memory.messages(scope=fixed.without_session())] == [
+        "User",
+        "Nate",
+    ]
+
+
 # -- writer node -------------------------------------------------------------------------------
 def test_writer_node_writes_new_messages_once(
     memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
 ) -> None:
-    node = make_writer_node(memory, writer=writer)
+    node = make_writer_node(memory=memory, writer=writer)
     history: list[BaseMessage] = [
         SystemMessage("You are helpful.", id="s0"),
         HumanMessage("I adopted a grey cat named Miso.", id="h1"),
@@ -128,7 +169,7 @@ def test_writer_node_writes_new_messages_once(
     stored = memory.messages(scope=scope)
     assert [(m.message.speaker, m.message.role, m.message.source_id) for m in stored] == [
         ("Sara", Role.USER, "h1"),
-        ("assistant", Role.ASSISTANT, "a1"),
+        ("Assistant", Role.ASSISTANT, "a1"),
     ]
     assert all(m.status is MessageStatus.PENDING for m in stored)
     assert stored[0].message.timestamp < stored[1].message.timestamp
@@ -152,7 +193,7 @@ def test_writer_node_writes_new_messages_once(
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
 
     # a new process (a fresh node) sees the whole thread again: nothing is stored twice
-    make_writer_node(memory, writer=writer)({"messages": history}, config)
+    make_writer_node(memory=memory, writer=writer)({"messages": history}, config)
     assert len(memory.messages(scope=scope)) == 4
     assert writer.flush(timeout=20)
     assert Counter(m.status for m in memory.messages(scope=scope)) == Counter(
@@ -163,7 +204,7 @@ def test_writer_node_writes_new_messages_once(
 def test_writer_node_needs_a_user(
     memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
 ) -> None:
-    node = make_writer_node(memory, writer=writer)
+    node = make_writer_node(memory=memory, writer=writer)
     with pytest.raises(ScopeError, match="user_id"):
         node(
             {"messages": [HumanMessage("hi", id="h1")]},
@@ -184,7 +225,7 @@ def test_writer_node_returns_before_a_slow_extraction_finishes(tmp_path: Path) -
             scope=Scope(dataset="warm", task="up"),
             extract=False,
         )
-        node = make_writer_node(memory, writer=writer)
+        node = make_writer_node(memory=memory, writer=writer)
         first = {"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}
         started = time.perf_counter()
         assert node(first, CONFIG) == {}
@@ -208,10 +249,10 @@ def test_writer_node_returns_before_a_slow_extraction_finishes(tmp_path: Path) -
 def test_recall_node_puts_context_for_the_latest_human_message(
     memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
 ) -> None:
-    write = make_writer_node(memory, writer=writer)
+    write = make_writer_node(memory=memory, writer=writer)
     write({"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}, config)
     writer.flush(timeout=20)
-    recall = make_recall_node(memory, key="recalled", max_tokens=200)
+    recall = make_recall_node(memory=memory, key="recalled", max_tokens=200)
     other_thread: RunnableConfig = {
         "configurable": {"user_id": "Sara", "thread_id": "t2", "assistant_id": scope.task}
     }
@@ -223,7 +264,7 @@ def test_recall_node_puts_context_for_the_latest_human_message(
     assert set(result) == {"recalled"}
     assert "Miso" in result["recalled"]
     assert recall({"messages": [AIMessage("Hi")]}, config) == {"recalled": ""}
-    only_thread = make_recall_node(memory, across_sessions=False)
+    only_thread = make_recall_node(memory=memory, across_sessions=False)
     assert only_thread(state, other_thread) == {"memory_context": ""}
     assert "Miso" in only_thread(state, config)["memory_context"]
 
@@ -246,7 +287,7 @@ def test_example_graph_recalls_the_first_turn_in_the_second(
         messages=iter([AIMessage("What a lovely name!"), AIMessage("Your cat is Miso.")]),
         seen=[],
     )
-    graph = build_example_graph(memory, model, writer=writer)
+    graph = build_example_graph(memory=memory, model=model, writer=writer)
     first = graph.invoke({"messages": [HumanMessage("I adopted a grey cat named Miso.")]}, config)
     assert first["memory_context"] == ""
     assert not any(isinstance(m, SystemMessage) for m in model.seen[0])

@@ -24,8 +24,10 @@ from langgraph.store.base import (
 from langgraph.store.memory import InMemoryStore
 
 from langchain_membrain.langgraph import MembrainStore, scope_for_namespace
-from membrain import Memory, MessageStatus, Scope
+from membrain import ConfigurationError, Memory, MessageStatus, Scope
 from membrain.background import BackgroundWriter
+from membrain.binding import DEFAULT_USER_NAME
+from membrain.retrieval import RRF_K, Ranked, rrf
 from membrain.testing import HashingEncoder
 
 NAMESPACES = [
@@ -49,7 +51,7 @@ def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
 @pytest.fixture
 def stores(shared_memory: Memory) -> Iterator[tuple[MembrainStore, InMemoryStore]]:
     # no extraction: these tests are about the key-value half
-    with MembrainStore(shared_memory, extract=False) as ours:
+    with MembrainStore(memory=shared_memory, extract=False) as ours:
         yield ours, InMemoryStore()
 
 
@@ -252,19 +254,39 @@ def test_scope_for_namespace() -> None:
     odd = scope_for_namespace(("user/42#x", "t"))
     assert odd.dataset.startswith("h-") and odd == scope_for_namespace(("user/42#x", "t"))
     assert scope_for_namespace(("h-1",)).dataset != "h-1"
+    # labels are kept exactly when membrain.Scope accepts them as scope parts
+    assert scope_for_namespace(("x" * 128, "a b")) == Scope(dataset="x" * 128, task="a b")
+    assert scope_for_namespace(("x" * 129,)).dataset.startswith("h-")
+    assert scope_for_namespace((" lead",)).dataset.startswith("h-")
     with pytest.raises(InvalidNamespaceError):
         scope_for_namespace(())
 
 
+def test_store_takes_memory_by_keyword_and_shares_the_defaults(shared_memory: Memory) -> None:
+    with pytest.raises(TypeError):
+        MembrainStore(shared_memory)  # type: ignore[misc]
+    with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
+        MembrainStore(memory=shared_memory, mode="psychic")
+    namespace = (f"speaker-{next(_counter)}", "assistant")
+    with MembrainStore(memory=shared_memory, extract=False) as store:
+        store.put(namespace, "tea", {"text": "Sara drinks green tea every morning."})
+        [hit] = store.search(namespace, query="green tea every morning")
+    [stored] = shared_memory.messages(scope=scope_for_namespace(namespace))
+    assert stored.message.speaker == DEFAULT_USER_NAME == "User"
+    # first in both evidence rankings, no facts yet: MemBrain's fusion of two first places
+    first = rrf({"sparse": [Ranked("tea", 1.0)]}, {}, RRF_K)[0].score
+    assert hit.key == "tea" and hit.score == pytest.approx(2 * first)
+
+
 def test_abatch_and_persistence(shared_memory: Memory, tmp_path: Path) -> None:
     path = tmp_path / "items.sqlite"
-    with MembrainStore(shared_memory, path=path, extract=False) as store:
+    with MembrainStore(memory=shared_memory, path=path, extract=False) as store:
         asyncio.run(store.aput(("p", "q"), "k", {"text": "kept across restarts"}))
         got = asyncio.run(store.aget(("p", "q"), "k"))
         assert got is not None and got.value == {"text": "kept across restarts"}
         found = asyncio.run(store.asearch(("p",)))
         assert [i.key for i in found] == ["k"]
-    with MembrainStore(shared_memory, path=path, extract=False) as store:
+    with MembrainStore(memory=shared_memory, path=path, extract=False) as store:
         again = store.get(("p", "q"), "k")
         assert again is not None and again.value == got.value
         assert again.created_at == got.created_at
@@ -296,7 +318,7 @@ def query_store(shared_memory: Memory) -> Iterator[QueryStore]:
     sara, nate = ("Sara", task), ("Nate", task)
     with (
         BackgroundWriter(shared_memory, idle_seconds=60) as writer,
-        MembrainStore(shared_memory, writer=writer, speaker="Sara") as store,
+        MembrainStore(memory=shared_memory, writer=writer, speaker="Sara") as store,
     ):
         for key, value in ITEMS.items():
             store.put(sara, key, value)

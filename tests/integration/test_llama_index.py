@@ -10,12 +10,14 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.memory import Memory as ChatMemory
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import llama_index_membrain
 from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
-from membrain import ConfigurationError, Memory, Scope, ScopeError
+from membrain import ConfigurationError, Memory, RetrievalMode, Scope, ScopeError
 from membrain.aio import AsyncMemory
+from membrain.binding import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.tokens import count_tokens
 
 CHAT = [
@@ -86,7 +88,7 @@ def test_public_api() -> None:
 
 # -- retriever ---------------------------------------------------------------------------------
 def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, scope: Scope) -> None:
-    retriever = MembrainRetriever(filled, scope=scope, k=3, mode="fast")
+    retriever = MembrainRetriever(memory=filled, scope=scope, k=3, mode="fast")
     nodes = retriever.retrieve(QUESTION)
     hits = filled.search(QUESTION, scope=scope, k=3, mode="fast")
     assert _ids(nodes) == [h.fact.id for h in hits]
@@ -119,7 +121,9 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
 def test_llm_sees_the_fact_with_entities_and_times_not_the_bookkeeping(
     filled: Memory, scope: Scope
 ) -> None:
-    node = MembrainRetriever(filled, scope=scope, k=1, mode="fast").retrieve(QUESTION)[0].node
+    node = (
+        MembrainRetriever(memory=filled, scope=scope, k=1, mode="fast").retrieve(QUESTION)[0].node
+    )
     shown = node.get_content(metadata_mode=MetadataMode.LLM)
     assert "Sara adopted a grey cat named Miso yesterday." in shown
     assert "valid_from: 2024-03-14T00:00:00+00:00" in shown
@@ -130,7 +134,9 @@ def test_llm_sees_the_fact_with_entities_and_times_not_the_bookkeeping(
 
 @pytest.mark.asyncio
 async def test_async_retrieve_matches_sync(filled: Memory, scope: Scope) -> None:
-    retriever = MembrainRetriever(AsyncMemory.from_memory(filled), scope=scope, k=3, mode="fast")
+    retriever = MembrainRetriever(
+        memory=AsyncMemory.from_memory(filled), scope=scope, k=3, mode="fast"
+    )
     assert retriever.memory is filled  # an AsyncMemory is unwrapped
     sync_nodes = retriever.retrieve(QueryBundle(QUESTION))
     async_nodes = await retriever.aretrieve(QUESTION)
@@ -140,19 +146,30 @@ async def test_async_retrieve_matches_sync(filled: Memory, scope: Scope) -> None
 
 
 def test_retriever_scope_arguments(filled: Memory, scope: Scope) -> None:
-    by_parts = MembrainRetriever(filled, dataset="sara", task="assistant", k=2, mode="fast")
+    by_parts = MembrainRetriever(memory=filled, dataset="sara", task="assistant", k=2, mode="fast")
     assert by_parts.scope == scope
     assert _ids(by_parts.retrieve(QUESTION)) == _ids(
-        MembrainRetriever(filled, scope=scope, k=2, mode="fast").retrieve(QUESTION)
+        MembrainRetriever(memory=filled, scope=scope, k=2, mode="fast").retrieve(QUESTION)
     )
-    other = MembrainRetriever(filled, dataset="sara", task="elsewhere", k=2)
+    other = MembrainRetriever(memory=filled, dataset="sara", task="elsewhere", k=2)
     assert other.retrieve(QUESTION) == []  # no read crosses the tenant key
     with pytest.raises(ScopeError, match="not both"):
-        MembrainRetriever(filled, scope=scope, dataset="sara")
+        MembrainRetriever(memory=filled, scope=scope, dataset="sara")
     with pytest.raises(ScopeError, match="needs a scope"):
-        MembrainRetriever(filled, dataset="sara")
+        MembrainRetriever(memory=filled, dataset="sara")
     with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
-        MembrainRetriever(filled, scope=scope, mode="telepathy")
+        MembrainRetriever(memory=filled, scope=scope, mode="telepathy")
+    with pytest.raises(TypeError):
+        MembrainRetriever(filled, scope=scope)  # type: ignore[misc]
+
+
+def test_memory_block_defaults_and_mode(memory: Memory) -> None:
+    scope = Scope(dataset="okabe", task="defaults")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, mode="expand")
+    assert block.mode is RetrievalMode.EXPAND
+    assert (block.user_name, block.assistant_name) == (DEFAULT_USER_NAME, DEFAULT_ASSISTANT_NAME)
+    with pytest.raises(ValidationError, match="unknown retrieval mode 'telepathy'"):
+        MembrainMemoryBlock(memory=memory, scope=scope, mode="telepathy")
 
 
 def test_retriever_with_a_session(memory: Memory) -> None:
@@ -162,19 +179,19 @@ def test_retriever_with_a_session(memory: Memory) -> None:
         [{"speaker": "Sara", "text": "I sold my bike.", "timestamp": "2024-03-16T09:00:00Z"}],
         scope=session.model_copy(update={"session": "s2"}),
     )
-    nodes = MembrainRetriever(memory, dataset="sara", task="assistant", session="s1").retrieve(
-        "What did Sara sell?"
-    )
+    nodes = MembrainRetriever(
+        memory=memory, dataset="sara", task="assistant", session="s1"
+    ).retrieve("What did Sara sell?")
     assert nodes and all(n.node.metadata["session"] == "s1" for n in nodes)
     assert {n.node.metadata["scope"] for n in nodes} == {"sara/assistant"}
     assert "bike" not in " ".join(n.node.get_content() for n in nodes)
-    everything = MembrainRetriever(memory, dataset="sara", task="assistant", k=10)
+    everything = MembrainRetriever(memory=memory, dataset="sara", task="assistant", k=10)
     sessions = {n.node.metadata["session"] for n in everything.retrieve("What did Sara sell?")}
     assert sessions == {"s1", "s2"}
 
 
 def test_retriever_in_a_query_engine_returns_the_source_nodes(filled: Memory, scope: Scope) -> None:
-    retriever = MembrainRetriever(filled, scope=scope, k=2, mode="fast")
+    retriever = MembrainRetriever(memory=filled, scope=scope, k=2, mode="fast")
     engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
     response = engine.query(QUESTION)
     assert _ids(response.source_nodes) == _ids(retriever.retrieve(QUESTION))
@@ -185,7 +202,7 @@ def test_retriever_in_a_query_engine_returns_the_source_nodes(filled: Memory, sc
 
 @pytest.mark.asyncio
 async def test_retriever_in_an_async_query_engine(filled: Memory, scope: Scope) -> None:
-    retriever = MembrainRetriever(filled, scope=scope, k=2, mode="fast")
+    retriever = MembrainRetriever(memory=filled, scope=scope, k=2, mode="fast")
     engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
     response = await engine.aquery(QUESTION)
     assert _ids(response.source_nodes) == _ids(retriever.retrieve(QUESTION))

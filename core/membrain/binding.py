@@ -1,0 +1,240 @@
+"""What every framework adapter shares: its scope binding, its clock and its speaker names.
+
+- :class:`ScopeBinding` is the one way an adapter gets its :class:`~membrain.Scope`: a fixed
+  scope, the scope's parts (``dataset``/``task``/``session``), or templates such as
+  ``"{user_id}"`` resolved per run from a mapping of values (LangGraph's
+  ``config["configurable"]``, a runtime context).
+- :class:`MonotonicClock` stamps the messages adapters write with the current UTC time,
+  strictly increasing, so a transcript keeps the order it was written in; :data:`CLOCK` is the
+  process-wide instance every adapter uses.
+- :data:`DEFAULT_USER_NAME` and :data:`DEFAULT_ASSISTANT_NAME` are the speaker names of user and
+  assistant messages when the caller names nobody.
+
+Example:
+    >>> ScopeBinding().resolve({"user_id": "sara", "thread_id": "t1"})
+    Scope(dataset='sara', task='assistant', session='t1')
+    >>> ScopeBinding.of(dataset="sara", task="assistant").resolve()
+    Scope(dataset='sara', task='assistant', session=None)
+"""
+
+from __future__ import annotations
+
+import string
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+
+from membrain.errors import ConfigurationError, ScopeError
+from membrain.models import Scope
+
+__all__ = [
+    "CLOCK",
+    "DEFAULT_ASSISTANT_NAME",
+    "DEFAULT_USER_NAME",
+    "MonotonicClock",
+    "ScopeBinding",
+]
+
+DEFAULT_USER_NAME = "User"
+"""Speaker name of a user's messages when the caller names nobody.
+
+A speaker name is the entity name facts use (``User adopted a cat named Miso.``), hence the
+capital; entity names match case-insensitively, so memories written as ``"user"`` are the same
+entity. Message roles (:class:`~membrain.Role`) stay lowercase.
+"""
+
+DEFAULT_ASSISTANT_NAME = "Assistant"
+"""Speaker name of an assistant's messages when the caller names nobody."""
+
+_TICK = timedelta(microseconds=1)
+_FORMATTER = string.Formatter()
+
+
+class MonotonicClock:
+    """A thread-safe UTC clock whose readings strictly increase, at least 1 µs apart.
+
+    Example:
+        >>> clock = MonotonicClock()
+        >>> first, second = clock.next(), clock.next()
+        >>> first < second
+        True
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = datetime.min.replace(tzinfo=UTC)
+
+    def next(self) -> datetime:
+        """The current UTC time, or 1 µs after the previous reading if that is later."""
+        with self._lock:
+            moment = max(datetime.now(UTC), self._last + _TICK)
+            self._last = moment
+            return moment
+
+
+CLOCK = MonotonicClock()
+"""The process-wide clock of the adapters: no two of their messages share a timestamp."""
+
+
+def _keys(template: str) -> tuple[str, ...]:
+    """The value keys a template reads; malformed templates raise ``ConfigurationError``."""
+    try:
+        names = [name for _, name, _, _ in _FORMATTER.parse(template) if name is not None]
+    except ValueError as exc:
+        raise ConfigurationError(f"scope template {template!r} does not parse: {exc}") from None
+    for name in names:
+        if not name or not name.isidentifier():
+            raise ConfigurationError(
+                f"scope template {template!r} has the field {{{name}}}; fields must name a "
+                "value, like {user_id}"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class ScopeBinding:
+    """Where an adapter's memory lives: a fixed scope, or templates resolved per run.
+
+    Each part is a ``str.format`` template over a mapping of values (``"{user_id}"``); a part
+    without fields is literal, and a binding whose parts are all literal is fixed
+    (:attr:`scope`). ``defaults`` fill keys the values lack (``None`` and ``""`` count as
+    missing). A key that ``dataset`` or ``task`` needs but neither the values nor the defaults
+    hold raises :class:`~membrain.ScopeError`; when a key of ``session`` is missing the scope
+    has no session (it covers every session of the tenant). ``session=None`` never uses one.
+
+    Args:
+        dataset: Template of the scope's dataset (whose memory); default ``"{user_id}"``.
+        task: Template of the scope's task (which agent); default ``"{assistant_id}"``.
+        session: Template of the session, or ``None``; default ``"{thread_id}"``.
+        defaults: Values for missing keys; default ``{"assistant_id": "assistant"}``.
+
+    Raises:
+        ConfigurationError: A template does not parse, or has a field that is not a key.
+        ScopeError: A fixed binding's parts do not form a valid scope.
+
+    Example:
+        >>> binding = ScopeBinding(dataset="{org}:{user_id}", defaults={"org": "acme"})
+        >>> binding.resolve({"user_id": "sara", "assistant_id": "tutor"})
+        Scope(dataset='acme:sara', task='tutor', session=None)
+        >>> ScopeBinding.fixed(Scope(dataset="sara", task="chat")).scope
+        Scope(dataset='sara', task='chat', session=None)
+    """
+
+    dataset: str = "{user_id}"
+    task: str = "{assistant_id}"
+    session: str | None = "{thread_id}"
+    defaults: Mapping[str, str] = field(
+        default_factory=lambda: {"assistant_id": "assistant"}, hash=False
+    )
+    _fixed: Scope | None = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        defaults = {str(k): str(v) for k, v in self.defaults.items()}
+        object.__setattr__(self, "defaults", MappingProxyType(defaults))
+        templates = (self.dataset, self.task, self.session or "")
+        if not any([_keys(t) for t in templates]):
+            fixed = Scope(dataset=self.dataset, task=self.task, session=self.session)
+            object.__setattr__(self, "_fixed", fixed)
+
+    @classmethod
+    def fixed(cls, scope: Scope) -> ScopeBinding:
+        """A binding that always resolves to ``scope``."""
+        return cls(dataset=scope.dataset, task=scope.task, session=scope.session, defaults={})
+
+    @classmethod
+    def of(
+        cls,
+        scope: Scope | None = None,
+        *,
+        dataset: str | None = None,
+        task: str | None = None,
+        session: str | None = None,
+        owner: str = "this adapter",
+        session_required: bool = False,
+    ) -> ScopeBinding:
+        """A fixed binding from an adapter's arguments: ``scope``, or its parts (not both).
+
+        Args:
+            scope: The scope.
+            dataset: Scope dataset (instead of ``scope``).
+            task: Scope task (instead of ``scope``).
+            session: Scope session (instead of ``scope``).
+            owner: Who asks, for the error messages (``"MembrainRetriever"``).
+            session_required: The scope must name a session.
+
+        Raises:
+            ScopeError: Both or neither were given, a part is not valid, or the session is
+                missing when it is required.
+        """
+        parts = (dataset, task, session)
+        if scope is not None:
+            if any(part is not None for part in parts):
+                raise ScopeError("pass either scope=Scope(...) or dataset/task/session, not both")
+        elif dataset is None or task is None:
+            if session_required:
+                raise ScopeError(
+                    f"{owner} needs a scope with a session: pass "
+                    "scope=Scope(dataset=..., task=..., session=...) or dataset/task/session"
+                )
+            raise ScopeError(
+                f"{owner} needs a scope: pass scope=Scope(dataset=..., task=...) "
+                "or dataset=... and task=... (and optionally session=...)"
+            )
+        else:
+            scope = Scope(dataset=dataset, task=task, session=session)
+        if session_required and scope.session is None:
+            raise ScopeError(
+                f"{owner} needs a scope with a session, e.g. Scope(dataset={scope.dataset!r}, "
+                f"task={scope.task!r}, session='thread-1')"
+            )
+        return cls.fixed(scope)
+
+    @property
+    def scope(self) -> Scope | None:
+        """The scope of a fixed binding; ``None`` when a part is a template."""
+        return self._fixed
+
+    def resolve(
+        self,
+        values: Mapping[str, object] | None = None,
+        *,
+        source: str = "the mapping of values",
+        hint: str = "",
+    ) -> Scope:
+        """The scope for ``values`` (a fixed binding ignores them).
+
+        Args:
+            values: The run's values (``str()`` of each is used).
+            source: Where the values come from, for the error message
+                (``"config['configurable']"``).
+            hint: How to pass a missing key, for the error message; ``{key}`` stands for the
+                quoted key (``"pass it when invoking, e.g. {{{key}: ...}}"``).
+
+        Raises:
+            ScopeError: A key that ``dataset`` or ``task`` needs is missing, or a resolved part
+                is not a valid scope part.
+        """
+        if self._fixed is not None:
+            return self._fixed
+        known = dict(self.defaults)
+        for key, value in (values or {}).items():
+            if value is not None and value != "":
+                known[key] = str(value)
+        parts: dict[str, str] = {}
+        for name, template in (("dataset", self.dataset), ("task", self.task)):
+            missing = [key for key in _keys(template) if not known.get(key)]
+            if missing:
+                key = repr(missing[0])
+                how = hint.replace("{key}", key) if hint else f"pass it in {source}"
+                raise ScopeError(
+                    f"the scope's {name} is {template!r} but {source} has no "
+                    f"{', '.join(repr(k) for k in missing)}; {how}, or give the "
+                    f"{type(self).__name__} a default for it (defaults={{{key}: ...}})"
+                )
+            parts[name] = template.format_map(known)
+        session: str | None = None
+        if self.session is not None and all(known.get(k) for k in _keys(self.session)):
+            session = self.session.format_map(known)
+        return Scope(dataset=parts["dataset"], task=parts["task"], session=session)
