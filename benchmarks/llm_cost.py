@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/llm_cost.py --data ../shared/data/locomo/locomo10_dev.json \
+    python -m benchmarks.llm_cost --data ../shared/data/locomo/locomo10_dev.json \
         [--batch-size 16 32] [--context-window 6] [--limit-conversations N] [--json OUT]
 
 What is measured. Every LoCoMo conversation is added, in its own scope, to a fresh temporary
@@ -45,15 +45,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.locomo_eval import format_table
 from membrain import Memory
 from membrain.extraction.prompts import DIVIDER
 from membrain.loaders import Conversation, load_conversations
 from membrain.models import Scope, TimeSpan
 from membrain.temporal import annotate, find_annotations, find_times, resolve
 from membrain.testing import HashingEncoder, ScriptedChatModel
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _locomo_eval import format_table  # noqa: E402
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10_dev.json")
 
@@ -338,7 +336,10 @@ def ingest(conversations: Sequence[Conversation], batch_size: int, context_windo
 
 # -- the report -------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.llm_cost",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON file")
     parser.add_argument("--batch-size", nargs="+", type=int, default=[16, 32], metavar="B")
     parser.add_argument("--context-window", type=int, default=6, metavar="W")

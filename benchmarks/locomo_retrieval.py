@@ -1,8 +1,8 @@
 """LoCoMo evidence-recall benchmark of MemBrain retrieval, against raw-turn baselines.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/locomo_retrieval.py --data ../shared/data/locomo/locomo10_dev.json \
+    python -m benchmarks.locomo_retrieval --data ../shared/data/locomo/locomo10_dev.json \
         [--mode fast|expand|deep|auto] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
         [--limit-conversations N] [--path DIR] [--search-k N] [--ablate]
 
@@ -43,10 +43,8 @@ question) and question counts.
 
 Paths. ``paths_seen`` lists the retrieval paths that found at least one returned fact (the keys of
 ``MemoryHit.paths``), and ``paths_seen_questions`` in how many questions each did. With ``--mode
-auto``, ``auto_escalation`` is the share of questions that escalated from ``fast`` to ``expand``: a
-question counts as escalated when one of its hits was found by a path beyond A, B and the time
-boosts (``fast`` never runs one, and an escalated search runs B2 and B3, dense paths that always
-return candidates, so with the default ``--search-k`` of 100 one of them is in the hits).
+auto``, ``auto_escalation`` is the share of questions that escalated from ``fast`` to ``expand``,
+as the search reports it (``SearchResult.escalated``).
 
 Ablation (``--ablate``). After the main run, the system's searches are run again over the same
 ingested stores, once per path of the mode with that path removed (``Memory.search(...,
@@ -63,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -82,9 +79,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _locomo_eval import (  # noqa: E402
+from benchmarks.locomo_eval import (
     CATEGORIES,
     RecallTable,
     category_counts,
@@ -97,13 +92,12 @@ from _locomo_eval import (  # noqa: E402
     render_fact_line,
     render_turn_line,
 )
-
-from membrain import Memory  # noqa: E402
-from membrain.loaders import Conversation, locomo_conversations  # noqa: E402
-from membrain.models import MemoryHit, Message, Scope  # noqa: E402
-from membrain.retrieval.search import MODE_PATHS, RetrievalMode  # noqa: E402
-from membrain.temporal import plain_text  # noqa: E402
-from membrain.tokens import count_tokens  # noqa: E402
+from membrain import Memory, SearchResult
+from membrain.loaders import Conversation, locomo_conversations
+from membrain.models import MemoryHit, Message, Scope
+from membrain.retrieval.search import MODE_PATHS, RetrievalMode
+from membrain.temporal import plain_text
+from membrain.tokens import count_tokens
 
 METHODS: tuple[tuple[str, str], ...] = (
     ("system", "system"),
@@ -121,8 +115,6 @@ _BASELINE_PATHS: dict[str, tuple[str, ...]] = {
 _CITED_TOP = 10
 TIME_BOOSTS = ("time", "stated", "when")
 """The boosts every mode adds when the question names a time or asks when (one ablation group)."""
-FAST_PATHS = frozenset({"A", "B", *TIME_BOOSTS})
-"""Paths a search that did not escalate can run; any other path in a hit means escalation."""
 _PATH_ORDER = ("A", "B", "B2", "B3", "C", "D", *TIME_BOOSTS)
 
 
@@ -175,7 +167,10 @@ class QuestionSet:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.locomo_retrieval",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
     parser.add_argument("--data", required=True, type=Path, help="LoCoMo JSON file")
     parser.add_argument(
         "--mode",
@@ -285,7 +280,7 @@ class Evaluator:
         self.paths_seen: dict[str, int] = {}
         """Path name -> questions in which it found at least one returned fact."""
         self.escalated = 0
-        """Questions whose hits include a path beyond A, B and the boosts (``auto``)."""
+        """Questions whose search escalated (``SearchResult.escalated``, ``auto`` only)."""
         self._tokens: dict[str, int] = {}
 
     def _count(self, line: str) -> int:
@@ -296,9 +291,9 @@ class Evaluator:
 
     def _search(
         self, question: Question, result: MethodResult, exclude: Sequence[str] = ()
-    ) -> list[MemoryHit]:
+    ) -> SearchResult:
         started = time.perf_counter()
-        hits = self.mem.search(
+        found = self.mem.search(
             question.text,
             scope=question.scope,
             mode=self.mode,
@@ -306,7 +301,7 @@ class Evaluator:
             exclude_paths=exclude,
         )
         result.latencies_ms.append((time.perf_counter() - started) * 1000)
-        return hits
+        return found
 
     @staticmethod
     def _items(hits: Sequence[MemoryHit]) -> list[Item]:
@@ -317,14 +312,15 @@ class Evaluator:
         return items
 
     def _system(self, question: Question) -> list[Item]:
-        hits = self._search(question, self.results["system"])
+        found = self._search(question, self.results["system"])
+        hits = found.hits
         for hit in hits[:_CITED_TOP]:
             self.cited_per_fact.append(len(hit.sources))
             self.unresolved_sources += len(hit.fact.sources) - len(hit.sources)
         seen = {name for hit in hits for name in hit.paths}
         for name in seen:
             self.paths_seen[name] = self.paths_seen.get(name, 0) + 1
-        self.escalated += bool(seen - FAST_PATHS)
+        self.escalated += found.escalated
         return self._items(hits)
 
     def ablate(self, questions: Sequence[Question], exclude: Sequence[str]) -> MethodResult:
@@ -443,7 +439,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "escalated": evaluator.escalated,
             "questions": len(questions),
             "share": evaluator.escalated / len(questions) if questions else float("nan"),
-            "rule": "a hit found by a path other than A, B, time, stated, when",
+            "rule": "SearchResult.escalated",
         }
     if args.ablate:
         extra["ablation"] = ablation

@@ -1,8 +1,8 @@
 """Search latency of ``Memory.search`` per retrieval mode, on one scope of N synthetic facts.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/search_latency.py [--facts 10000] [--queries 200] \
+    python -m benchmarks.search_latency [--facts 10000] [--queries 200] \
         [--modes fast expand deep] [--warmup 10] [--seed 0] [--json OUT]
 
 What it does:
@@ -50,18 +50,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _locomo_eval import format_table, percentile  # noqa: E402
-
-from membrain import Memory  # noqa: E402
-from membrain.embeddings import DenseEncoder  # noqa: E402
-from membrain.extraction.base import FactDraft, entity_refs  # noqa: E402
-from membrain.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id  # noqa: E402
-from membrain.models import Entity, EntityVersion, Scope  # noqa: E402
-from membrain.retrieval.search import RetrievalMode  # noqa: E402
-from membrain.storage.base import DENSE, Collection, VectorQuery  # noqa: E402
-from membrain.testing import HashingEncoder  # noqa: E402
+from benchmarks.locomo_eval import format_table, percentile
+from membrain import Memory
+from membrain.embeddings import DenseEncoder
+from membrain.extraction.base import FactDraft, entity_refs
+from membrain.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
+from membrain.models import Entity, EntityVersion, Scope
+from membrain.retrieval.search import RetrievalMode
+from membrain.storage.base import DENSE, Collection, VectorQuery
+from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="latency", task="bench")
 REFERENCE = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
@@ -429,10 +426,10 @@ def _entities(corpus: Corpus, recorded_at: datetime) -> list[Entity]:
     return entities
 
 
-def build_store(mem: Memory, corpus: Corpus) -> int:
+def write_corpus(mem: Memory, corpus: Corpus) -> int:
     """Write the corpus (entities, then facts in batches); the number of facts written."""
     recorded_at = datetime.now(UTC)
-    mem._store.put_entities(SCOPE.without_session(), _entities(corpus, recorded_at))
+    mem.store.put_entities(SCOPE.without_session(), _entities(corpus, recorded_at))
     written = 0
     for start in range(0, len(corpus.drafts), WRITE_BATCH):
         facts, _ = build_facts(
@@ -441,7 +438,7 @@ def build_store(mem: Memory, corpus: Corpus) -> int:
             extractor=EXTRACTOR,
             recorded_at=recorded_at,
         )
-        mem._store.put_facts(SCOPE, facts, PARTICIPANTS)
+        mem.store.put_facts(SCOPE, facts, PARTICIPANTS)
         written += len(facts)
     return written
 
@@ -498,30 +495,31 @@ def run(
         tempfile.TemporaryDirectory(prefix="search-latency-") as folder,
         Memory(path=Path(folder) / "store", dense=dense) as mem,
     ):
-        encoder = mem._store.dense.name
+        store = mem.store
+        encoder = store.dense.name
         say(f"writing {facts} facts with {encoder} ...")
         started = time.perf_counter()
-        written = build_store(mem, corpus)
+        written = write_corpus(mem, corpus)
         build_s = time.perf_counter() - started
         say(f"  {written} facts written in {build_s:.1f} s; optimize ...")
         started = time.perf_counter()
         mem.optimize()
         optimize_s = time.perf_counter() - started
-        stored = mem._backend.count(Collection.FACTS, SCOPE)
+        stored = store.count_facts(SCOPE)
 
         # Baselines: the query embedding alone, and one raw dense query on a ready vector.
         embed_ms: list[float] = []
         vectors = []
         for question in questions:
             t0 = time.perf_counter()
-            vectors.append(mem._store.dense.embed_query(question))
+            vectors.append(store.dense.embed_query(question))
             embed_ms.append((time.perf_counter() - t0) * 1000)
         for vector in vectors[:warmup]:
-            mem._backend.query(Collection.FACTS, SCOPE, [VectorQuery(DENSE, vector)], limit=K)
+            store.backend.query(Collection.FACTS, SCOPE, [VectorQuery(DENSE, vector)], limit=K)
         raw_ms: list[float] = []
         for vector in vectors:
             t0 = time.perf_counter()
-            mem._backend.query(Collection.FACTS, SCOPE, [VectorQuery(DENSE, vector)], limit=K)
+            store.backend.query(Collection.FACTS, SCOPE, [VectorQuery(DENSE, vector)], limit=K)
             raw_ms.append((time.perf_counter() - t0) * 1000)
 
         load_before = os.getloadavg()[0]
@@ -675,7 +673,10 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.search_latency",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
     parser.add_argument("--facts", type=int, default=TARGET_FACTS, help="facts in the scope")
     parser.add_argument("--queries", type=int, default=200, help="timed questions per mode")
     parser.add_argument(

@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/temporal_resolver.py \
+    python -m benchmarks.temporal_resolver \
         --data ../shared/data/temporal/duckling_time_en_corpus.json
-    python benchmarks/temporal_resolver.py --data PATH --json out.json --show 40
+    python -m benchmarks.temporal_resolver --data PATH --json out.json --show 40
 
 The corpus (converted from facebook/duckling ``Duckling/Time/EN/Corpus.hs``) holds ``examples``,
 each with a ``text``, a ``ref_time`` (2013-02-12T04:30:00-02:00), a ``kind``
@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -63,10 +62,8 @@ from typing import Any
 
 from dateutil.relativedelta import relativedelta
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-
-from membrain.models import Precision, TimeSpan  # noqa: E402
-from membrain.temporal import annotate, format_resolved, resolve  # noqa: E402
+from membrain.models import Precision, TimeSpan
+from membrain.temporal import annotate, format_resolved, resolve
 
 GRAINS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second")
 PRECISION_OF = {
@@ -327,7 +324,9 @@ def speed(rounds: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.temporal_resolver", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--data", required=True, type=Path, help="duckling_time_en_corpus.json")
     parser.add_argument("--json", type=Path, help="write all figures to this JSON file")
     parser.add_argument(

@@ -1,29 +1,15 @@
-"""The LLM cost benchmark (benchmarks/llm_cost.py) on a tiny LoCoMo-shaped conversation."""
+"""The LLM cost benchmark (``benchmarks.llm_cost``) on a tiny LoCoMo-shaped conversation."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "llm_cost.py"
-    spec = importlib.util.spec_from_file_location("llm_cost", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("llm_cost", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+from benchmarks import llm_cost as bench
 
 _TURNS_1 = [
     ("Caroline", "Hey Mel! I went to a support group yesterday and it was so powerful.", None),

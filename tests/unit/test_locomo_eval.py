@@ -1,27 +1,13 @@
-"""Unit tests of the pure helpers of benchmarks/locomo_retrieval.py and its scoring module."""
+"""Unit tests of the pure helpers of the LoCoMo benchmark (``benchmarks.locomo_retrieval``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-
-def _load(name: str) -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-ev = _load("_locomo_eval")
+from benchmarks import locomo_eval as ev
+from benchmarks import locomo_retrieval
 
 
 # -- evidence parsing ---------------------------------------------------------------------------
@@ -151,9 +137,8 @@ def test_category_counts_in_numeric_order() -> None:
 
 
 def test_ablation_groups_cover_every_path_seen_and_the_follow_up() -> None:
-    bench = _load("locomo_retrieval")
     seen = {"A": 9, "B": 9, "B2": 4, "when": 1, "answers": 3}
-    groups, skipped = bench.ablation_groups("expand", seen)
+    groups, skipped = locomo_retrieval.ablation_groups("expand", seen)
     assert groups == [
         ("A", ("A",)),
         ("B", ("B",)),
@@ -162,5 +147,5 @@ def test_ablation_groups_cover_every_path_seen_and_the_follow_up() -> None:
         ("answers", ("answers",)),
     ]
     assert skipped == ["B3"]
-    groups, skipped = bench.ablation_groups("fast", {"A": 9, "B": 9})
+    groups, skipped = locomo_retrieval.ablation_groups("fast", {"A": 9, "B": 9})
     assert [label for label, _ in groups] == ["A", "B"] and skipped == ["time boosts"]

@@ -1,33 +1,17 @@
-"""The search latency benchmark (benchmarks/search_latency.py) on a tiny store."""
+"""The search latency benchmark (``benchmarks.search_latency``) on a tiny store."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from benchmarks import search_latency as bench
 from membrain.extraction.base import entity_refs
 from membrain.facts import build_facts
 from membrain.temporal import find_annotations
-
-
-def _load() -> ModuleType:
-    root = Path(__file__).resolve().parents[2] / "benchmarks"
-    path = root / "search_latency.py"
-    spec = importlib.util.spec_from_file_location("search_latency", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("search_latency", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
 
 
 def test_generated_facts_are_distinct_annotated_and_buildable() -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks of MemBrain; run each from the repository root as ``python -m benchmarks.<name>``."""
