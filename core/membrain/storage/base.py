@@ -8,22 +8,28 @@ unscoped access. Conveniences live above this layer, in :mod:`membrain.store`.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from membrain.embeddings import SparseVector
-from membrain.errors import InputError, ScopeError
+from membrain.errors import BackendError, InputError, MembrainError, ScopeError
 from membrain.models import Scope
 
 __all__ = [
     "DENSE",
     "SPARSE",
     "Backend",
+    "BaseBackend",
     "Collection",
+    "Condition",
+    "Filter",
     "Point",
     "ScoredPoint",
     "TimeRange",
@@ -38,6 +44,8 @@ __all__ = [
 
 DENSE = "dense"
 SPARSE = "sparse"
+RRF_K = 2
+"""The engines' reciprocal rank fusion constant when a caller gives none (Qdrant's default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +186,7 @@ class Backend(Protocol):
         *,
         limit: int,
         where: Where | None = None,
-        rrf_k: int = 60,
+        rrf_k: int = RRF_K,
     ) -> list[ScoredPoint]:
         """Ranked points of ``scope``.
 
@@ -269,3 +277,231 @@ def scope_conditions(scope: Scope) -> dict[str, str]:
     if scope.session:
         conditions["session"] = scope.session
     return conditions
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One condition of a :class:`Filter`, engine-neutral.
+
+    ``kind`` is ``"match"`` (``value`` equals), ``"any"`` (``value`` is a list of accepted
+    values), ``"range"`` (``value`` is a :class:`TimeRange`) or ``"ids"`` (``value`` is a tuple
+    of point UUIDs; ``key`` is empty).
+    """
+
+    kind: str
+    key: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A conjunction of conditions: the scope's, then every ``where``'s, then ids."""
+
+    conditions: tuple[Condition, ...]
+
+    @classmethod
+    def of(cls, scope: Scope, *wheres: Where | None, ids: Sequence[str] | None = None) -> Filter:
+        """The filter of ``scope`` AND every condition of every ``where`` (AND the ids).
+
+        Raises:
+            InputError: A condition uses a boolean value, or an id is not a UUID string.
+        """
+        found = [Condition("match", key, value) for key, value in scope_conditions(scope).items()]
+        for where in wheres:
+            for key, value in (where or {}).items():
+                check_condition_value(key, value)
+                if isinstance(value, TimeRange):
+                    found.append(Condition("range", key, value))
+                elif isinstance(value, str | int):
+                    found.append(Condition("match", key, value))
+                else:
+                    found.append(Condition("any", key, list(value)))
+        if ids is not None:
+            found.append(Condition("ids", "", tuple(point_uuid(i) for i in ids)))
+        return cls(tuple(found))
+
+
+def scored(point: Any) -> ScoredPoint:
+    """A :class:`ScoredPoint` from an engine's point (``id``, ``payload``, optional ``score``)."""
+    return ScoredPoint(
+        id=str(point.id), payload=dict(point.payload or {}), score=float(getattr(point, "score", 0))
+    )
+
+
+class BaseBackend(ABC):
+    """The :class:`Backend` contract written once over a few engine primitives.
+
+    This class checks every scope, binds written points to their scope, refuses scope fields in
+    payload updates, skips empty calls, returns reads in the order asked, turns engine failures
+    into :class:`~membrain.errors.BackendError` and serialises writes. An engine implements the
+    primitives (the ``_``-prefixed abstract methods), each given an engine-neutral
+    :class:`Filter` that already holds the scope.
+
+    Example:
+        >>> class MyEngine(BaseBackend):  # doctest: +SKIP
+        ...     engine = "MyEngine"
+        ...     def _upsert(self, collection, points): ...
+    """
+
+    engine: ClassVar[str] = "the engine"
+    """The engine's name, for error messages."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except MembrainError:  # already ours: a refused configuration, scope or input
+            raise
+        except Exception as exc:  # engines raise their own transport and API errors
+            raise BackendError(f"{self.engine} failed to {action}: {exc}") from exc
+
+    @property
+    def location(self) -> str:
+        """Where the records live, for error messages (a folder, a server)."""
+        return "the store"
+
+    # -- the primitives an engine implements --------------------------------------------------
+    @abstractmethod
+    def _ensure(self, dense_dim: int, dense_model: str, sparse_model: str) -> None:
+        """Create the collections if missing; refuse ones built with other models."""
+
+    @abstractmethod
+    def _upsert(self, collection: Collection, points: Sequence[Point]) -> None:
+        """Write points whose payloads already carry their scope fields."""
+
+    @abstractmethod
+    def _set_payload(self, collection: Collection, where: Filter, values: dict[str, Any]) -> None:
+        """Set payload fields on the points ``where`` selects."""
+
+    @abstractmethod
+    def _delete(self, collection: Collection, where: Filter) -> None:
+        """Delete the points ``where`` selects."""
+
+    @abstractmethod
+    def _scroll(
+        self, collection: Collection, where: Filter, limit: int, offset: uuid.UUID | None
+    ) -> tuple[list[ScoredPoint], str | None]:
+        """One page of the points ``where`` selects, by id, and the next page's offset."""
+
+    @abstractmethod
+    def _count(self, collection: Collection, where: Filter) -> int:
+        """Exact count of the points ``where`` selects."""
+
+    @abstractmethod
+    def _query(
+        self,
+        collection: Collection,
+        where: Filter,
+        queries: Sequence[tuple[VectorQuery, Filter]],
+        limit: int,
+        rrf_k: int,
+    ) -> list[ScoredPoint]:
+        """Ranked points: one query by similarity, several fused by weighted RRF.
+
+        Each query comes with its own filter (``where`` and the query's own ``where``).
+        """
+
+    # -- the Backend contract -----------------------------------------------------------------
+    def ensure_collections(self, *, dense_dim: int, dense_model: str, sparse_model: str) -> None:
+        """Create the collections if missing; check they match the models if present."""
+        with self._lock, self._errors(f"open the collections of {self.location}"):
+            self._ensure(dense_dim, dense_model, sparse_model)
+
+    def upsert(self, collection: Collection, scope: Scope, points: Sequence[Point]) -> None:
+        """Insert or replace points, binding each to ``scope``."""
+        check_scope(scope)
+        if not points:
+            return
+        bound = [
+            Point(str(point_uuid(p.id)), {**p.payload, **scope_payload(scope)}, p.dense, p.sparse)
+            for p in points
+        ]
+        with self._lock, self._errors(f"write to {collection.value}"):
+            self._upsert(collection, bound)
+
+    def set_payload(
+        self, collection: Collection, scope: Scope, ids: Sequence[str], values: Mapping[str, Any]
+    ) -> None:
+        """Set payload fields on the scope's points with these ids."""
+        check_scope(scope)
+        checked = check_payload_values(values)
+        if not ids:
+            return
+        where = Filter.of(scope, ids=ids)
+        with self._lock, self._errors(f"update {collection.value}"):
+            self._set_payload(collection, where, checked)
+
+    def delete(self, collection: Collection, scope: Scope, ids: Sequence[str]) -> None:
+        """Delete the scope's points with these ids."""
+        check_scope(scope)
+        if not ids:
+            return
+        where = Filter.of(scope, ids=ids)
+        with self._lock, self._errors(f"delete from {collection.value}"):
+            self._delete(collection, where)
+
+    def delete_scope(self, scope: Scope) -> None:
+        """Delete everything stored under ``scope``."""
+        check_scope(scope)
+        with self._lock, self._errors("delete a scope"):
+            for collection in Collection:
+                self._delete(collection, Filter.of(scope))
+
+    def retrieve(
+        self, collection: Collection, scope: Scope, ids: Sequence[str]
+    ) -> list[ScoredPoint]:
+        """Points of ``scope`` by id, in the order asked; missing ids are skipped."""
+        check_scope(scope)
+        if not ids:
+            return []
+        where = Filter.of(scope, ids=ids)
+        with self._errors(f"read {collection.value}"):
+            records, _ = self._scroll(collection, where, len(ids), None)
+        found = {p.id: p for p in records}
+        wanted = [str(point_uuid(i)) for i in ids]
+        return [found[i] for i in wanted if i in found]
+
+    def scroll(
+        self,
+        collection: Collection,
+        scope: Scope,
+        *,
+        where: Where | None = None,
+        limit: int = 256,
+        offset: str | None = None,
+    ) -> tuple[list[ScoredPoint], str | None]:
+        """One page of the scope's points, ordered by id."""
+        check_scope(scope)
+        start = point_uuid(offset) if offset else None
+        condition = Filter.of(scope, where)
+        with self._errors(f"scroll {collection.value}"):
+            return self._scroll(collection, condition, limit, start)
+
+    def count(self, collection: Collection, scope: Scope, *, where: Where | None = None) -> int:
+        """Exact count of the scope's matching points."""
+        check_scope(scope)
+        condition = Filter.of(scope, where)
+        with self._errors(f"count {collection.value}"):
+            return self._count(collection, condition)
+
+    def query(
+        self,
+        collection: Collection,
+        scope: Scope,
+        queries: Sequence[VectorQuery],
+        *,
+        limit: int,
+        where: Where | None = None,
+        rrf_k: int = RRF_K,
+    ) -> list[ScoredPoint]:
+        """Similarity search, or engine-side weighted RRF over several lookups."""
+        check_scope(scope)
+        if not queries:
+            return []
+        condition = Filter.of(scope, where)
+        lookups = [(q, Filter.of(scope, where, q.where)) for q in queries]
+        with self._errors(f"query {collection.value}"):
+            return self._query(collection, condition, lookups, limit, rrf_k)
