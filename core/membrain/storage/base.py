@@ -24,6 +24,7 @@ from membrain.models import Scope
 
 __all__ = [
     "DENSE",
+    "RRF_K",
     "SPARSE",
     "Backend",
     "BaseBackend",
@@ -45,7 +46,11 @@ __all__ = [
 DENSE = "dense"
 SPARSE = "sparse"
 RRF_K = 2
-"""The engines' reciprocal rank fusion constant when a caller gives none (Qdrant's default)."""
+"""The reciprocal rank fusion constant of every fusion, in the engines and in retrieval.
+
+Qdrant's default. On the LoCoMo dev split (3 conversations) k=2 gave recall@10 0.730 against
+0.677 for the textbook k=60, which flattens the ranks.
+"""
 
 
 @dataclass(frozen=True, slots=True)
