@@ -161,8 +161,8 @@ class MessageStatus(StrEnum):
     """Where a message stands in the write path."""
 
     PENDING = "pending"
+    """Stored as evidence, not extracted yet (or its extraction failed: see ``error``)."""
     PROCESSED = "processed"
-    FAILED = "failed"
 
 
 class Message(_Record):

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from membrain import Memory, MessageStatus, TimeCheck, Trust
+from membrain.extraction.llm import LLMClient
+from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.testing import HashingEncoder, ScriptedChatModel
 
 from .test_llm_extraction import FIRST, FIRST_ENTITIES, FIRST_FACTS, SCOPE
@@ -92,10 +94,11 @@ def test_malformed_output(tmp_path: Path, case: Case) -> None:
         facts=[json.dumps(FIRST_FACTS), *case.facts],
         same=['{"same": [false]}'],
     )
+    client = LLMClient(model)  # one client: the extractor's calls count in the add's usage
+    extractor = LLMExtractor(client, max_attempts=3, backoff=0.0)
     with Memory(
-        path=tmp_path / "store", dense=HashingEncoder(dim=64), llm=model, max_attempts=3
+        path=tmp_path / "store", dense=HashingEncoder(dim=64), llm=client, extractor=extractor
     ) as mem:
-        mem._extractor._backoff = 0.0  # type: ignore[attr-defined]
         assert mem.add(FIRST, scope=SCOPE).errors == ()
         facts_before, entities_before, messages_before = _state(mem)
 

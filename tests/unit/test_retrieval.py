@@ -321,13 +321,19 @@ def test_modes_call_the_model_for_rewrites_only_when_they_expand(
 
 
 def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None:
+    first, second, third = sorted(loaded.facts(scope=scope), key=lambda f: f.id)[:3]
+
     class Tied:
         name = "D"
 
         def run(self, ctx: SearchContext) -> list[Ranked]:
-            return [Ranked("z", 0.5), Ranked("a", 0.5), Ranked("m", 0.9)]
+            return [
+                Ranked(f.id, score, f) for f, score in ((third, 0.5), (first, 0.5), (second, 0.9))
+            ]
 
     searcher = Searcher(extra_paths={"D": Tied()})
     ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)
-    rankings = searcher._run(["D"], ctx, deterministic_rewrites(ctx.question))
-    assert [r.id for r in rankings["D"]] == ["m", "a", "z"]
+    others = ("A", "B", "B2", "B3", "C", "time", "stated", "when")
+    run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=others)
+    assert run.paths == ("D",)
+    assert [r.id for r in run.results] == [second.id, first.id, third.id]
