@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from membrain.embeddings import SparseVector
 from membrain.errors import BackendError, InputError, MembrainError, ScopeError
@@ -142,92 +142,6 @@ class VectorQuery:
     where: Where = field(default_factory=dict)
 
 
-class Backend(Protocol):
-    """What MemBrain needs from a vector store. Implementations must be thread-safe."""
-
-    def ensure_collections(self, *, dense_dim: int, dense_model: str, sparse_model: str) -> None:
-        """Create the collections if missing; check they match the models if present.
-
-        Raises:
-            ConfigurationError: the stored collections were built with other models.
-        """
-        ...
-
-    def upsert(self, collection: Collection, scope: Scope, points: Sequence[Point]) -> None:
-        """Insert or replace points of ``scope``.
-
-        Raises:
-            InputError: a point id is not a UUID string.
-        """
-        ...
-
-    def retrieve(
-        self, collection: Collection, scope: Scope, ids: Sequence[str]
-    ) -> list[ScoredPoint]:
-        """The points of ``scope`` with these ids, in the order given; missing ids are skipped."""
-        ...
-
-    def scroll(
-        self,
-        collection: Collection,
-        scope: Scope,
-        *,
-        where: Where | None = None,
-        limit: int = 256,
-        offset: str | None = None,
-    ) -> tuple[list[ScoredPoint], str | None]:
-        """One page of the scope's points and the offset of the next page (``None`` at the end)."""
-        ...
-
-    def count(self, collection: Collection, scope: Scope, *, where: Where | None = None) -> int:
-        """How many points of ``scope`` match ``where``."""
-        ...
-
-    def query(
-        self,
-        collection: Collection,
-        scope: Scope,
-        queries: Sequence[VectorQuery],
-        *,
-        limit: int,
-        where: Where | None = None,
-        rrf_k: int = RRF_K,
-    ) -> list[ScoredPoint]:
-        """Ranked points of ``scope``.
-
-        One query ranks by similarity; several are fused by the engine's reciprocal rank fusion,
-        weighted by each query's ``weight``. ``where`` and each query's own ``where`` all apply
-        (a per-query ``where`` narrows its lookup, it never widens the call's ``where``).
-        """
-        ...
-
-    def set_payload(
-        self, collection: Collection, scope: Scope, ids: Sequence[str], values: Mapping[str, Any]
-    ) -> None:
-        """Set payload fields on the scope's points with these ids, keeping their vectors.
-
-        Raises:
-            ScopeError: ``values`` sets ``tenant`` or ``session``, which only the scope sets.
-        """
-        ...
-
-    def delete(self, collection: Collection, scope: Scope, ids: Sequence[str]) -> None:
-        """Delete points of ``scope`` by id (ids of other scopes are left untouched)."""
-        ...
-
-    def delete_scope(self, scope: Scope) -> None:
-        """Delete every point of ``scope`` in every collection."""
-        ...
-
-    def optimize(self) -> None:
-        """Build indexes for recently written data (a no-op where the engine does it itself)."""
-        ...
-
-    def close(self) -> None:
-        """Flush and release the engine."""
-        ...
-
-
 def check_scope(scope: object) -> Scope:
     """Return ``scope`` if it is a :class:`Scope`, else raise :class:`ScopeError`."""
     if not isinstance(scope, Scope):
@@ -351,6 +265,14 @@ class BaseBackend(ABC):
     engine: ClassVar[str] = "the engine"
     """The engine's name, for error messages."""
 
+    @abstractmethod
+    def optimize(self) -> None:
+        """Build indexes for recently written data (a no-op where the engine does it itself)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release the engine."""
+
     def __init__(self) -> None:
         self._lock = threading.RLock()
 
@@ -411,12 +333,20 @@ class BaseBackend(ABC):
 
     # -- the Backend contract -----------------------------------------------------------------
     def ensure_collections(self, *, dense_dim: int, dense_model: str, sparse_model: str) -> None:
-        """Create the collections if missing; check they match the models if present."""
+        """Create the collections if missing; check they match the models if present.
+
+        Raises:
+            ConfigurationError: the stored collections were built with other models.
+        """
         with self._lock, self._errors(f"open the collections of {self.location}"):
             self._ensure(dense_dim, dense_model, sparse_model)
 
     def upsert(self, collection: Collection, scope: Scope, points: Sequence[Point]) -> None:
-        """Insert or replace points, binding each to ``scope``."""
+        """Insert or replace points, binding each to ``scope``.
+
+        Raises:
+            InputError: a point id is not a UUID string.
+        """
         check_scope(scope)
         if not points:
             return
@@ -430,7 +360,11 @@ class BaseBackend(ABC):
     def set_payload(
         self, collection: Collection, scope: Scope, ids: Sequence[str], values: Mapping[str, Any]
     ) -> None:
-        """Set payload fields on the scope's points with these ids."""
+        """Set payload fields on the scope's points with these ids, keeping their vectors.
+
+        Raises:
+            ScopeError: ``values`` sets ``tenant`` or ``session``, which only the scope sets.
+        """
         check_scope(scope)
         checked = check_payload_values(values)
         if not ids:
@@ -502,7 +436,12 @@ class BaseBackend(ABC):
         where: Where | None = None,
         rrf_k: int = RRF_K,
     ) -> list[ScoredPoint]:
-        """Similarity search, or engine-side weighted RRF over several lookups."""
+        """Ranked points of ``scope``.
+
+        One query ranks by similarity; several are fused by the engine's reciprocal rank fusion,
+        weighted by each query's ``weight``. ``where`` and each query's own ``where`` all apply
+        (a per-query ``where`` narrows its lookup, it never widens the call's ``where``).
+        """
         check_scope(scope)
         if not queries:
             return []
@@ -510,3 +449,7 @@ class BaseBackend(ABC):
         lookups = [(q, Filter.of(scope, where, q.where)) for q in queries]
         with self._errors(f"query {collection.value}"):
             return self._query(collection, condition, lookups, limit, rrf_k)
+
+
+Backend = BaseBackend
+"""What MemBrain needs from a vector store: a :class:`BaseBackend` (thread-safe)."""
