@@ -44,7 +44,7 @@ from membrain.storage.base import (
     Where,
 )
 
-__all__ = ["FactFilter", "RecordStore", "TreeNode"]
+__all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode"]
 
 Vector = Sequence[float] | SparseVector
 
@@ -135,6 +135,34 @@ class TreeNode:
         return same_centroid and all(getattr(self, f) == getattr(other, f) for f in fields)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class ScoredFact:
+    """A fact a ranked read found, with its score; the record is built when first asked for.
+
+    A search ranks many more candidates than it returns: building each one's record (pydantic
+    validation of its times and fields) cost as much as the query itself, so only the facts a
+    caller reads are built.
+    """
+
+    __slots__ = ("_fact", "_point", "_scope", "id", "score")
+
+    def __init__(self, scope: Scope, point: ScoredPoint) -> None:
+        self.id = point.id
+        self.score = point.score
+        self._scope = scope
+        self._point = point
+        self._fact: Fact | None = None
+
+    @property
+    def fact(self) -> Fact:
+        """The fact record."""
+        if self._fact is None:
+            self._fact = RecordStore._fact(self._scope, self._point)
+        return self._fact
+
+    def __repr__(self) -> str:
+        return f"ScoredFact(id={self.id!r}, score={self.score})"
 
 
 _ENTITY_KEYS = ("name_key", "alias_keys")
@@ -377,12 +405,15 @@ class RecordStore:
         *,
         limit: int,
         where: FactFilter | None = None,
-    ) -> list[tuple[Fact, float]]:
-        """Facts ranked by similarity of their ``using`` vector (``"dense"``/``"sparse"``)."""
+    ) -> list[ScoredFact]:
+        """Facts ranked by similarity of their ``using`` vector (``"dense"``/``"sparse"``).
+
+        Active facts unless ``where`` says otherwise; records are built when read.
+        """
         query = VectorQuery(using, vector, limit=limit)
         condition = (where or FactFilter()).where()
         points = self.backend.query(Collection.FACTS, scope, [query], limit=limit, where=condition)
-        return [(self._fact(scope, p), p.score) for p in points]
+        return [ScoredFact(scope, p) for p in points]
 
     @staticmethod
     def _fact(scope: Scope, point: ScoredPoint) -> Fact:

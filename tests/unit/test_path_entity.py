@@ -113,14 +113,14 @@ def test_only_path_c_finds_the_instruments(store: RecordStore, scope: Scope) -> 
     ctx = context(store, scope)
     # BM25 over facts: the distractors say "play"; the answers share only the speaker's name.
     bm25 = store.query_facts(scope, SPARSE, store.sparse.embed_query(QUESTION), limit=10)
-    assert not answers & {f.id for f, _ in bm25[:3]}
+    assert not answers & {r.id for r in bm25[:3]}
     neutral = store.sparse.embed_query("Which instruments does play?")  # without the name
     bm25_content = store.query_facts(scope, SPARSE, neutral, limit=10)
-    assert bm25_content and not answers & {f.id for f, _ in bm25_content}
+    assert bm25_content and not answers & {r.id for r in bm25_content}
     # Dense over facts (path B's query) ranks the "play" distractors first too.
     vector = store.dense.embed_query("Which instruments does they play?")
     dense = store.query_facts(scope, DENSE, vector, limit=3)
-    assert not answers & {f.id for f, _ in dense}
+    assert not answers & {r.id for r in dense}
     # Path C reaches the instruments through their descriptions.
     c = path(store)
     assert c.name == "C"

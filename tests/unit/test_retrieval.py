@@ -327,9 +327,7 @@ def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None
         name = "D"
 
         def run(self, ctx: SearchContext) -> list[Ranked]:
-            return [
-                Ranked(f.id, score, f) for f, score in ((third, 0.5), (first, 0.5), (second, 0.9))
-            ]
+            return [Ranked(f.id, score) for f, score in ((third, 0.5), (first, 0.5), (second, 0.9))]
 
     searcher = Searcher(extra_paths={"D": Tied()})
     ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from membrain.extraction.llm import LLMClient
 from membrain.models import Fact, Scope, TimeSpan, now, utc
-from membrain.store import RecordStore
+from membrain.store import RecordStore, ScoredFact
 from membrain.temporal import find_times
 
 __all__ = ["Ranked", "RetrievalPath", "SearchContext"]
@@ -27,11 +27,20 @@ _ASKS_WHEN = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """A fact id with the score one path gave it (higher is better), and the fact when read."""
+    """A fact id with the score one path gave it (higher is better).
+
+    ``found`` is the store's hit when the path read one (its fact is built on demand), so the
+    facts that rank are never fetched again.
+    """
 
     id: str
     score: float
-    fact: Fact | None = None
+    found: ScoredFact | None = None
+
+    @property
+    def fact(self) -> Fact | None:
+        """The fact, when the path found it in the store."""
+        return self.found.fact if self.found is not None else None
 
 
 @dataclass

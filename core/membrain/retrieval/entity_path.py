@@ -77,7 +77,7 @@ class EntityTreePath:
             return []
         where = FactFilter(entity_ids=tuple(i for i, _ in found))
         ranked = ctx.store.query_facts(ctx.scope, DENSE, vector, limit=ctx.limit, where=where)
-        return [Ranked(fact.id, score, fact) for fact, score in ranked]
+        return [Ranked(hit.id, hit.score, hit) for hit in ranked]
 
 
 def _question_vector(ctx: SearchContext) -> list[float]:

@@ -38,6 +38,7 @@ from membrain.retrieval.followup import asks
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.storage.base import RRF_K
+from membrain.store import ScoredFact
 
 __all__ = ["MODE_PATHS", "RRF_K", "Fused", "RetrievalMode", "Searcher", "SearchRun", "rrf"]
 
@@ -60,6 +61,9 @@ class Fused:
     score: float
     paths: dict[str, int] = field(default_factory=dict)
     fact: Fact | None = None
+    """The fact, once read (:meth:`Searcher.search` reads those it returns)."""
+    found: ScoredFact | None = None
+    """The store's hit behind it, when a path read one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +86,7 @@ def rrf(
     """Weighted reciprocal rank fusion over the union of ``rankings`` (Qdrant's formula)."""
     scores: dict[str, float] = {}
     paths: dict[str, dict[str, int]] = {}
-    facts: dict[str, Fact] = {}
+    found: dict[str, ScoredFact] = {}
     for name, ranked in rankings.items():
         weight = weights.get(name, 1.0)
         if weight <= 0:
@@ -90,10 +94,10 @@ def rrf(
         for position, item in enumerate(ranked):
             scores[item.id] = scores.get(item.id, 0.0) + 1.0 / ((position + 1) / weight + k - 1)
             paths.setdefault(item.id, {})[name] = position + 1
-            if item.fact is not None:
-                facts.setdefault(item.id, item.fact)
+            if item.found is not None:
+                found.setdefault(item.id, item.found)
     order = sorted(scores, key=lambda i: (-scores[i], i))
-    return [Fused(i, scores[i], paths[i], facts.get(i)) for i in order]
+    return [Fused(i, scores[i], paths[i], found=found.get(i)) for i in order]
 
 
 class Searcher:
@@ -180,15 +184,13 @@ class Searcher:
     @staticmethod
     def _read(ctx: SearchContext, fused: Sequence[Fused]) -> list[Fused]:
         """``fused`` with every fact read, active facts only."""
-        missing = [f.id for f in fused if f.fact is None]
-        found = {f.id: f for f in ctx.store.get_facts(ctx.scope, missing)} if missing else {}
+        missing = [f.id for f in fused if f.fact is None and f.found is None]
+        read = {f.id: f for f in ctx.store.get_facts(ctx.scope, missing)} if missing else {}
         out = []
         for item in fused:
-            fact = item.fact or found.get(item.id)
+            fact = item.fact or (item.found.fact if item.found else read.get(item.id))
             if fact is not None and fact.status is FactStatus.ACTIVE:
-                out.append(
-                    item if item.fact is fact else Fused(item.id, item.score, item.paths, fact)
-                )
+                out.append(Fused(item.id, item.score, item.paths, fact, item.found))
         return out
 
     def weights(self, rewrites: Rewrites) -> dict[str, float]:

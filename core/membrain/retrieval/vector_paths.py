@@ -61,7 +61,7 @@ class VectorPath:
         found = ctx.store.query_facts(
             ctx.scope, query.using, query.vector, limit=ctx.limit, where=query.where
         )
-        return [Ranked(fact.id, score, fact) for fact, score in found]
+        return [Ranked(hit.id, hit.score, hit) for hit in found]
 
 
 def _dense(ctx: SearchContext, text: str, where: FactFilter | None = None) -> PathQuery:
