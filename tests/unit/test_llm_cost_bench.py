@@ -114,7 +114,7 @@ def test_scripted_facts_pass_the_extractors_checks() -> None:
         ]
     )
     prompt = FACT_PROMPT.format(
-        window=window, divider=DIVIDER, entities="- Melanie\n- Caroline", feedback=""
+        window=window, divider=DIVIDER, entities="- Melanie\n- Caroline", feedback="", known=""
     )
     facts = json.loads(bench.PromptDerivedModel().generate("system", prompt))["facts"]
     assert [f["fact_ts"] for f in facts] == ["2023-05-08T13:56:01Z"] * 2

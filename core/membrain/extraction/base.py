@@ -16,6 +16,7 @@ __all__ = [
     "ExtractionBatch",
     "Extractor",
     "FactDraft",
+    "KnownFact",
     "entity_refs",
     "normalize_name",
 ]
@@ -26,7 +27,8 @@ class FactDraft:
     """A fact as an extractor wrote it: SPEC-format text, the messages it states, their time.
 
     ``layer`` says whether it was said, done or privately thought (SPEC §7); ``time_check`` how
-    its time annotations compare with the deterministic resolver, when the extractor checked.
+    its time annotations compare with the deterministic resolver, when the extractor checked;
+    ``replaces`` the stored ids of the known facts (:class:`KnownFact`) it makes no longer true.
     """
 
     text: str
@@ -34,6 +36,19 @@ class FactDraft:
     stated_at: datetime
     layer: Layer = Layer.DIALOGUE
     time_check: TimeCheck | None = None
+    replaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KnownFact:
+    """An active fact already in memory, shown to the extractor so a new fact can replace it."""
+
+    id: str
+    """The stored fact id."""
+    text: str
+    """The fact text as stored (with [entity] brackets and [raw::resolved] times)."""
+    stated_at: datetime
+    """When the fact was stated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +81,12 @@ class Extractor(Protocol):
     """Turns target messages (with preceding context) into facts.
 
     ``target`` and ``context`` carry stored ids in ``Message.id``; ``participants`` are the known
-    speakers of the scope. Raise :class:`membrain.errors.ExtractionError` to leave the target
-    messages pending.
+    speakers of the scope; ``known`` the scope's active facts about the batch's entities, which a
+    new fact may replace (:attr:`FactDraft.replaces`). Raise
+    :class:`membrain.errors.ExtractionError` to leave the target messages pending.
+
+    The write path looks known facts up only for an extractor whose ``extract`` takes ``known``
+    and that does not set a class attribute ``wants_known_facts = False``.
     """
 
     @property
@@ -80,6 +99,7 @@ class Extractor(Protocol):
         target: Sequence[Message],
         context: Sequence[Message],
         participants: Sequence[str],
+        known: Sequence[KnownFact] = (),
     ) -> ExtractionBatch:
         """Extract facts from ``target``."""
         ...

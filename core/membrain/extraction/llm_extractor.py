@@ -9,7 +9,9 @@ What models really return is checked before anything is stored:
 * the annotation grammar of every ``[raw::resolved]``;
 * every resolved time against the deterministic resolver at the message time: a span that does not
   overlap the resolver's is a contradiction;
-* facts without content are discarded, and the discard recorded.
+* facts without content are discarded, and the discard recorded;
+* every ``replaces`` reference must name a listed known fact (``K3``; ``k3``, ``"3"``, ``3`` and a
+  bare string instead of a list are repaired); references become the known facts' stored ids.
 
 A failed check is fed back to the model and the call retried (``max_attempts`` in all, with
 :mod:`tenacity`). When attempts run out the batch raises :class:`~membrain.errors.ExtractionError`
@@ -20,6 +22,7 @@ accepted.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ from membrain.extraction.base import (
     EntityDraft,
     ExtractionBatch,
     FactDraft,
+    KnownFact,
     entity_refs,
     normalize_name,
 )
@@ -44,13 +48,14 @@ from membrain.extraction.prompts import (
     DIVIDER,
     ENTITY_SCHEMA,
     FACT_SCHEMA,
+    NO_KNOWN_FACTS,
     PROMPT_VERSION,
     Prompts,
 )
 from membrain.models import Layer, Message, Role, TimeCheck, TimeSpan, utc
 from membrain.temporal import find_annotations, find_times, format_resolved, resolve
 
-__all__ = ["LLMExtractor", "render_window"]
+__all__ = ["LLMExtractor", "render_known", "render_window"]
 
 log = logging.getLogger("membrain.extraction")
 
@@ -93,6 +98,16 @@ def render_window(target: Sequence[Message], context: Sequence[Message]) -> str:
         lines.append(DIVIDER)
     lines += [line for m in target for line in _lines(m)]
     return "\n".join(lines)
+
+
+def render_known(known: Sequence[KnownFact]) -> str:
+    """Known facts as the fact prompt shows them: ``K<n>: <text> (stated <date>)``, from K1."""
+    if not known:
+        return NO_KNOWN_FACTS
+    return "\n".join(
+        f"K{n}: {' '.join(k.text.split())} (stated {utc(k.stated_at).date().isoformat()})"
+        for n, k in enumerate(known, 1)
+    )
 
 
 def _feedback(problems: list[str]) -> str:
@@ -144,13 +159,24 @@ class LLMExtractor:
         """Extractor identity stored on every fact."""
         return f"llm-{self.client.kind}-p{PROMPT_VERSION}"
 
+    @property
+    def prompt_version(self) -> str:
+        """Version of the prompts (recorded in the audit of every fact written)."""
+        return PROMPT_VERSION
+
     def extract(
         self,
         target: Sequence[Message],
         context: Sequence[Message],
         participants: Sequence[str],
+        known: Sequence[KnownFact] = (),
     ) -> ExtractionBatch:
-        """Entities, then facts, for ``target``; raises ExtractionError when unrepairable."""
+        """Entities, then facts, for ``target``; raises ExtractionError when unrepairable.
+
+        ``known`` facts are listed in the fact prompt as K1..Kn; a new fact naming some of them
+        in ``replaces`` gets their stored ids in :attr:`FactDraft.replaces`.
+        """
+        known = tuple(known)
         ids = tuple(m.id or "" for m in target)
         window = render_window(target, context)
         entities, entity_discards = self._call(
@@ -165,13 +191,22 @@ class LLMExtractor:
         names = list(dict.fromkeys([*(e.name for e in entities), *participants]))
         names += [m.speaker for m in target if m.speaker not in names]
         listing = "\n".join(f"- {n}" for n in names)
+        known_listing = render_known(known)
+        # Names bracketed in known facts are existing entities: a new fact may use them too.
+        in_known = [ref for k in known for ref in entity_refs(k.text)]
         check: _FactCheck = self._call(
             "fact",
             self.prompts.fact_system,
             lambda feedback: self.prompts.facts.format(
-                window=window, divider=DIVIDER, entities=listing, feedback=feedback
+                window=window,
+                divider=DIVIDER,
+                entities=listing,
+                known=known_listing,
+                feedback=feedback,
             ),
-            lambda data, raw, final: self._check_facts(data, raw, target, names, final),
+            lambda data, raw, final: self._check_facts(
+                data, raw, target, names, in_known, known, final
+            ),
             ids,
         )
         return ExtractionBatch(
@@ -268,15 +303,19 @@ class LLMExtractor:
         raw: str,
         target: Sequence[Message],
         names: Sequence[str],
+        in_known: Sequence[str],
+        known_facts: Sequence[KnownFact],
         final: bool,
     ) -> _FactCheck:
         items = data["facts"]
         if not isinstance(items, list):
             raise _Invalid(["'facts' must be a list of {text, fact_ts} objects"], raw)
         known = {normalize_name(n): n for n in names}
+        for name in in_known:  # the listed spelling wins over a known fact's
+            known.setdefault(normalize_name(name), name)
         result = _FactCheck([], [], [], [])
         for number, item in enumerate(items, 1):
-            self._check_fact(number, item, target, known, result)
+            self._check_fact(number, item, target, known, known_facts, result)
         if result.problems or (result.contradictions and not final):
             raise _Invalid(result.problems + result.contradictions, raw)
         return result
@@ -287,6 +326,7 @@ class LLMExtractor:
         item: object,
         target: Sequence[Message],
         known: dict[str, str],
+        known_facts: Sequence[KnownFact],
         result: _FactCheck,
     ) -> None:
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
@@ -313,6 +353,7 @@ class LLMExtractor:
                 )
             elif canonical != ref:
                 text = text.replace(f"[{ref}]", f"[{canonical}]")
+        replaces = _replaces(number, item.get("replaces"), text, known_facts, result.problems)
         try:
             annotations = find_annotations(text)
         except AnnotationError as exc:
@@ -331,7 +372,62 @@ class LLMExtractor:
                     f"message time {_stamp(stated_at)}, which gives {format_resolved(expected)}"
                 )
         layer = Layer.THOUGHT if _THOUGHT_MARK in text.casefold() else Layer.DIALOGUE
-        result.facts.append(FactDraft(text, message_ids, stated_at, layer, check))
+        result.facts.append(FactDraft(text, message_ids, stated_at, layer, check, replaces))
+
+
+def _reference(item: object) -> int | None:
+    """The number of a known-fact reference: ``K3``, ``k3``, `` K3 ``, ``"3"`` or ``3``."""
+    if isinstance(item, bool):
+        return None
+    if isinstance(item, int):
+        return item
+    if isinstance(item, str):
+        token = item.strip()
+        if token[:1] in ("K", "k"):
+            token = token[1:].strip()
+        if token.isdigit():
+            return int(token)
+    return None
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _replaces(
+    number: int,
+    value: object,
+    text: str,
+    known_facts: Sequence[KnownFact],
+    problems: list[str],
+) -> tuple[str, ...]:
+    """The stored ids of the known facts a fact's ``replaces`` names; problems are appended."""
+    if value is None:
+        return ()
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        value = [value]  # a single reference instead of a list
+    if not isinstance(value, list):
+        problems.append(
+            f'fact {number}: "replaces" must be a list of known-fact references like ["K1"], '
+            f"not {_shown(value)}"
+        )
+        return ()
+    span = f"K1-K{len(known_facts)}" if len(known_facts) > 1 else "K1"
+    listed = f"({span})" if known_facts else "(no known facts are listed)"
+    same_text = " ".join(text.split()).casefold()
+    ids: dict[str, None] = {}
+    for item in value:
+        if isinstance(item, str) and not item.strip():
+            continue
+        n = _reference(item)
+        if n is None or not 1 <= n <= len(known_facts):
+            problems.append(f"fact {number}: replaces {_shown(item)} is not a known fact {listed}")
+            continue
+        replaced = known_facts[n - 1]
+        if " ".join(replaced.text.split()).casefold() == same_text:
+            continue  # a fact does not replace itself
+        ids.setdefault(replaced.id)
+    return tuple(ids)
 
 
 def _sources(value: object, target: Sequence[Message]) -> list[Message] | None:

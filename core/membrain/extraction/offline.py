@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from membrain.extraction.base import Discard, ExtractionBatch, FactDraft
+from membrain.extraction.base import Discard, ExtractionBatch, FactDraft, KnownFact
 from membrain.extraction.character import layer_statements, parse_response
 from membrain.models import Layer, Message, Role
 from membrain.temporal import annotate
@@ -148,6 +148,9 @@ class OfflineExtractor:
         '[Sara] adopted a cat [yesterday::2024-03-14]!'
     """
 
+    wants_known_facts = False
+    """The rules never replace a known fact: the write path need not look any up."""
+
     @property
     def id(self) -> str:
         """Extractor identity stored on every fact."""
@@ -158,8 +161,13 @@ class OfflineExtractor:
         target: Sequence[Message],
         context: Sequence[Message],
         participants: Sequence[str],
+        known: Sequence[KnownFact] = (),
     ) -> ExtractionBatch:
-        """Facts for every message of ``target``; ``context`` only informs who is addressed."""
+        """Facts for every message of ``target``; ``context`` only informs who is addressed.
+
+        ``known`` is accepted for the :class:`~membrain.extraction.base.Extractor` protocol and
+        ignored: the offline extractor never marks a fact as replacing another.
+        """
         speakers = list(dict.fromkeys([*participants, *(m.speaker for m in (*context, *target))]))
         batch = ExtractionBatch()
         for message in target:

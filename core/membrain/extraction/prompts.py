@@ -5,6 +5,9 @@ with ``Memory(prompts=Prompts(facts=...))``. Placeholders:
 
 * ``{window}``: the rendered messages, context above ``--- EXTRACT BELOW ---``, target below;
 * ``{entities}``: the entity list, one per line (fact prompt only);
+* ``{known}``: the known facts a new fact may replace, one per line as
+  ``K1: <text> (stated 2023-01-10)``, or ``(none)`` (fact prompt only; a custom fact template
+  without it still works, its model is just never asked about replacements);
 * ``{feedback}``: empty, or what was wrong with the previous answer (on a retry).
 """
 
@@ -21,11 +24,12 @@ __all__ = [
     "FACT_PROMPT",
     "FACT_SCHEMA",
     "FACT_SYSTEM",
+    "NO_KNOWN_FACTS",
     "PROMPT_VERSION",
     "Prompts",
 ]
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 DIVIDER = "--- EXTRACT BELOW ---"
 
 ENTITY_SYSTEM = (
@@ -67,6 +71,9 @@ FACT_SYSTEM = (
     "invent information. You answer with one JSON object and nothing else."
 )
 
+NO_KNOWN_FACTS = "(none)"
+"""What ``{known}`` shows when memory holds no fact about the batch's entities."""
+
 FACT_PROMPT = """\
 Write the facts stated in the messages below the line "{divider}" (messages above it are
 context only).
@@ -75,8 +82,9 @@ Rules:
 - A fact is 1-3 sentences about one topic, understandable on its own: replace every pronoun by
   who or what it refers to.
 - Wrap every entity in square brackets, spelled exactly as in the entity list below, e.g.
-  [Sara]. Do not bracket anything that is not in the list and do not add new entities. Mention
-  every listed entity in some fact when the messages say something about it.
+  [Sara] (a name bracketed in a known fact may be used too, spelled as there). Do not bracket
+  anything else and do not add new entities. Mention every listed entity in some fact when the
+  messages say something about it.
 - Keep substantive claims: plans, decisions, habits, preferences, concrete details (colours,
   brand names, titles, nicknames, pet species, tools, counts and ordinals, "did X in 2019").
   Keep frequency words as written ("every Tuesday"). Skip greetings, compliments, reactions and
@@ -90,12 +98,20 @@ Rules:
 - A line marked "(private thought)" is something the speaker thought and did not say: write it
   as "[Name] privately thought ...", never as something said to anyone.
 - fact_ts is the time of the message the fact was stated in, exactly as shown.
+- The known facts below are already in memory. They are context: do not write them again as new
+  facts. Give a new fact "replaces": ["K3", ...] only when it makes those known facts no longer
+  true from some time on: a change of residence, job or relationship status, a plan cancelled
+  or changed, a preference reversed. Never replace a known fact with an additional detail, a
+  repetition, or something that can be true at the same time. Otherwise leave "replaces" out.
 
 Entities:
 {entities}
 
-Answer with exactly this JSON shape:
-{{"facts": [{{"text": "...", "fact_ts": "..."}}, ...]}}
+Known facts:
+{known}
+
+Answer with exactly this JSON shape ("replaces" only on facts that replace known facts):
+{{"facts": [{{"text": "...", "fact_ts": "...", "replaces": ["K1", ...]}}, ...]}}
 {feedback}
 Messages:
 {window}
@@ -123,7 +139,16 @@ FACT_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {"text": {"type": "string"}, "fact_ts": {"type": "string"}},
+                "properties": {
+                    "text": {"type": "string"},
+                    "fact_ts": {"type": "string"},
+                    "replaces": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "References (K1, K2, ...) of the known facts this fact "
+                        "makes no longer true.",
+                    },
+                },
                 "required": ["text", "fact_ts"],
             },
         }
