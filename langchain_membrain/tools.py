@@ -16,7 +16,18 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from membrain import InputError, Memory, MemoryHit, Message, RetrievalMode, Role, Scope
+from membrain import (
+    Actor,
+    ActorKind,
+    FactStatus,
+    InputError,
+    Memory,
+    MemoryHit,
+    Message,
+    RetrievalMode,
+    Role,
+    Scope,
+)
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME
 
 __all__ = ["create_memory_tools", "format_hits"]
@@ -83,7 +94,10 @@ def create_memory_tools(
     extracts facts from it before returning (synchronously, with the memory's extractor).
     Updating does not overwrite: the new content becomes new facts that supersede the old one
     (:meth:`membrain.Memory.supersede`). Deleting forgets the fact
-    (:meth:`membrain.Memory.forget`: a tombstone, kept for audit, out of every search).
+    (:meth:`membrain.Memory.forget`: a tombstone, kept for audit, out of every search), or
+    queues the request for a person when the memory's review policy holds agents' forgets.
+    The agent (``agent:<speaker>``) is the actor of every change in the audit log; the facts it
+    writes are ``derived`` and name it as their author.
 
     Args:
         memory: The :class:`~membrain.Memory` to use.
@@ -105,6 +119,7 @@ def create_memory_tools(
         '[4f0c...] Sara adopted a cat named Miso yesterday. (sources: m1)'
     """
     mode = RetrievalMode.parse(mode)
+    agent = Actor(kind=ActorKind.AGENT, name=speaker)
 
     def search_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
         try:
@@ -125,11 +140,13 @@ def create_memory_tools(
             if not id:
                 raise ToolException("Pass the `id` of the memory to forget.")
             try:
-                memory.forget([id], scope=scope)
+                (fact,) = memory.forget([id], scope=scope, by=agent, reason="manage_memory delete")
             except InputError as exc:
                 raise ToolException(
                     f"No memory with id {id!r}; search_memory shows the ids."
                 ) from exc
+            if fact.status is FactStatus.ACTIVE:
+                return f"asked to forget memory {id}; a person will review the request"
             return f"forgot memory {id}"
         if action == "create" and id is not None:
             raise ToolException(
@@ -150,7 +167,7 @@ def create_memory_tools(
             role=Role.ASSISTANT,
             source_id=f"{TOOL_SOURCE_PREFIX}{uuid.uuid4()}",
         )
-        result = memory.add([message], scope=scope)
+        result = memory.add([message], scope=scope, by=agent)
         if result.errors:
             return (
                 "The memory was stored as a note, but facts could not be extracted from it yet "
@@ -164,7 +181,9 @@ def create_memory_tools(
         ids = ", ".join(result.fact_ids)
         noun = "memory" if len(result.fact_ids) == 1 else "memories"
         if action == "update" and id:
-            memory.supersede(id, result.fact_ids, scope=scope)
+            memory.supersede(
+                id, result.fact_ids, scope=scope, by=agent, reason="manage_memory update"
+            )
             return f"created {noun} {ids}; it supersedes memory {id} (kept, no longer returned)"
         return f"created {noun} {ids}"
 

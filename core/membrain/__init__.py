@@ -12,7 +12,16 @@ Example:
     >>> mem.search("What is Sara's cat called?", scope=scope)  # doctest: +SKIP
 """
 
+from membrain.accountable import PurgeResult
 from membrain.aio import AsyncMemory
+from membrain.audit import (
+    AuditAction,
+    AuditEvent,
+    FactHistory,
+    ReviewItem,
+    ReviewKind,
+    ReviewPolicy,
+)
 from membrain.config import MembrainSettings
 from membrain.errors import (
     AnnotationError,
@@ -29,6 +38,8 @@ from membrain.extraction.prompts import Prompts
 from membrain.listeners import RecordListener
 from membrain.memory import AddResult, EvidenceHit, Memory
 from membrain.models import (
+    Actor,
+    ActorKind,
     Context,
     Entity,
     EntityVersion,
@@ -53,9 +64,13 @@ from membrain.models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Actor",
+    "ActorKind",
     "AddResult",
     "AnnotationError",
     "AsyncMemory",
+    "AuditAction",
+    "AuditEvent",
     "ChatModel",
     "BackendError",
     "ConfigurationError",
@@ -66,6 +81,7 @@ __all__ = [
     "EvidenceHit",
     "ExtractionError",
     "Fact",
+    "FactHistory",
     "FactStatus",
     "InputError",
     "LLMReply",
@@ -79,8 +95,12 @@ __all__ = [
     "MissingDependencyError",
     "Prompts",
     "Precision",
+    "PurgeResult",
     "RecordListener",
     "RetrievalMode",
+    "ReviewItem",
+    "ReviewKind",
+    "ReviewPolicy",
     "Role",
     "Scope",
     "ScopeError",

@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from membrain.accountable import PurgeResult
+from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem, ReviewPolicy
 from membrain.config import MembrainSettings
 from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import Extractor
 from membrain.extraction.prompts import Prompts
 from membrain.memory import AddResult, EvidenceHit, Memory
 from membrain.models import (
+    Actor,
     Context,
     Entity,
     Fact,
@@ -75,6 +78,8 @@ class AsyncMemory:
         extractor: Extractor | None = None,
         batch_size: int = 32,
         context_window: int = 6,
+        review: ReviewPolicy | None = None,
+        keep_messages: timedelta | None = None,
     ) -> None:
         self._memory = Memory(
             path,
@@ -89,6 +94,8 @@ class AsyncMemory:
             extractor=extractor,
             batch_size=batch_size,
             context_window=context_window,
+            review=review,
+            keep_messages=keep_messages,
         )
 
     @classmethod
@@ -147,6 +154,7 @@ class AsyncMemory:
         scope: Scope,
         on_progress: Callable[[int], None] | None = None,
         extract: bool = True,
+        by: Actor | str | None = None,
     ) -> AddResult:
         """Store messages as evidence, then extract facts from them.
 
@@ -159,7 +167,7 @@ class AsyncMemory:
         """
         batch = list(messages)
         return await asyncio.to_thread(
-            self._memory.add, batch, scope=scope, on_progress=on_progress, extract=extract
+            self._memory.add, batch, scope=scope, on_progress=on_progress, extract=extract, by=by
         )
 
     async def extract_pending(
@@ -180,6 +188,8 @@ class AsyncMemory:
         k: int = 10,
         reference: datetime | None = None,
         exclude_paths: Sequence[str] = (),
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see ``Memory.search``).
 
@@ -196,6 +206,8 @@ class AsyncMemory:
             k=k,
             reference=reference,
             exclude_paths=tuple(exclude_paths),
+            as_of=as_of,
+            valid_at=valid_at,
         )
 
     async def context(
@@ -208,6 +220,8 @@ class AsyncMemory:
         k: int = 50,
         profile_tokens: int = 0,
         reference: datetime | None = None,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> Context:
         """A cited context block for ``question`` within ``max_tokens`` (see ``Memory.context``).
 
@@ -223,6 +237,8 @@ class AsyncMemory:
             k=k,
             profile_tokens=profile_tokens,
             reference=reference,
+            as_of=as_of,
+            valid_at=valid_at,
         )
 
     async def search_messages(
@@ -238,10 +254,19 @@ class AsyncMemory:
             self._memory.search_messages, question, scope=scope, k=k, paths=tuple(paths)
         )
 
-    async def facts(self, *, scope: Scope, include_inactive: bool = False) -> list[Fact]:
-        """Every fact of the scope (active only unless ``include_inactive``)."""
+    async def facts(
+        self,
+        *,
+        scope: Scope,
+        include_inactive: bool = False,
+        derived_from: Sequence[str] = (),
+    ) -> list[Fact]:
+        """Every fact of the scope (see :meth:`Memory.facts`)."""
         return await asyncio.to_thread(
-            self._memory.facts, scope=scope, include_inactive=include_inactive
+            self._memory.facts,
+            scope=scope,
+            include_inactive=include_inactive,
+            derived_from=tuple(derived_from),
         )
 
     async def messages(self, *, scope: Scope) -> list[StoredMessage]:
@@ -256,17 +281,105 @@ class AsyncMemory:
         """The speakers of the scope's (dataset, task) (see :meth:`Memory.participants`)."""
         return await asyncio.to_thread(self._memory.participants, scope=scope)
 
-    async def forget(self, fact_ids: Sequence[str], *, scope: Scope) -> list[Fact]:
+    # -- accountability ----------------------------------------------------------------------
+    async def forget(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[Fact]:
         """Tombstone facts (see :meth:`Memory.forget`)."""
-        return await asyncio.to_thread(self._memory.forget, fact_ids, scope=scope)
+        return await asyncio.to_thread(
+            self._memory.forget, fact_ids, scope=scope, by=by, reason=reason
+        )
 
     async def supersede(
-        self, old_fact_id: str, new_fact_ids: Sequence[str], *, scope: Scope
+        self,
+        old_fact_id: str,
+        new_fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
     ) -> Fact:
         """Record that new facts replace an old one (see :meth:`Memory.supersede`)."""
         return await asyncio.to_thread(
-            self._memory.supersede, old_fact_id, new_fact_ids, scope=scope
+            self._memory.supersede, old_fact_id, new_fact_ids, scope=scope, by=by, reason=reason
         )
+
+    async def confirm(
+        self, fact_ids: Sequence[str], *, scope: Scope, by: Actor | str | None = None
+    ) -> list[Fact]:
+        """A person confirms facts (see :meth:`Memory.confirm`)."""
+        return await asyncio.to_thread(self._memory.confirm, fact_ids, scope=scope, by=by)
+
+    async def dispute(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> ReviewItem:
+        """Dispute facts and queue them for review (see :meth:`Memory.dispute`)."""
+        return await asyncio.to_thread(
+            self._memory.dispute, fact_ids, scope=scope, reason=reason, by=by
+        )
+
+    async def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
+        """What a person should look at (see :meth:`Memory.review_queue`)."""
+        return await asyncio.to_thread(self._memory.review_queue, scope=scope)
+
+    async def resolve(
+        self,
+        item_id: str,
+        *,
+        scope: Scope,
+        accept: bool = True,
+        by: Actor | str | None = None,
+        note: str = "",
+    ) -> ReviewItem:
+        """Accept or reject a review item (see :meth:`Memory.resolve`)."""
+        return await asyncio.to_thread(
+            self._memory.resolve, item_id, scope=scope, accept=accept, by=by, note=note
+        )
+
+    async def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
+        """A fact's life, oldest first (see :meth:`Memory.history`)."""
+        return await asyncio.to_thread(self._memory.history, fact_id, scope=scope)
+
+    async def audit(
+        self,
+        *,
+        scope: Scope,
+        since: datetime | None = None,
+        actions: Sequence[AuditAction | str] | None = None,
+        targets: Sequence[str] = (),
+    ) -> list[AuditEvent]:
+        """The scope's audit log (see :meth:`Memory.audit`)."""
+        return await asyncio.to_thread(
+            self._memory.audit, scope=scope, since=since, actions=actions, targets=targets
+        )
+
+    async def purge(
+        self,
+        fact_ids: Sequence[str] = (),
+        *,
+        scope: Scope,
+        messages: Sequence[str] | bool = (),
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> PurgeResult:
+        """Erase content from every index and the store's files (see :meth:`Memory.purge`)."""
+        return await asyncio.to_thread(
+            self._memory.purge, fact_ids, scope=scope, messages=messages, by=by, reason=reason
+        )
+
+    async def apply_retention(self, *, scope: Scope, at: datetime | None = None) -> PurgeResult:
+        """Erase messages older than the retention setting (see ``Memory.apply_retention``)."""
+        return await asyncio.to_thread(self._memory.apply_retention, scope=scope, at=at)
 
     async def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (all sessions when it has none)."""

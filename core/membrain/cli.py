@@ -1,4 +1,4 @@
-"""The ``membrain`` command: ``demo``, ``ingest`` and ``search``.
+"""The ``membrain`` command: ``demo``, ``ingest``, ``search``, ``history`` and ``audit``.
 
 Errors MemBrain raises on purpose are printed as one line naming the problem, with exit code 1.
 """
@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
@@ -165,6 +166,68 @@ def search(
             sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits], indent=2) + "\n")
         else:
             _print_hits(hits.hits)
+
+
+def _open_store(path: Path) -> Memory:
+    if not path.exists():
+        raise MembrainError(f"no store at {path}; ingest something first or pass --path")
+    return Memory(path=path)
+
+
+@app.command()
+def history(
+    fact_id: Annotated[str, typer.Argument(help="The fact id (search shows it with --json).")],
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    path: PathOption = Path(".membrain"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
+) -> None:
+    """Why the memory believes a fact: what it replaced, what replaced it, who changed it."""
+    with _errors():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with _open_store(path) as memory:
+            found = memory.history(fact_id, scope=scope)
+        if not found.facts and not found.events:
+            raise MembrainError(f"no fact {fact_id!r} and no event about it in {scope.key!r}")
+        if as_json:
+            sys.stdout.write(found.model_dump_json(indent=2) + "\n")
+        else:
+            out.print(found.text(), highlight=False, soft_wrap=True)
+
+
+@app.command()
+def audit(
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    since: Annotated[
+        datetime | None, typer.Option(help="Only events from this time on (ISO 8601, UTC).")
+    ] = None,
+    action: Annotated[
+        list[str] | None, typer.Option("--action", "-a", help="Only these actions (repeatable).")
+    ] = None,
+    path: PathOption = Path(".membrain"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
+) -> None:
+    """The audit log of a dataset and task, oldest first: every change, who made it and why."""
+    with _errors():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with _open_store(path) as memory:
+            events = memory.audit(scope=scope, since=since, actions=action)
+        for event in events:
+            if as_json:
+                sys.stdout.write(event.model_dump_json() + "\n")
+                continue
+            why = f" ({event.reason})" if event.reason else ""
+            out.print(
+                f"{event.at:%Y-%m-%dT%H:%M:%SZ} {event.action.value} {', '.join(event.targets)} "
+                f"by {event.actor}{why}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if not events and not as_json:
+            out.print("  (no events)")
 
 
 def main() -> None:

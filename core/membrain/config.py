@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import Field
@@ -39,3 +40,11 @@ class MembrainSettings(BaseSettings):
     """Messages per extraction call."""
     context_window: int = Field(default=6, ge=0)
     """Preceding messages given to the extractor as context."""
+    keep_messages: timedelta | None = None
+    """How long raw messages are kept once extracted: ``None`` (the default) keeps them forever.
+
+    A duration (``MEMBRAIN_KEEP_MESSAGES=P30D`` or seconds) makes
+    :meth:`membrain.Memory.apply_retention` erase the processed messages stored longer ago than
+    that, from every index and the store's files. The facts extracted from them stay and then
+    cite evidence that no longer exists.
+    """

@@ -14,7 +14,7 @@ from membrain.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
 from membrain.names import entity_refs, normalize_name
 from membrain.temporal import find_annotations
 
-__all__ = ["build_facts", "drafts_for_refs", "entity_id", "validity"]
+__all__ = ["build_facts", "drafts_for_refs", "entity_id", "fact_id", "replacements", "validity"]
 
 _PRECISION_ORDER = {p: i for i, p in enumerate(Precision)}
 PARTICIPANT_DESCRIPTION = "A participant in the conversation."
@@ -23,6 +23,26 @@ PARTICIPANT_DESCRIPTION = "A participant in the conversation."
 def entity_id(scope: Scope, name: str) -> str:
     """The stable id of the entity called ``name`` in the scope's (dataset, task)."""
     return scope.without_session().record_id("entity", normalize_name(name))
+
+
+def fact_id(scope: Scope, extractor: str, draft: FactDraft) -> str:
+    """The deterministic id of the fact ``extractor`` drafted (same draft, same id)."""
+    return scope.record_id("fact", extractor, "|".join(draft.sources), draft.text.strip())
+
+
+def replacements(
+    scope: Scope, drafts: Iterable[FactDraft], *, extractor: str
+) -> dict[str, list[str]]:
+    """Replaced fact id -> ids of the new facts that replace it, from the drafts' ``replaces``."""
+    found: dict[str, list[str]] = {}
+    for draft in drafts:
+        if not draft.text.strip():
+            continue
+        new = fact_id(scope, extractor, draft)
+        for old in draft.replaces:
+            if new not in found.setdefault(old, []):
+                found[old].append(new)
+    return found
 
 
 def validity(
@@ -73,13 +93,13 @@ def build_facts(
                 raw_output=text,
                 message_ids=draft.sources,
             ) from exc
-        fact_id = scope.record_id("fact", extractor, "|".join(draft.sources), text)
+        new_id = fact_id(scope, extractor, draft)
         refs = tuple(entity_refs(text))
         ids = tuple(resolved.get(ref) or entity_id(scope, ref) for ref in refs)
         valid_from, valid_to, precision = validity(times)
         disputed = draft.time_check is TimeCheck.CONTRADICTS
-        facts[fact_id] = Fact(
-            id=fact_id,
+        facts[new_id] = Fact(
+            id=new_id,
             scope=scope,
             text=text,
             entities=refs,
@@ -97,7 +117,7 @@ def build_facts(
             time_check=draft.time_check,
         )
         for ref_id in dict.fromkeys(ids):
-            mentions.setdefault(ref_id, []).append(fact_id)
+            mentions.setdefault(ref_id, []).append(new_id)
     return list(facts.values()), mentions
 
 

@@ -9,22 +9,51 @@ on its messages.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from membrain.audit import Cause
 from membrain.entities import EntityResolver
 from membrain.errors import ExtractionError
-from membrain.extraction.base import Extractor
+from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
 from membrain.extraction.llm import LLMClient
-from membrain.facts import build_facts, drafts_for_refs
+from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
+from membrain.ledger import Ledger
 from membrain.listeners import RecordListener
-from membrain.models import Message, MessageStatus, Scope, StoredMessage, now
-from membrain.store import RecordStore
+from membrain.models import (
+    Actor,
+    ActorKind,
+    Fact,
+    Message,
+    MessageStatus,
+    Scope,
+    StoredMessage,
+    Trust,
+    now,
+)
+from membrain.store import FactFilter, RecordStore
 
-__all__ = ["AddResult", "Ingestor"]
+__all__ = ["AddResult", "Ingestor", "message_id"]
 
 log = logging.getLogger("membrain")
+
+
+def message_id(scope: Scope, message: Message | str) -> str:
+    """The stored id of ``message`` in ``scope`` (or of the message with this ``source_id``).
+
+    A caller's message id (``source_id``) is unique within its session, not across the task's
+    sessions, so the session is part of the identity.
+    """
+    identity = Message.identity_of(message) if isinstance(message, str) else message.identity()
+    return scope.record_id(scope.session or "", *identity)
+
+
+MAX_KNOWN = 24
+"""Known facts shown to the extractor per batch, at most (the best matches of its messages)."""
+KNOWN_PER_MESSAGE = 3
+"""Facts looked up per message by similarity, and again among facts about its speaker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +78,16 @@ class AddResult:
 class Ingestor(RecordListener):
     """Extracts stored messages into entities and facts (see the module docstring).
 
+    Before each batch's extraction the scope's active facts closest to its messages (and to
+    its speakers) are looked up and given to the extractor as known facts, so a new fact can
+    say which ones it replaces; the :class:`~membrain.ledger.Ledger` records the supersession.
+
     Args:
         store: Where records live.
         extractor: Turns messages into fact drafts.
         resolver: Maps entity refs to entities.
         llm: The extraction model, for per-call cost accounting (``None`` offline).
+        ledger: Applies supersessions and queues disputed facts for review.
         batch_size: Messages per extraction batch.
         context_window: Preceding messages given to the extractor as context.
     """
@@ -65,6 +99,7 @@ class Ingestor(RecordListener):
         resolver: EntityResolver,
         llm: LLMClient | None,
         *,
+        ledger: Ledger,
         batch_size: int,
         context_window: int,
     ) -> None:
@@ -72,6 +107,9 @@ class Ingestor(RecordListener):
         self._extractor = extractor
         self._resolver = resolver
         self._llm = llm
+        self._ledger = ledger
+        takes_known = "known" in inspect.signature(extractor.extract).parameters
+        self._known = takes_known and bool(getattr(extractor, "wants_known_facts", True))
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
@@ -83,28 +121,31 @@ class Ingestor(RecordListener):
         on_progress: Callable[[int], None] | None,
         *,
         extract: bool,
+        by: Actor | None = None,
     ) -> AddResult:
         """Store the new messages as pending evidence, then extract the unprocessed ones.
 
-        With ``extract=False`` the messages are only stored (for a background writer).
+        With ``extract=False`` the messages are only stored (for a background writer). ``by``
+        is who adds them: an agent's facts are ``derived`` and carry it as their author.
         """
-        # A caller's message id is unique within its session, not across the task's sessions.
-        ids = [scope.record_id(scope.session or "", *m.identity()) for m in incoming]
+        ids = [message_id(scope, m) for m in incoming]
         known = {m.id: m for m in self._store.get_messages(scope, ids)}
         fresh: dict[str, StoredMessage] = {}
-        for message_id, message in zip(ids, incoming, strict=True):
-            if message_id not in known and message_id not in fresh:
-                fresh[message_id] = StoredMessage(
-                    id=message_id,
+        for stored_id, message in zip(ids, incoming, strict=True):
+            if stored_id not in known and stored_id not in fresh:
+                fresh[stored_id] = StoredMessage(
+                    id=stored_id,
                     scope=scope,
-                    message=message.model_copy(update={"id": message_id}),
+                    message=message.model_copy(update={"id": stored_id}),
                     recorded_at=now(),
+                    added_by=str(by) if by is not None and by.kind is ActorKind.AGENT else None,
                 )
-        self._store.put_messages(scope, list(fresh.values()))
+        stored_by = Cause(by or Actor(kind=ActorKind.API))
+        self._store.put_messages(scope, list(fresh.values()), cause=stored_by)
         if not extract:
             return AddResult(messages_stored=len(fresh), messages_skipped=len(known))
         retried = [m for m in known.values() if m.status is not MessageStatus.PROCESSED]
-        result = self.extract(scope, [*retried, *fresh.values()], on_progress)
+        result = self.extract(scope, [*retried, *fresh.values()], on_progress, by=by)
         return replace(
             result,
             messages_stored=len(fresh),
@@ -122,11 +163,13 @@ class Ingestor(RecordListener):
         scope: Scope,
         todo: list[StoredMessage],
         on_progress: Callable[[int], None] | None,
+        *,
+        by: Actor | None = None,
     ) -> AddResult:
         """Extract ``todo`` batch by batch; what fails stays pending with its error recorded."""
         todo.sort(key=lambda m: m.message.timestamp)
         before = self._llm.usage.snapshot() if self._llm is not None else None
-        result = self._extract_batches(scope, todo, on_progress)
+        result = self._extract_batches(scope, todo, on_progress, by)
         if self._llm is None or before is None:
             return result
         after = self._llm.usage.snapshot()
@@ -149,9 +192,11 @@ class Ingestor(RecordListener):
         scope: Scope,
         todo: Sequence[StoredMessage],
         on_progress: Callable[[int], None] | None,
+        by: Actor | None,
     ) -> AddResult:
         entity_scope = scope.without_session()
         participants = self.participants(entity_scope)
+        cause = self._cause(by)
         fact_ids: list[str] = []
         entity_ids: dict[str, None] = {}
         errors: list[ExtractionError] = []
@@ -164,7 +209,7 @@ class Ingestor(RecordListener):
             batch_ids = [m.id for m in batch]
             speakers = list(dict.fromkeys([*participants, *(m.speaker for m in target)]))
             try:
-                extracted = self._extractor.extract(target, context, participants)
+                extracted = self._run_extractor(entity_scope, target, context, participants)
                 recorded_at = now()
                 resolution = self._resolver.resolve(
                     entity_scope,
@@ -189,6 +234,7 @@ class Ingestor(RecordListener):
                     MessageStatus.PENDING,
                     error=str(exc),
                     raw_output=exc.raw_output,
+                    cause=Cause(cause.actor, str(exc).split(":", 1)[0], cause.details),
                 )
                 if on_progress is not None:
                     on_progress(len(batch))
@@ -198,13 +244,15 @@ class Ingestor(RecordListener):
             )
             participants = speakers
             self._participants_cache[entity_scope.key] = tuple(participants)
-            self._store.put_entities(entity_scope, entities)
-            self._store.put_facts(scope, facts, participants)
-            reasons: dict[str, list[str]] = {}
+            facts = _authored(facts, {m.id: m.added_by for m in batch})
+            self._store.put_entities(entity_scope, entities, cause=cause)
+            self._store.put_facts(scope, facts, participants, cause=cause)
+            self._record_changes(scope, extracted, facts, cause)
+            reasons: dict[str, list[tuple[str, str]]] = {}
             for item in extracted.discarded:
-                reasons.setdefault(item.message_id, []).append(f"{item.reason}: {item.text}")
+                reasons.setdefault(item.message_id, []).append((item.reason, item.text))
             self._store.set_message_status(
-                scope, batch_ids, MessageStatus.PROCESSED, discarded=reasons
+                scope, batch_ids, MessageStatus.PROCESSED, discarded=reasons, cause=cause
             )
             discarded += len(extracted.discarded)
             fact_ids.extend(f.id for f in facts)
@@ -217,6 +265,72 @@ class Ingestor(RecordListener):
             discarded=discarded,
             errors=tuple(errors),
         )
+
+    def _cause(self, by: Actor | None) -> Cause:
+        extractor = self._extractor.id
+        details: dict[str, object] = {"extractor": extractor}
+        version = getattr(self._extractor, "prompt_version", None)
+        if version is not None:
+            details["prompt_version"] = version
+        actor = by if by is not None else Actor(kind=ActorKind.EXTRACTOR, name=extractor)
+        return Cause(actor, "", details)
+
+    def _run_extractor(
+        self,
+        scope: Scope,
+        target: Sequence[Message],
+        context: Sequence[Message],
+        participants: Sequence[str],
+    ) -> ExtractionBatch:
+        if not self._known:
+            return self._extractor.extract(target, context, participants)
+        known = self.known_facts(scope, target)
+        extract: Callable[..., ExtractionBatch] = self._extractor.extract
+        return extract(target, context, participants, known=known)
+
+    def known_facts(self, scope: Scope, target: Sequence[Message]) -> list[KnownFact]:
+        """The scope's active facts a batch may replace (indexed lookups only).
+
+        The closest to each message by dense similarity, among all facts and among those about
+        its speaker; at most :data:`MAX_KNOWN`.
+        """
+        texts = [m.text or m.caption or "" for m in target]
+        if not texts:
+            return []
+        best: dict[str, tuple[float, Fact]] = {}
+        vectors = self._store.dense.embed_documents(texts)
+        for message, vector in zip(target, vectors, strict=True):
+            about = FactFilter(entity_ids=(entity_id(scope, message.speaker),))
+            for where in (None, about):
+                found = self._store.query_facts(
+                    scope, "dense", vector, limit=KNOWN_PER_MESSAGE, where=where
+                )
+                for hit in found:
+                    if hit.id not in best or best[hit.id][0] < hit.score:
+                        best[hit.id] = (hit.score, hit.fact)
+        ranked = sorted(best.values(), key=lambda pair: (-pair[0], pair[1].id))[:MAX_KNOWN]
+        facts = sorted((f for _, f in ranked), key=lambda f: (f.stated_at, f.id))
+        return [KnownFact(id=f.id, text=f.text, stated_at=f.stated_at) for f in facts]
+
+    def _record_changes(
+        self, scope: Scope, extracted: ExtractionBatch, facts: Sequence[Fact], cause: Cause
+    ) -> None:
+        """Apply (or queue) the supersessions the extractor found; queue disputed facts.
+
+        A replaced fact may be of another session of the (dataset, task): supersessions are
+        recorded in the session-less scope.
+        """
+        stored = {f.id for f in facts}
+        found = replacements(scope, extracted.facts, extractor=self._extractor.id)
+        for old, news in found.items():
+            news = [n for n in news if n in stored and n != old]
+            if not news:
+                continue
+            reason = "the extraction found that a new fact replaces it"
+            self._ledger.propose_supersession(
+                scope.without_session(), old, news, Cause(cause.actor, reason, cause.details)
+            )
+        self._ledger.disputed_at_extraction(scope, facts, cause)
 
     def scope_deleted(self, scope: Scope) -> None:
         """Drop what is cached of ``scope``'s (dataset, task) after its records were deleted."""
@@ -233,3 +347,16 @@ class Ingestor(RecordListener):
             cached = tuple(e.name for e in entities if e.participant)
             self._participants_cache[key] = cached
         return list(cached)
+
+
+def _authored(facts: list[Fact], added_by: dict[str, str | None]) -> list[Fact]:
+    """Facts from what an agent added are ``derived`` (unless disputed) and name it as author."""
+    out = []
+    for fact in facts:
+        author = next((added_by[s] for s in fact.sources if added_by.get(s)), None)
+        if author is None:
+            out.append(fact)
+            continue
+        trust = fact.trust if fact.trust is Trust.DISPUTED else Trust.DERIVED
+        out.append(fact.model_copy(update={"author": author, "trust": trust}))
+    return out

@@ -18,8 +18,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage
+
+if TYPE_CHECKING:
+    from membrain.audit import AuditEvent
 
 __all__ = ["RecordListener"]
 
@@ -44,3 +48,22 @@ class RecordListener:
 
     def scope_deleted(self, scope: Scope) -> None:
         """Every record of ``scope`` was deleted (all sessions when it has none)."""
+
+    def records_purged(
+        self,
+        scope: Scope,
+        *,
+        facts: Sequence[str],
+        messages: Sequence[str],
+        entities: Sequence[str],
+    ) -> None:
+        """Records were purged: drop everything derived from them.
+
+        :meth:`erased` follows, once the store has erased its own copies from disk.
+        """
+
+    def erased(self) -> None:
+        """The store erased deleted records from disk: do the same with what was dropped."""
+
+    def audited(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
+        """Audit events were appended (after the change they record)."""

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from pydantic import ValidationError
 
+from membrain.accountable import AccountableMemory
+from membrain.audit import ReviewPolicy
 from membrain.config import MembrainSettings
 from membrain.embeddings import (
     Bm25Encoder,
@@ -33,8 +35,11 @@ from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
 from membrain.indexing import render_fact
-from membrain.ingest import AddResult, Ingestor
+from membrain.ingest import AddResult, Ingestor, message_id
+from membrain.ledger import Ledger
 from membrain.models import (
+    Actor,
+    ActorKind,
     Context,
     Entity,
     EntityView,
@@ -76,8 +81,13 @@ CANDIDATES = 50
 """How many candidates each retrieval path returns (at least ``k``)."""
 
 
-class Memory:
+class Memory(AccountableMemory):
     """Long-term memory for an agent: conversations in, cited facts out.
+
+    Accountable: a changed fact supersedes the old one (both kept, with record and valid time),
+    every mutation is audited, facts carry a trust state that people confirm, dispute and review,
+    and a purge erases content from every index (see
+    :class:`~membrain.accountable.AccountableMemory`).
 
     Args:
         path: Folder of the embedded store (Qdrant Edge); default ``./.membrain``.
@@ -94,6 +104,11 @@ class Memory:
         extractor: A custom extractor (overrides ``llm``).
         batch_size: Messages per extraction batch (an LLM batch costs two calls).
         context_window: Preceding messages given to the extractor as context.
+        review: Which changes wait for a person (:class:`~membrain.audit.ReviewPolicy`);
+            default: none but disputed facts.
+        keep_messages: How long raw messages are kept once extracted (``None``: forever, the
+            default); :meth:`apply_retention` erases older ones and facts then cite evidence
+            that no longer exists.
 
     Example:
         >>> from membrain import Memory, Scope
@@ -120,14 +135,18 @@ class Memory:
         extractor: Extractor | None = None,
         batch_size: int = 32,
         context_window: int = 6,
+        review: ReviewPolicy | None = None,
+        keep_messages: timedelta | None = None,
     ) -> None:
         if batch_size < 1 or context_window < 0:
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
+        if keep_messages is not None and keep_messages <= timedelta(0):
+            raise ConfigurationError("keep_messages must be a positive duration or None")
+        self.keep_messages = keep_messages
         self._backend = backend or _open_backend(path, qdrant_url, qdrant_api_key)
         embedded = backend is None and qdrant_url is None
         lexical_path = (Path(path) if path is not None else DEFAULT_PATH) / "lexical"
         self._lexical = open_lexical_index(lexical_path if embedded else None)
-        self._lexical_checked: set[str] = set()
         self._store = RecordStore(
             self._backend, dense or default_dense_encoder(), sparse or Bm25Encoder()
         )
@@ -141,6 +160,7 @@ class Memory:
         else:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
+        self._ledger = Ledger(self._store, review)
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
             rrf_k=RRF_K,
@@ -151,6 +171,7 @@ class Memory:
             self._extractor,
             self._resolver,
             self._llm,
+            ledger=self._ledger,
             batch_size=batch_size,
             context_window=context_window,
         )
@@ -178,6 +199,7 @@ class Memory:
             dense=dense,
             batch_size=settings.batch_size,
             context_window=settings.context_window,
+            keep_messages=settings.keep_messages,
         )
 
     @property
@@ -218,6 +240,7 @@ class Memory:
         scope: Scope,
         on_progress: Callable[[int], None] | None = None,
         extract: bool = True,
+        by: Actor | str | None = None,
     ) -> AddResult:
         """Store messages as evidence, then extract facts from them.
 
@@ -231,6 +254,8 @@ class Memory:
             on_progress: Called with the number of messages finished after each batch.
             extract: ``False`` only stores the messages, durably, as pending evidence (for a
                 background writer); :meth:`extract_pending` extracts them later.
+            by: Who adds them (default the application, ``api``). Facts extracted from what an
+                agent adds (``"agent:<name>"``) are ``derived`` and name it as their author.
 
         Raises:
             ScopeError: ``scope`` is missing or malformed.
@@ -238,7 +263,8 @@ class Memory:
         """
         check_scope(scope)
         incoming = [_as_message(m) for m in messages]
-        return self._ingestor.add(scope, incoming, on_progress, extract=extract)
+        actor = Actor.parse(by, ActorKind.API) if by is not None else None
+        return self._ingestor.add(scope, incoming, on_progress, extract=extract, by=actor)
 
     def extract_pending(
         self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
@@ -261,6 +287,8 @@ class Memory:
         k: int = 10,
         reference: datetime | None = None,
         exclude_paths: Sequence[str] = (),
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question``, with their sources and explanation.
 
@@ -273,6 +301,11 @@ class Memory:
                 current time.
             exclude_paths: Path names the mode would run but should not ("B2", "time", ...;
                 "answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`).
+            as_of: Search what the memory believed at this record time: facts recorded by
+                then and not yet superseded, forgotten or retracted then. Default: the
+                current beliefs (active facts).
+            valid_at: Search the beliefs about this valid time: facts superseded since that
+                were true then are included. A time the question names does the same.
 
         Returns:
             A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
@@ -296,13 +329,15 @@ class Memory:
             limit=max(k, CANDIDATES),
             llm=self._llm,
             reference=reference,
+            as_of=as_of,
+            valid_at=valid_at,
         )
         self._sync_lexical(scope)
         run = self._searcher.search(requested, ctx, k=k, skip=exclude_paths)
         ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]
         paths = run.paths
         if run.mode is not RetrievalMode.FAST and "answers" not in exclude_paths:
-            ranked = with_answers(self._store, scope, ranked, k=k)
+            ranked = with_answers(self._store, scope, ranked, k=k, view=ctx.view, admits=ctx.admits)
             paths = (*paths, "answers")
         return SearchResult(
             question=question,
@@ -318,12 +353,12 @@ class Memory:
 
         The index is derived: a new folder, another schema, or a store written without it.
         """
-        if scope.key in self._lexical_checked:
+        if scope.key in self._lexical.synced:
             return
         whole = scope.without_session()
         if self._lexical.count(whole) != self._store.count_facts(whole):
             self._lexical.rebuild(whole, self._store.iter_facts(whole))
-        self._lexical_checked.add(scope.key)
+        self._lexical.synced.add(scope.key)
 
     def context(
         self,
@@ -335,18 +370,29 @@ class Memory:
         k: int = 50,
         profile_tokens: int = 0,
         reference: datetime | None = None,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> Context:
         """A cited context block for ``question`` that fits ``max_tokens`` (cl100k tokens).
 
         Facts are searched (``k`` candidates), then as many as fit are grouped under the
         entities they mention (with the entities' latest descriptions), ordered in time, each
         citing its source messages. ``profile_tokens`` of the budget are reserved for a stable
-        profile block.
+        profile block. ``as_of`` and ``valid_at`` read as in :meth:`search`. Lines mark
+        disputed facts, facts an agent wrote and superseded facts (when and by which fact).
 
         Raises:
             InputError: ``max_tokens < 1`` or a reserve larger than the budget.
         """
-        result = self.search(question, scope=scope, mode=mode, k=k, reference=reference)
+        result = self.search(
+            question,
+            scope=scope,
+            mode=mode,
+            k=k,
+            reference=reference,
+            as_of=as_of,
+            valid_at=valid_at,
+        )
         return assemble_context(
             question, result.hits, max_tokens=max_tokens, profile_tokens=profile_tokens
         )
@@ -401,11 +447,24 @@ class Memory:
             )
         return hits
 
-    def facts(self, *, scope: Scope, include_inactive: bool = False) -> list[Fact]:
-        """Every fact of the scope (active only unless ``include_inactive``)."""
+    def facts(
+        self,
+        *,
+        scope: Scope,
+        include_inactive: bool = False,
+        derived_from: Sequence[str] = (),
+    ) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``).
+
+        ``derived_from`` keeps the facts citing one of these messages, named by the caller's
+        message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them).
+        """
         check_scope(scope)
-        where = None if include_inactive else FactFilter()
-        return list(self._store.iter_facts(scope, where))
+        stored = tuple(message_id(scope, source_id) for source_id in derived_from)
+        where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
+        if not include_inactive or stored:
+            return list(self._store.iter_facts(scope, where))
+        return list(self._store.iter_facts(scope))
 
     def messages(self, *, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, with its processing status."""
@@ -423,47 +482,6 @@ class Memory:
         check_scope(scope)
         return self._ingestor.participants(scope)
 
-    def forget(self, fact_ids: Sequence[str], *, scope: Scope) -> list[Fact]:
-        """Tombstone facts: their status becomes ``forgotten``.
-
-        A forgotten fact is kept, with its sources, for audit, and never returned by a search or
-        by :meth:`facts` (unless ``include_inactive``). To erase data, delete the scope.
-
-        Raises:
-            InputError: an id names no fact of ``scope``.
-        """
-        return self._set_status(scope, fact_ids, FactStatus.FORGOTTEN)
-
-    def supersede(self, old_fact_id: str, new_fact_ids: Sequence[str], *, scope: Scope) -> Fact:
-        """Record that ``new_fact_ids`` replace ``old_fact_id``; nothing is overwritten.
-
-        The old fact's status becomes ``superseded`` (it stays stored, out of searches) and each
-        new fact records ``supersedes=old_fact_id``.
-
-        Raises:
-            InputError: an id names no fact of ``scope``.
-        """
-        if not new_fact_ids:
-            raise InputError("supersede needs at least one new fact id")
-        news = self._facts_by_id(scope, new_fact_ids)
-        (old,) = self._set_status(scope, [old_fact_id], FactStatus.SUPERSEDED)
-        self._store.update_facts(scope, [f.model_copy(update={"supersedes": old.id}) for f in news])
-        return old
-
-    def _facts_by_id(self, scope: Scope, fact_ids: Sequence[str]) -> list[Fact]:
-        check_scope(scope)
-        found = self._store.get_facts(scope, list(fact_ids))
-        missing = sorted(set(fact_ids) - {f.id for f in found})
-        if missing:
-            raise InputError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
-        return found
-
-    def _set_status(self, scope: Scope, fact_ids: Sequence[str], status: FactStatus) -> list[Fact]:
-        facts = self._facts_by_id(scope, fact_ids)
-        updated = [f.model_copy(update={"status": status}) for f in facts]
-        self._store.update_facts(scope, updated)
-        return updated
-
     def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (all sessions when it has none).
 
@@ -473,7 +491,7 @@ class Memory:
         check_scope(scope)
         for target in (scope, scope.bookkeeping()):
             self._store.delete_scope(target)
-            self._lexical_checked.discard(target.key)
+            self._lexical.synced.discard(target.key)
 
 
 def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:

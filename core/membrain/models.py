@@ -194,8 +194,13 @@ class Message(_Record):
     def identity(self) -> tuple[str, ...]:
         """The parts that identify this message within a scope."""
         if self.source_id:
-            return ("message", self.source_id)
+            return self.identity_of(self.source_id)
         return ("message", self.speaker, self.timestamp.isoformat(), self.text)
+
+    @staticmethod
+    def identity_of(source_id: str) -> tuple[str, ...]:
+        """The identity of the message whose caller-side id is ``source_id``."""
+        return ("message", source_id)
 
 
 class StoredMessage(_Record):
@@ -212,6 +217,8 @@ class StoredMessage(_Record):
     """The extractor's output that could not be used, verbatim."""
     discarded: tuple[str, ...] = ()
     """What extraction chose not to keep from this message, and why."""
+    added_by: str | None = None
+    """Who added the message when it was not the application (``agent:<name>``)."""
 
 
 class Layer(StrEnum):
@@ -238,20 +245,82 @@ class TimeCheck(StrEnum):
 
 
 class FactStatus(StrEnum):
-    """Lifecycle of a fact. Nothing is deleted: it is superseded or forgotten."""
+    """Lifecycle of a fact: an update never deletes one (only a purge erases content).
+
+    A fact that stops being current is superseded, forgotten or retracted, and stays for audit.
+    """
 
     ACTIVE = "active"
+    """A current belief."""
     SUPERSEDED = "superseded"
+    """Replaced by later facts (``superseded_by``); still answers questions about its time."""
     FORGOTTEN = "forgotten"
+    """Tombstoned on request: out of every read."""
+    RETRACTED = "retracted"
+    """Rejected by a reviewer: out of every read, kept for audit."""
 
 
 class Trust(StrEnum):
     """How far a fact can be relied on."""
 
     STATED = "stated"
+    """A participant said it."""
     DERIVED = "derived"
+    """The model inferred it, or an agent wrote it through the memory tools."""
     CONFIRMED = "confirmed"
+    """A person confirmed it."""
     DISPUTED = "disputed"
+    """Someone disputed it, or its times contradict the message time: under review."""
+
+
+class ActorKind(StrEnum):
+    """Who made a change to the memory."""
+
+    EXTRACTOR = "extractor"
+    """The extraction of a conversation (offline rules or a model)."""
+    API = "api"
+    """Application code calling :class:`membrain.Memory`."""
+    AGENT = "agent"
+    """An agent, through the memory tools or a LangGraph store."""
+    REVIEWER = "reviewer"
+    """A person reviewing the memory."""
+    SYSTEM = "system"
+    """MemBrain itself (retention, maintenance)."""
+
+
+class Actor(_Record):
+    """Who made a change: a kind and, when known, a name (``agent:Assistant``, ``reviewer:ana``).
+
+    Example:
+        >>> Actor.parse("agent:planner")
+        Actor(kind=<ActorKind.AGENT: 'agent'>, name='planner')
+        >>> str(Actor.parse("ana", default=ActorKind.REVIEWER))
+        'reviewer:ana'
+    """
+
+    kind: ActorKind
+    name: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.name}" if self.name else self.kind.value
+
+    @classmethod
+    def parse(cls, value: Actor | str | None, default: ActorKind = ActorKind.API) -> Actor:
+        """``value`` as an actor: ``"kind:name"``, a bare name (of kind ``default``), or None.
+
+        Raises:
+            InputError: ``value`` is neither an Actor nor a string.
+        """
+        if isinstance(value, Actor):
+            return value
+        if value is None:
+            return cls(kind=default)
+        if not isinstance(value, str):
+            raise InputError(f"an actor is a string such as 'agent:planner', got {value!r}")
+        kind, sep, name = value.strip().partition(":")
+        if sep and kind in ActorKind._value2member_map_:
+            return cls(kind=ActorKind(kind), name=name.strip())
+        return cls(kind=default, name=value.strip())
 
 
 class Fact(_Record):
@@ -280,10 +349,35 @@ class Fact(_Record):
     status: FactStatus = FactStatus.ACTIVE
     trust: Trust = Trust.STATED
     extractor: str
-    supersedes: str | None = None
     layer: Layer = Layer.DIALOGUE
     time_check: TimeCheck | None = None
     """Set when the fact has time annotations."""
+    supersedes: tuple[str, ...] = ()
+    """Ids of the facts this one replaced."""
+    superseded_by: tuple[str, ...] = ()
+    """Ids of the facts that replaced this one (status ``superseded``)."""
+    superseded_at: UtcDatetime | None = None
+    """Record time of the replacement: when MemBrain learned this fact was no longer true."""
+    forgotten_at: UtcDatetime | None = None
+    """Record time of the tombstone (status ``forgotten``)."""
+    retracted_at: UtcDatetime | None = None
+    """Record time of a reviewer's rejection (status ``retracted``)."""
+    author: str | None = None
+    """Who wrote the fact when it did not come from a participant (``agent:<name>``)."""
+
+    @field_validator("supersedes", mode="before")
+    @classmethod
+    def _as_ids(cls, value: object) -> object:
+        # Records written before supersession could name several facts held one id or None.
+        if value is None:
+            return ()
+        return (value,) if isinstance(value, str) else value
+
+    @property
+    def believed_until(self) -> datetime | None:
+        """Record time at which the memory stopped holding this fact true (None: it still does)."""
+        ends = [t for t in (self.superseded_at, self.forgotten_at, self.retracted_at) if t]
+        return min(ends) if ends else None
 
     @model_validator(mode="after")
     def _check_entities(self) -> Fact:
@@ -355,9 +449,11 @@ class MemoryHit(_Record):
         ``[raw::resolved]`` annotations); ``entities`` (canonical names); ``valid_from`` and
         ``valid_to`` (ISO 8601 or ``None``); ``sources`` (the cited messages' caller-side ids);
         ``score`` (fused); ``paths`` (retrieval path -> rank); ``scope`` (the ``dataset/task``
-        key) and ``session``.
+        key) and ``session``; ``status`` and ``trust``; ``superseded_by`` (fact ids) and
+        ``superseded_at`` (ISO 8601 or ``None``); ``author`` (``agent:<name>`` or ``None``).
         """
         fact = self.fact
+        superseded_at = fact.superseded_at.isoformat() if fact.superseded_at else None
         return {
             "fact_id": fact.id,
             "text": fact.text,
@@ -369,6 +465,11 @@ class MemoryHit(_Record):
             "paths": dict(self.paths),
             "scope": fact.scope.key,
             "session": fact.scope.session,
+            "status": fact.status.value,
+            "trust": fact.trust.value,
+            "superseded_by": list(fact.superseded_by),
+            "superseded_at": superseded_at,
+            "author": fact.author,
         }
 
 

@@ -99,9 +99,22 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from membrain import InputError, Memory, Message, RetrievalMode, Role, Scope, ScopeError
+from langchain_membrain.langgraph.filters import matches
+from membrain import (
+    Actor,
+    ActorKind,
+    InputError,
+    Memory,
+    Message,
+    MessageStatus,
+    RetrievalMode,
+    Role,
+    Scope,
+    ScopeError,
+)
 from membrain.background import BackgroundWriter
 from membrain.binding import CLOCK, DEFAULT_USER_NAME
+from membrain.ingest import message_id
 from membrain.retrieval import RRF_K, Ranked, rrf
 from membrain.tokens import count_tokens
 
@@ -180,49 +193,6 @@ def _prefix_sql(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, list[
     return f"({column} = ? OR substr({column}, 1, ?) = ?)", [text, len(text) + 1, text + "."]
 
 
-# -- filters (InMemoryStore's semantics; comparisons with missing values are false) -------------
-def _matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool:
-    if not filter_:
-        return True
-    return all(_compare(value.get(key), wanted) for key, wanted in filter_.items())
-
-
-def _compare(actual: Any, wanted: Any) -> bool:
-    if isinstance(wanted, dict):
-        if any(k.startswith("$") for k in wanted):
-            return all(_operator(actual, op, operand) for op, operand in wanted.items())
-        if not isinstance(actual, dict):
-            return False
-        return all(_compare(actual.get(k), v) for k, v in wanted.items())
-    if isinstance(wanted, list | tuple):
-        return (
-            isinstance(actual, list | tuple)
-            and len(actual) == len(wanted)
-            and all(_compare(a, w) for a, w in zip(actual, wanted, strict=True))
-        )
-    return bool(actual == wanted)
-
-
-def _operator(actual: Any, operator: str, operand: Any) -> bool:
-    if operator == "$eq":
-        return bool(actual == operand)
-    if operator == "$ne":
-        return bool(actual != operand)
-    if operator not in ("$gt", "$gte", "$lt", "$lte"):
-        raise ValueError(f"Unsupported operator: {operator}")
-    try:
-        left, right = float(actual), float(operand)
-    except (TypeError, ValueError):
-        return False
-    if operator == "$gt":
-        return left > right
-    if operator == "$gte":
-        return left >= right
-    if operator == "$lt":
-        return left < right
-    return left <= right
-
-
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     path = condition.path
     if len(namespace) < len(path):
@@ -259,6 +229,11 @@ class MembrainStore(BaseStore):
         candidates: Hits per tenant and path fetched before filtering.
         namespace_to_scope: Maps a namespace to its MemBrain scope; default
             :func:`scope_for_namespace`.
+        actor: Who the memory's audit log names for the store's writes (an agent: the facts
+            extracted from items are ``derived`` and name it as their author). Overwriting or
+            deleting an item forgets the facts extracted from its previous value, by this actor
+            (or queues the request for a person when the memory's review policy holds agents'
+            forgets).
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode.
@@ -284,8 +259,10 @@ class MembrainStore(BaseStore):
         mode: RetrievalMode | str = RetrievalMode.FAST,
         candidates: int = 50,
         namespace_to_scope: Callable[[tuple[str, ...]], Scope] | None = None,
+        actor: str = "agent:langgraph-store",
     ) -> None:
         self.memory = memory
+        self._actor = Actor.parse(actor, ActorKind.AGENT)
         self._writer = writer
         self._extract = extract
         self._index_fields = [(p, tokenize_path(p)) for p in index_fields or ()]
@@ -394,7 +371,7 @@ class MembrainStore(BaseStore):
         stop = op.offset + op.limit if min(op.offset, op.limit) >= 0 else None
         kept: list[Any] = []
         for row in rows:
-            if _matches(json.loads(row[2]), op.filter):
+            if matches(json.loads(row[2]), op.filter):
                 kept.append(row)
                 if len(kept) == stop:
                     break
@@ -485,7 +462,7 @@ class MembrainStore(BaseStore):
         fused = rrf(items, {}, RRF_K)
         # ties keep the sidecar's order (namespace creation, then insertion), as scans do
         ordered = sorted(fused, key=lambda f: (-f.score, found[f.id][6], found[f.id][7]))
-        kept = [f for f in ordered if _matches(json.loads(found[f.id][2]), op.filter)]
+        kept = [f for f in ordered if matches(json.loads(found[f.id][2]), op.filter)]
         return [self._search_item(found[f.id], f.score) for f in _window(kept, op.offset, op.limit)]
 
     # -- writes ------------------------------------------------------------------------------
@@ -501,6 +478,7 @@ class MembrainStore(BaseStore):
     def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]) -> None:
         rows: list[tuple[str, str, str | None, str | None]] = []
         messages: dict[Scope, list[Message]] = {}
+        previous = self._sources(puts)
         for (namespace, key), op in puts.items():
             if op.value is None:
                 rows.append((_ns_text(namespace), key, None, None))
@@ -531,7 +509,7 @@ class MembrainStore(BaseStore):
         # MemBrain first: a crash in between leaves an unreferenced message, never an item
         # whose text is missing from the index.
         for scope, batch in messages.items():
-            self.memory.add(batch, scope=scope, extract=False)
+            self.memory.add(batch, scope=scope, extract=False, by=self._actor)
         now = datetime.now(UTC).isoformat()
         with self._lock, self._conn:
             for ns, key, stored, ref in rows:
@@ -550,10 +528,51 @@ class MembrainStore(BaseStore):
                     "source_id = excluded.source_id",
                     (ns, key, stored, now, now, ref),
                 )
+        retired: dict[Scope, list[str]] = {}
+        for (namespace, key), old in previous.items():
+            if old not in {ref for ns, k, _, ref in rows if (ns, k) == (_ns_text(namespace), key)}:
+                retired.setdefault(self._scope_for(namespace), []).append(old)
+        self._retire(retired)
         if self._extract and messages:
             writer = self.writer
             for scope, batch in messages.items():
                 writer.schedule(scope, tokens=sum(count_tokens(m.text) for m in batch))
+
+    def _sources(
+        self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]
+    ) -> dict[tuple[tuple[str, ...], str], str]:
+        """The message ids of the items these puts overwrite or delete."""
+        found: dict[tuple[tuple[str, ...], str], str] = {}
+        with self._lock:
+            for namespace, key in puts:
+                row = self._conn.execute(
+                    "SELECT source_id FROM items WHERE ns = ? AND key = ?",
+                    (_ns_text(namespace), key),
+                ).fetchone()
+                if row is not None and row[0]:
+                    found[(namespace, key)] = row[0]
+        return found
+
+    def _retire(self, retired: Mapping[Scope, list[str]]) -> None:
+        """Forget the facts of overwritten or deleted items' previous values (audited).
+
+        A previous value still waiting for extraction is extracted first, so its facts never
+        arrive after the item changed.
+        """
+        for scope, source_ids in retired.items():
+            stored = self.memory.store.get_messages(
+                scope, [message_id(scope, s) for s in source_ids]
+            )
+            if any(m.status is MessageStatus.PENDING for m in stored):
+                self.memory.extract_pending(scope=scope)
+            facts = self.memory.facts(scope=scope, derived_from=source_ids)
+            if facts:
+                self.memory.forget(
+                    [f.id for f in facts],
+                    scope=scope,
+                    by=self._actor,
+                    reason="the store item was overwritten or deleted",
+                )
 
 
 def _strings(value: Any) -> Iterable[str]:

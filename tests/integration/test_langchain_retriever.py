@@ -95,6 +95,11 @@ def test_document_metadata_is_exact(store: Memory) -> None:
         "paths": hit.paths,
         "scope": "sara/assistant",
         "session": "s1",
+        "status": "active",
+        "trust": "stated",
+        "superseded_by": [],
+        "superseded_at": None,
+        "author": None,
     }
     assert cat.metadata["paths"], "every hit says which paths found it"
 

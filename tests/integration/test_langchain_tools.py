@@ -167,7 +167,7 @@ def test_update_supersedes_and_keeps_the_old_fact(
     assert everything[old_id].text == "[Sara]'s favourite colour is teal."
     assert everything[old_id].status.value == "superseded"
     (new,) = [f for f in active.values() if "orange" in f.text]
-    assert new.supersedes == old_id
+    assert new.supersedes == (old_id,)
     found = tools["search_memory"].invoke({"query": "favourite colour", "limit": 5})
     assert "orange" in found and "teal" not in found
 

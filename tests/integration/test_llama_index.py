@@ -109,6 +109,11 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
         "paths": hits[0].paths,
         "scope": "sara/assistant",
         "session": None,
+        "status": "active",
+        "trust": "stated",
+        "superseded_by": [],
+        "superseded_at": None,
+        "author": None,
     }
     assert top.node.metadata["paths"]  # some path found it
     by_text = {n.node.text: n.node.metadata for n in nodes}

@@ -18,14 +18,18 @@ import pytest
 CORE = Path(__file__).resolve().parents[2] / "core" / "membrain"
 
 LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
-    (frozenset({"errors", "models", "names", "listeners", "tokens", "config", "temporal"}),),
+    (
+        frozenset(
+            {"errors", "models", "audit", "names", "listeners", "tokens", "config", "temporal"}
+        ),
+    ),
     (frozenset({"indexing"}),),
     (frozenset({"embeddings"}), frozenset({"extraction"})),
     (frozenset({"storage"}),),
     (frozenset({"store"}),),
-    (frozenset({"facts", "entities"}),),
+    (frozenset({"facts", "entities", "ledger"}),),
     (frozenset({"retrieval"}), frozenset({"ingest"})),
-    (frozenset({"memory"}),),
+    (frozenset({"memory", "accountable"}),),
     (frozenset({"aio", "background", "binding", "loaders", "testing", "cli", "server"}),),
     (frozenset({"__init__"}),),
 )

@@ -219,7 +219,7 @@ def test_forget_and_supersede_keep_the_record(memory: Memory, scope: Scope) -> N
     sister = next(f for t, f in facts.items() if "Lisbon" in t)
     old = memory.supersede(bakery.id, [sister.id], scope=scope)
     assert old.status.value == "superseded"
-    assert {f.id: f for f in memory.facts(scope=scope)}[sister.id].supersedes == bakery.id
+    assert {f.id: f for f in memory.facts(scope=scope)}[sister.id].supersedes == (bakery.id,)
     with pytest.raises(InputError, match="no fact with id"):
         memory.forget([scope.record_id("no such fact")], scope=scope)
     with pytest.raises(InputError):

@@ -6,7 +6,16 @@ import sys
 import membrain
 
 EXPECTED = {
+    "Actor",
+    "ActorKind",
     "AddResult",
+    "AuditAction",
+    "AuditEvent",
+    "FactHistory",
+    "PurgeResult",
+    "ReviewItem",
+    "ReviewKind",
+    "ReviewPolicy",
     "AnnotationError",
     "AsyncMemory",
     "ChatModel",

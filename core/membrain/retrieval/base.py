@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from membrain.extraction.llm import LLMClient
-from membrain.models import Fact, Scope, TimeSpan, now, utc
-from membrain.store import RecordStore, ScoredFact
+from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan, now, utc
+from membrain.store import FactFilter, RecordStore, ScoredFact
 from membrain.temporal import find_times
 
 __all__ = ["Ranked", "RetrievalPath", "SearchContext"]
@@ -57,6 +57,10 @@ class SearchContext:
         reference: "now" for relative times in the question.
         times: Time spans the question mentions, resolved against ``reference``.
         asks_when: The question asks for a time ("when", "what year", "how long ago").
+        view: The beliefs searched: the current ones (active facts) by default, or what the
+            memory believed at a record time (:meth:`FactFilter.as_of`).
+        past: A valid time the question is about (a time it names, or the caller's
+            ``valid_at``): facts superseded since, whose valid time covers it, are searched too.
     """
 
     question: str
@@ -68,6 +72,8 @@ class SearchContext:
     reference: datetime | None = None
     times: Sequence[TimeSpan] = ()
     asks_when: bool = False
+    view: FactFilter = FactFilter()
+    past: TimeSpan | None = None
     extra: dict[str, object] = field(default_factory=dict)
     _vectors: dict[str, list[float]] = field(default_factory=dict, repr=False)
 
@@ -82,12 +88,29 @@ class SearchContext:
         limit: int = 50,
         llm: LLMClient | None = None,
         reference: datetime | None = None,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> SearchContext:
         """The context of ``question``, with the times it names and whether it asks when.
 
-        Relative times are resolved against ``reference`` (default: now).
+        Relative times are resolved against ``reference`` (default: now). ``as_of`` searches
+        what the memory believed at that record time; ``valid_at`` (or a time the question
+        names) brings in the superseded facts that were true then.
         """
         when = utc(reference) if reference is not None else now()
+        times = [match.span for match in find_times(question, when)]
+        past: TimeSpan | None = None
+        if valid_at is not None:
+            moment = utc(valid_at)
+            end = moment + timedelta(microseconds=1)
+            past = TimeSpan(start=moment, end=end, precision=Precision.DATETIME)
+        elif times:
+            past = times[0]
+        view = FactFilter()
+        if as_of is not None:
+            view = FactFilter.as_of(as_of)
+        elif past is not None:
+            view = FactFilter(status=(FactStatus.ACTIVE, FactStatus.SUPERSEDED))
         return cls(
             question=question,
             scope=scope,
@@ -96,9 +119,26 @@ class SearchContext:
             limit=limit,
             llm=llm,
             reference=when,
-            times=[match.span for match in find_times(question, when)],
+            times=times,
             asks_when=bool(_ASKS_WHEN.search(question)),
+            view=view,
+            past=past if as_of is None else None,
         )
+
+    def where(self, **conditions: Any) -> FactFilter:
+        """The searched beliefs (:attr:`view`) narrowed by ``conditions`` (FactFilter fields)."""
+        return replace(self.view, **conditions)
+
+    def admits(self, fact: Fact) -> bool:
+        """Whether a search of this context may return ``fact``.
+
+        A superseded fact counts only where it answers the past the question is about.
+        """
+        if not self.view.admits(fact):
+            return False
+        if self.past is not None and fact.status is FactStatus.SUPERSEDED:
+            return FactFilter(status=None, covers=self.past).admits(fact)
+        return True
 
     def dense_vector(self, text: str) -> list[float]:
         """The dense query vector of ``text``, computed once per search."""

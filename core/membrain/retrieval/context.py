@@ -29,7 +29,9 @@ current name and latest description); facts that mention no entity go under ``##
   empty). Groups are separated by a blank line and ordered by their best-ranked fact.
 * Inside a group, facts are in time order: ``valid_from``, else ``valid_to`` (an open-left
   "before ..." fact sorts by its end), else ``stated_at``; ties keep rank order.
-* Each line is ``- <time>: <text> [<sources>]``.
+* Each line is ``- <time>: <text> [<sources>]``, or ``- <time>: <text> (<marks>) [<sources>]``
+  when the reader must know the fact's standing (:func:`belief_marks`): ``disputed``, ``written
+  by agent:<name>``, ``superseded 2024-05-02 by 431162a2`` (in a search of the past).
 
   - ``<time>`` is the valid time at the fact's precision when it has one: ``2023``,
     ``2023-05``, ``2023-05-07``, ``2023-05-07T14:30Z`` (UTC); an interval is ``start..end``
@@ -64,7 +66,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from membrain.errors import InputError
-from membrain.models import Context, EntityView, Fact, Layer, MemoryHit, Precision
+from membrain.models import Context, EntityView, Fact, Layer, MemoryHit, Precision, Trust
 from membrain.temporal import plain_text
 from membrain.temporal.annotation import format_moment
 from membrain.tokens import count_tokens
@@ -258,6 +260,9 @@ def _when(fact: Fact) -> datetime:
 def _fact_line(hit: MemoryHit) -> str:
     text = _one_line(hit.text) or _one_line(plain_text(hit.fact.text))
     line = f"- {time_label(hit.fact)}: {text}"
+    marks = belief_marks(hit.fact)
+    if marks:
+        line = f"{line} ({'; '.join(marks)})"
     sources = _citations(hit)
     return f"{line} [{'; '.join(sources)}]" if sources else line
 
@@ -268,6 +273,26 @@ def _citations(hit: MemoryHit) -> list[str]:
     if not labels:
         labels = [_one_line(s[:8]) for s in hit.fact.sources if s.strip()]
     return list(dict.fromkeys(labels))
+
+
+def belief_marks(fact: Fact) -> list[str]:
+    """What a reader of the fact must know about its standing, in words.
+
+    ``disputed``; ``written by agent:<name>``; ``superseded <day> by <fact ids>``;
+    ``forgotten <day>`` (an ``as_of`` search reads facts forgotten since).
+    """
+    marks = []
+    if fact.trust is Trust.DISPUTED:
+        marks.append("disputed")
+    if fact.author:
+        marks.append(f"written by {_one_line(fact.author)}")
+    if fact.superseded_at is not None:
+        day = _write(fact.superseded_at, Precision.DAY, fine=False)
+        by = ", ".join(i[:8] for i in fact.superseded_by)
+        marks.append(f"superseded {day} by {by}" if by else f"superseded {day}")
+    if fact.forgotten_at is not None:
+        marks.append(f"forgotten {_write(fact.forgotten_at, Precision.DAY, fine=False)}")
+    return marks
 
 
 def time_label(fact: Fact) -> str:

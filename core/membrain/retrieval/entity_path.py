@@ -18,7 +18,6 @@ from membrain.indexing import question_dense_text
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE
-from membrain.store import FactFilter
 
 __all__ = ["EntityTreePath"]
 
@@ -75,7 +74,7 @@ class EntityTreePath:
         found = self.entities(ctx, vector)
         if not found:
             return []
-        where = FactFilter(entity_ids=tuple(i for i, _ in found))
+        where = ctx.where(entity_ids=tuple(i for i, _ in found))
         ranked = ctx.store.query_facts(ctx.scope, DENSE, vector, limit=ctx.limit, where=where)
         return [Ranked(hit.id, hit.score, hit) for hit in ranked]
 

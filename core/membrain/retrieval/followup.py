@@ -16,7 +16,8 @@ raised ``expand`` recall@10 on the whole split from 76.2 to 77.0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from membrain.models import Fact, Scope
@@ -25,16 +26,28 @@ from membrain.store import FactFilter, RecordStore
 __all__ = ["asks", "with_answers"]
 
 
+def _any(fact: Fact) -> bool:
+    return True
+
+
 def asks(text: str) -> bool:
     """The text asks something: "Ah, adorable! What are their names? Pets bring joy!" does."""
     return "?" in text
 
 
-def _reply(store: RecordStore, scope: Scope, question: Fact, window: timedelta) -> list[Fact]:
+def _reply(
+    store: RecordStore,
+    scope: Scope,
+    question: Fact,
+    window: timedelta,
+    view: FactFilter,
+    admits: Callable[[Fact], bool],
+) -> list[Fact]:
     """The facts of the first message stated after ``question`` within ``window``."""
-    where = FactFilter(stated_after=question.stated_at, stated_before=question.stated_at + window)
+    end = question.stated_at + window
+    where = replace(view, stated_after=question.stated_at, stated_before=end)
     later = store.first_facts(scope, where, limit=16)
-    later = [f for f in later if not set(f.sources) & set(question.sources)]
+    later = [f for f in later if not set(f.sources) & set(question.sources) and admits(f)]
     if not later:
         return []
     first = min(f.stated_at for f in later)
@@ -48,8 +61,13 @@ def with_answers(
     *,
     k: int,
     window: timedelta = timedelta(hours=1),
+    view: FactFilter | None = None,
+    admits: Callable[[Fact], bool] | None = None,
 ) -> list[tuple[Fact, float, dict[str, int]]]:
     """``ranked`` with each question's reply inserted after it, cut to ``k``.
+
+    Replies are looked up among the facts ``view`` selects (default: active) that ``admits``
+    accepts (the search's own view and rule: an ``as_of`` search never gains a later fact).
 
     A reply found this way records ``{"answers": <rank of the question>}`` among its paths (and
     keeps its own paths when it was ranked too).
@@ -65,7 +83,7 @@ def with_answers(
             out.append((fact, score, paths))
         if not asks(fact.text):
             continue
-        for reply in _reply(store, scope, fact, window):
+        for reply in _reply(store, scope, fact, window, view or FactFilter(), admits or _any):
             if reply.id in placed or len(out) >= k:
                 continue
             reply_paths = {**own.get(reply.id, (0.0, {}))[1], "answers": rank}

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from membrain.models import Fact, FactStatus, RetrievalMode
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.followup import asks
+from membrain.retrieval.replaced import ReplacedPath
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.storage.base import RRF_K
-from membrain.store import ScoredFact
+from membrain.store import FactFilter, ScoredFact
 
 __all__ = ["MODE_PATHS", "RRF_K", "Fused", "RetrievalMode", "Searcher", "SearchRun", "rrf"]
 
@@ -120,7 +121,7 @@ class Searcher:
         boost_weight: float = 0.5,
         auto_asking_top: int = 1,
     ) -> None:
-        self._extra = dict(extra_paths or {})
+        self._extra = {"replaced": ReplacedPath(), **dict(extra_paths or {})}
         # The model's hypothetical fact and event are half-weight signals beside the question.
         # Path C at a quarter weight: offline, the tree routes on few non-person entities and at
         # full weight it cost 1.4 points of recall@10 in deep mode (``--ablate``, full dev split).
@@ -145,11 +146,21 @@ class Searcher:
         self._auto_asking_top = auto_asking_top
 
     def plan(self, mode: RetrievalMode, ctx: SearchContext) -> tuple[str, ...]:
-        """The path names ``mode`` runs for this question (boosts included)."""
+        """The path names ``mode`` runs for this question (boosts included).
+
+        ``replaced`` (:mod:`.replaced`) joins searches of current beliefs in scopes that have
+        superseded facts, unless the question is about a past time (the superseded facts that
+        were true then are answers themselves).
+        """
         base = MODE_PATHS[RetrievalMode.FAST if mode is RetrievalMode.AUTO else mode]
         boosts = [
             b for b in _BOOSTS if (b == "when" and ctx.asks_when) or (b != "when" and ctx.times)
         ]
+        if ctx.view.believed_at is None and ctx.past is None and "replaced" not in ctx.extra:
+            superseded = FactFilter(status=FactStatus.SUPERSEDED)
+            ctx.extra["replaced"] = ctx.store.count_facts(ctx.scope, superseded) > 0
+        if ctx.extra.get("replaced"):
+            boosts.insert(0, "replaced")
         return (*base, *boosts)
 
     def rewrites(self, mode: RetrievalMode, ctx: SearchContext) -> Rewrites:
@@ -172,25 +183,34 @@ class Searcher:
         rankings = self._run(names, ctx, rewrites)
         fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
         if mode is not RetrievalMode.AUTO:
-            return SearchRun(self._read(ctx, fused[:k]), mode, False, tuple(rankings))
+            return SearchRun(self._read(ctx, fused, k), mode, False, tuple(rankings))
         if not self._weak(ctx, fused):
-            return SearchRun(self._read(ctx, fused[:k]), RetrievalMode.FAST, False, tuple(rankings))
+            return SearchRun(self._read(ctx, fused, k), RetrievalMode.FAST, False, tuple(rankings))
         rewrites = self.rewrites(RetrievalMode.EXPAND, ctx)
         more = [n for n in self.plan(RetrievalMode.EXPAND, ctx) if n not in (*skip, *rankings)]
         rankings.update(self._run(more, ctx, rewrites))
-        fused = rrf(rankings, self.weights(rewrites), self._rrf_k)[:k]
-        return SearchRun(self._read(ctx, fused), RetrievalMode.EXPAND, True, tuple(rankings))
+        fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
+        return SearchRun(self._read(ctx, fused, k), RetrievalMode.EXPAND, True, tuple(rankings))
 
     @staticmethod
-    def _read(ctx: SearchContext, fused: Sequence[Fused]) -> list[Fused]:
-        """``fused`` with every fact read, active facts only."""
-        missing = [f.id for f in fused if f.fact is None and f.found is None]
-        read = {f.id: f for f in ctx.store.get_facts(ctx.scope, missing)} if missing else {}
-        out = []
-        for item in fused:
-            fact = item.fact or (item.found.fact if item.found else read.get(item.id))
-            if fact is not None and fact.status is FactStatus.ACTIVE:
-                out.append(Fused(item.id, item.score, item.paths, fact, item.found))
+    def _read(ctx: SearchContext, fused: Sequence[Fused], k: int | None = None) -> list[Fused]:
+        """The first ``k`` of ``fused`` that the search may return, with their facts read.
+
+        A path that did not read its facts (path D's index holds ids) may be behind the store,
+        or blind to the context's view: :meth:`SearchContext.admits` has the last word.
+        """
+        limit = len(fused) if k is None else k
+        out: list[Fused] = []
+        start = 0
+        while len(out) < limit and start < len(fused):
+            chunk = fused[start : start + limit - len(out)]
+            start += len(chunk)
+            missing = [f.id for f in chunk if f.fact is None and f.found is None]
+            read = {f.id: f for f in ctx.store.get_facts(ctx.scope, missing)} if missing else {}
+            for item in chunk:
+                fact = item.fact or (item.found.fact if item.found else read.get(item.id))
+                if fact is not None and ctx.admits(fact):
+                    out.append(Fused(item.id, item.score, item.paths, fact, item.found))
         return out
 
     def weights(self, rewrites: Rewrites) -> dict[str, float]:
@@ -215,5 +235,5 @@ class Searcher:
 
     def _weak(self, ctx: SearchContext, fused: Sequence[Fused]) -> bool:
         """The best results ask rather than tell (see the module docstring)."""
-        top = self._read(ctx, fused[: self._auto_asking_top])
+        top = self._read(ctx, fused, self._auto_asking_top)
         return any(f.fact is not None and asks(f.fact.text) for f in top)

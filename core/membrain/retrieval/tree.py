@@ -157,6 +157,19 @@ class EntityTree(RecordListener):
             else:
                 TreeEdit(self.builder, s, batch).run()
 
+    def records_purged(
+        self,
+        scope: Scope,
+        *,
+        facts: Sequence[str],
+        messages: Sequence[str],
+        entities: Sequence[str],
+    ) -> None:
+        """Drop the scope's tree: its summaries may hold purged words (built again lazily)."""
+        if facts or entities:
+            with self._lock:
+                self.store.delete_tree(scope.without_session())
+
     def entities_written(self, scope: Scope, entities: Sequence[Entity]) -> None:
         """Keep a built tree current; a scope without a tree is built on its first search."""
         if entities and not self.is_empty(scope):

@@ -39,7 +39,8 @@ class PathQuery:
 
     using: str
     vector: Sequence[float] | SparseVector
-    where: FactFilter = FactFilter()
+    where: FactFilter | None = None
+    """Which facts (``None``: the beliefs the search reads, ``SearchContext.view``)."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +60,14 @@ class VectorPath:
         if query is None:
             return []
         found = ctx.store.query_facts(
-            ctx.scope, query.using, query.vector, limit=ctx.limit, where=query.where
+            ctx.scope, query.using, query.vector, limit=ctx.limit, where=query.where or ctx.view
         )
         return [Ranked(hit.id, hit.score, hit) for hit in found]
 
 
 def _dense(ctx: SearchContext, text: str, where: FactFilter | None = None) -> PathQuery:
     vector = ctx.dense_vector(question_dense_text(text, ctx.participants))
-    return PathQuery(DENSE, vector, where or FactFilter())
+    return PathQuery(DENSE, vector, where)
 
 
 def _sparse_question(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
@@ -81,24 +82,24 @@ def _sparse_keywords(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
 def _time(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
     if not ctx.times:
         return None
-    return _dense(ctx, ctx.question, FactFilter(valid_during=ctx.times[0]))
+    return _dense(ctx, ctx.question, ctx.where(valid_during=ctx.times[0]))
 
 
 def _stated(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
     if not ctx.times:
         return None
-    return _dense(ctx, ctx.question, FactFilter(stated_during=ctx.times[0]))
+    return _dense(ctx, ctx.question, ctx.where(stated_during=ctx.times[0]))
 
 
 def _event(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
     named = named_participants(ctx.question, ctx.participants)
     if len(named) != 1:
         return _dense(ctx, rewrites.event)
-    return _dense(ctx, rewrites.event, FactFilter(entity_ids=(entity_id(ctx.scope, named[0]),)))
+    return _dense(ctx, rewrites.event, ctx.where(entity_ids=(entity_id(ctx.scope, named[0]),)))
 
 
 def _when(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
-    return _dense(ctx, rewrites.event, FactFilter(timed=True)) if ctx.asks_when else None
+    return _dense(ctx, rewrites.event, ctx.where(timed=True)) if ctx.asks_when else None
 
 
 def vector_paths(*, rewritten_keywords: bool) -> dict[str, VectorPath]:

@@ -60,11 +60,14 @@ class TimeRange:
     gte: datetime | None = None
     lt: datetime | None = None
     gt: datetime | None = None
+    lte: datetime | None = None
 
     def iso(self) -> dict[str, str]:
         """The set bounds as RFC 3339 strings, by operator."""
-        bounds = {"gte": self.gte, "lt": self.lt, "gt": self.gt}
-        return {k: v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for k, v in bounds.items() if v}
+        bounds = {"gte": self.gte, "lt": self.lt, "gt": self.gt, "lte": self.lte}
+        return {
+            k: v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") for k, v in bounds.items() if v
+        }
 
 
 Where = Mapping[str, "str | int | Sequence[str] | TimeRange"]
@@ -91,18 +94,30 @@ class Collection(StrEnum):
     ENTITIES = "entities"
     TREE = "tree"
     """Nodes of the hierarchical entity tree (retrieval path C)."""
+    AUDIT = "audit"
+    """The append-only audit log of every mutation (:mod:`membrain.audit`)."""
 
 
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.MESSAGES: ("status",),
-    Collection.FACTS: ("status", "entity_ids", "sources", "precision"),
+    Collection.FACTS: ("status", "entity_ids", "sources", "precision", "trust"),
     Collection.ENTITIES: ("name_key", "alias_keys"),
     Collection.TREE: ("level", "parent", "children"),
+    Collection.AUDIT: ("action", "targets"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
 
 DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
-    Collection.FACTS: ("valid_from", "valid_to", "stated_at"),
+    Collection.FACTS: (
+        "valid_from",
+        "valid_to",
+        "stated_at",
+        "recorded_at",
+        "believed_until",
+        "valid_start",
+        "valid_end",
+    ),
+    Collection.AUDIT: ("at",),
 }
 """Datetime payload fields indexed per collection (time-aware search filters on them)."""
 
@@ -331,6 +346,14 @@ class BaseBackend(ABC):
         Each query comes with its own filter (``where`` and the query's own ``where``).
         """
 
+    def _compact(self, collection: Collection) -> None:
+        """Drop what deleted points left on disk (payloads, vectors, log) in ``collection``.
+
+        Not abstract: the default does nothing, for engines where erasure is the engine's job
+        (a server vacuums on its own schedule). Say in the override's docstring what remains.
+        """
+        return None
+
     # -- the Backend contract -----------------------------------------------------------------
     def ensure_collections(self, *, dense_dim: int, dense_model: str, sparse_model: str) -> None:
         """Create the collections if missing; check they match the models if present.
@@ -388,6 +411,18 @@ class BaseBackend(ABC):
         with self._lock, self._errors("delete a scope"):
             for collection in Collection:
                 self._delete(collection, Filter.of(scope))
+
+    def compact(self, collections: Sequence[Collection]) -> None:
+        """Rewrite collections so deleted points leave nothing on disk (payloads, vectors, log).
+
+        A delete only hides points: engines keep their bytes until they rewrite the storage. Call
+        this after a privacy purge; it costs a rewrite of each collection. What an engine cannot
+        erase is in its ``_compact`` docstring.
+        """
+        with self._lock:
+            for collection in dict.fromkeys(collections):
+                with self._errors(f"compact {collection.value}"):
+                    self._compact(collection)
 
     def retrieve(
         self, collection: Collection, scope: Scope, ids: Sequence[str]

@@ -202,6 +202,24 @@ class QdrantClientBackend(BaseBackend):
             )
         return [scored(p) for p in response.points]
 
+    def _compact(self, collection: Collection) -> None:
+        """No-op: the client cannot make Qdrant rewrite its storage; what remains, and where.
+
+        A Qdrant server only marks deleted points: their payloads and vectors stay in the
+        segment files until the vacuum optimizer rebuilds the segment (once deleted points pass
+        ``deleted_threshold``, 0.2 by default, of a segment holding at least
+        ``vacuum_min_vector_number``, 1000 by default), and the write that stored them stays in
+        the shard's write-ahead log until Qdrant truncates it. Snapshots and replicas keep their
+        own copies. Erasing those is the server operator's job.
+
+        In local mode, ``location=":memory:"`` keeps deleted points in the process's memory
+        (nothing on disk); ``path=`` deletes their rows from each collection's
+        ``storage.sqlite``, and SQLite overwrites freed pages only with ``secure_delete`` on
+        (off in SQLite's default build, on in Debian's), else the bytes stay in the file until
+        a ``VACUUM``.
+        """
+        return None
+
     def optimize(self) -> None:
         """No-op: a Qdrant server indexes in the background."""
 

@@ -7,11 +7,17 @@ may call it after a bulk load.
 
 An Edge shard allows one owner per folder, so backends are shared per resolved path: every
 ``open_edge_backend(path)`` in a process returns the same thread-safe object.
+
+A delete only hides points: their payloads and vectors stay in the shard's write-ahead log
+(``wal/``) and segments (``payload_storage``, vector storage), even after an optimisation.
+:meth:`EdgeBackend.compact` rewrites a shard with its live points only (see :func:`_recover`
+for how a compaction that stopped midway is finished or undone).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import uuid
 from collections.abc import Sequence
@@ -40,6 +46,10 @@ __all__ = ["EdgeBackend", "open_edge_backend"]
 
 _META = "membrain.json"
 _FORMAT = 1
+_COPY_PAGE = 1_000
+# Siblings of a shard folder during a compaction: the rewrite being written (never complete),
+# the complete rewrite waiting to replace the shard, and the replaced shard.
+_COMPACTING, _COMPACTED, _OLD = ".compacting", ".compacted", ".old"
 
 
 def _native(where: Filter) -> qe.Filter:
@@ -62,6 +72,60 @@ def _vector(value: Sequence[float] | SparseVector) -> Any:
     return [float(x) for x in value]
 
 
+def _sibling(folder: Path, suffix: str) -> Path:
+    return folder.with_name(folder.name + suffix)
+
+
+def _holds_shard(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _recover(folder: Path) -> None:
+    """Leave one complete shard in ``folder`` after a compaction, finished or stopped midway.
+
+    A compaction writes ``<name>.compacting``, renames it ``<name>.compacted`` once complete,
+    renames ``<name>`` to ``<name>.old``, ``<name>.compacted`` to ``<name>``, then deletes
+    ``<name>.old``. This runs those steps from wherever they stopped: a complete rewrite
+    replaces the shard, an incomplete one is deleted, and ``<name>.old`` comes back only when
+    nothing else holds the collection.
+    """
+    compacting, compacted, old = (_sibling(folder, s) for s in (_COMPACTING, _COMPACTED, _OLD))
+    if compacting.exists():
+        shutil.rmtree(compacting)
+    if compacted.exists():
+        if _holds_shard(folder):
+            if old.exists():
+                shutil.rmtree(old)
+            folder.rename(old)
+        elif folder.exists():
+            folder.rmdir()
+        compacted.rename(folder)
+    if old.exists():
+        if _holds_shard(folder):
+            shutil.rmtree(old)
+        else:
+            if folder.exists():
+                folder.rmdir()
+            old.rename(folder)
+
+
+def _copy_points(source: Any, target: Any) -> int:
+    """Copy every point of ``source`` (vectors and payload) into ``target``; how many."""
+    copied = 0
+    offset: Any = None
+    while True:
+        request = qe.ScrollRequest(
+            offset=offset, limit=_COPY_PAGE, with_payload=True, with_vector=True
+        )
+        records, offset = source.scroll(request)
+        if records:
+            points = [qe.Point(r.id, r.vector or {}, r.payload or {}) for r in records]
+            target.update(qe.UpdateOperation.upsert_points(points))
+            copied += len(points)
+        if offset is None:
+            return copied
+
+
 class EdgeBackend(BaseBackend):
     """Qdrant Edge shards under one folder. Use :func:`open_edge_backend` to get one.
 
@@ -76,6 +140,7 @@ class EdgeBackend(BaseBackend):
         super().__init__()
         self.path = path
         self._shards: dict[Collection, Any] = {}
+        self._dense_dim = 0
         self._written_since_optimize = 0
         self._optimize_threshold = optimize_threshold
         self._users = 0
@@ -103,12 +168,18 @@ class EdgeBackend(BaseBackend):
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             meta_path.write_text(json.dumps(wanted, indent=2))
+        self._dense_dim = dense_dim
         for collection in Collection:
             if collection not in self._shards:
                 self._shards[collection] = self._open_shard(collection, dense_dim)
 
-    def _open_shard(self, collection: Collection, dense_dim: int) -> Any:
-        folder = self.path / collection.value
+    def _open_shard(
+        self, collection: Collection, dense_dim: int, folder: Path | None = None
+    ) -> Any:
+        """Open or create a collection's shard, in its own folder unless ``folder`` is given."""
+        if folder is None:
+            folder = self.path / collection.value
+            _recover(folder)
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
@@ -172,6 +243,39 @@ class EdgeBackend(BaseBackend):
         return f"the store at {self.path}"
 
     # -- primitives ------------------------------------------------------------------------
+    def _compact(self, collection: Collection) -> None:
+        """Rewrite the shard with its live points only, then put the rewrite in its place.
+
+        The rewrite has the same configuration and payload indexes; its points count as written
+        for the next optimisation (it has no HNSW until then). The old folder, with the deleted
+        points' log and segments, is deleted. Reads do not take the lock: one that reaches the
+        old shard while it is swapped out fails with :class:`~membrain.errors.BackendError`.
+        """
+        shard = self._shard(collection)
+        folder = self.path / collection.value
+        compacting = _sibling(folder, _COMPACTING)
+        if compacting.exists():
+            shutil.rmtree(compacting)
+        fresh = self._open_shard(collection, self._dense_dim, compacting)
+        try:
+            copied = _copy_points(shard, fresh)
+            fresh.flush()
+        except BaseException:
+            fresh.close()
+            shutil.rmtree(compacting, ignore_errors=True)
+            raise
+        fresh.close()
+        compacting.rename(_sibling(folder, _COMPACTED))  # complete: from here on it wins
+        shard.flush()
+        shard.close()  # left in place until the swap, so a racing read fails as on a closed shard
+        try:
+            _recover(folder)  # swaps the rewrite in and deletes the old folder
+        finally:
+            self._shards[collection] = self._open_shard(collection, self._dense_dim)
+        self._written_since_optimize += copied
+        if self._written_since_optimize >= self._optimize_threshold:
+            self.optimize()
+
     def _upsert(self, collection: Collection, points: Sequence[Point]) -> None:
         edge_points = []
         for point in points:

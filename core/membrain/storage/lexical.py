@@ -22,6 +22,9 @@ scope has one) and ``status:active``, so no query text reaches another tenant.
 One long-lived writer per index, guarded by a lock: each :meth:`LexicalIndex.add` commits once
 at its end (and every ``batch_size`` documents within it), then reloads the reader so the next
 search sees the change. tantivy allows one writer per directory: one owner per path.
+
+A deleted document is only marked deleted: its terms stay in its segment's files until a merge
+rewrites the segment. :meth:`LexicalIndex.erase` drops every document and deletes those files.
 """
 
 from __future__ import annotations
@@ -260,6 +263,9 @@ class LexicalIndex(RecordListener):
     Attributes:
         created: The index was created empty by this open (new directory, or an index of an
             older schema that was discarded): rebuild it from the source of truth.
+        synced: Scope keys (``scope.key``) known to match the record store. The owners fill
+            it once they have rebuilt a scope; it lives here because the ``Memory`` objects of
+            a process share one index. Deleting a scope, or :meth:`erase`, takes keys out.
 
     Raises:
         BackendError: The directory cannot be opened, or another writer holds it.
@@ -271,6 +277,7 @@ class LexicalIndex(RecordListener):
         self._lock = threading.RLock()
         self._schema = _schema()
         self.created = True
+        self.synced: set[str] = set()
         with _engine(f"open the lexical index at {path}"):
             if path is None:
                 self._index = tantivy.Index(self._schema)
@@ -340,7 +347,34 @@ class LexicalIndex(RecordListener):
 
     def delete_scope(self, scope: Scope) -> None:
         """Drop the scope's documents (one session's, when the scope has one)."""
-        self._write(scope, (), drop_scope=True)
+        with self._lock:
+            self.synced.discard(scope.key)
+            self._write(scope, (), drop_scope=True)
+
+    def erased(self) -> None:
+        """The record store erased purged records from disk: erase this index too (see below)."""
+        self.erase()
+
+    def erase(self) -> None:
+        """Drop every document, and delete every file that held one; empties :attr:`synced`.
+
+        Deleting documents leaves their terms in the segment files; this removes the segments
+        themselves, so nothing of a purged fact stays in the directory. The owners rebuild
+        their scopes from the record store as they use them again.
+
+        Raises:
+            BackendError: tantivy failed.
+        """
+        with self._lock, _engine("erase the lexical index"):
+            writer = self._live_writer()
+            self.synced.clear()
+            writer.delete_all_documents()
+            writer.commit()
+            self._writer = None
+            writer.wait_merging_threads()  # ends the writer: no merge still reads old segments
+            self._index.reload()  # the reader lets go of the old segments' files
+            self._writer = self._index.writer(_HEAP_BYTES, 1)
+            self._writer.garbage_collect_files()
 
     def _write(self, scope: Scope, facts: Iterable[Fact], *, drop_scope: bool) -> None:
         with self._lock, _engine(f"index facts of {scope.key!r}"):

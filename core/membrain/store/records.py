@@ -1,36 +1,27 @@
-"""Records over a backend: messages, facts, entities and entity-tree nodes to points and back.
+"""Records over a backend: messages, facts, entities and their audit log, to points and back.
 
 This is the one place that knows how a record is laid out as a Qdrant payload and which text of
-it is embedded, and the one place every mutation passes through: after each write it tells the
-subscribed :class:`~membrain.listeners.RecordListener` objects (the derived indexes) what
-changed. Everything above speaks in :mod:`membrain.models` records, :class:`FactFilter` and
+it is embedded, and the one place every mutation passes through. Each mutation takes a
+:class:`~membrain.audit.Cause` (who, why) and is written with its append-only
+:class:`~membrain.audit.AuditEvent` records; then the subscribed
+:class:`~membrain.listeners.RecordListener` objects (the derived indexes) hear what changed.
+Everything above speaks in :mod:`membrain.models` records, :class:`FactFilter` and
 :class:`TreeNode`; reads return the records a caller needs in one round trip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
+from membrain.audit import AuditAction, AuditEvent, Cause
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
-from membrain.errors import InputError
 from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.listeners import RecordListener
-from membrain.models import (
-    Entity,
-    Fact,
-    FactStatus,
-    MessageStatus,
-    Precision,
-    Scope,
-    StoredMessage,
-    TimeSpan,
-)
+from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage, now
 from membrain.names import normalize_name
 from membrain.storage.base import (
     DENSE,
@@ -41,100 +32,15 @@ from membrain.storage.base import (
     ScoredPoint,
     TimeRange,
     VectorQuery,
-    Where,
 )
+from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload
+from membrain.store.tree import TreeNode, TreeRecords
 
 __all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode"]
 
 Vector = Sequence[float] | SparseVector
-
-
-@dataclass(frozen=True, slots=True)
-class FactFilter:
-    """Which facts a read returns; every condition given must hold.
-
-    Attributes:
-        status: Only facts of this status (``None``: any status).
-        entity_ids: Only facts naming one of these entities.
-        valid_during: Only facts whose valid time overlaps this span.
-        stated_during: Only facts stated within this span.
-        stated_after: Only facts stated after this moment (exclusive).
-        stated_before: Only facts stated before this moment (exclusive).
-        timed: Only facts with a resolved time.
-    """
-
-    status: FactStatus | None = FactStatus.ACTIVE
-    entity_ids: tuple[str, ...] = ()
-    valid_during: TimeSpan | None = None
-    stated_during: TimeSpan | None = None
-    stated_after: datetime | None = None
-    stated_before: datetime | None = None
-    timed: bool = False
-
-    def where(self) -> Where:
-        """The backend condition of this filter."""
-        where: dict[str, Any] = {}
-        if self.status is not None:
-            where["status"] = self.status.value
-        if self.entity_ids:
-            where["entity_ids"] = list(self.entity_ids)
-        if self.valid_during is not None:
-            span = self.valid_during
-            if span.end is not None:
-                where["valid_from"] = TimeRange(lt=span.end)
-            if span.start is not None:
-                where["valid_to"] = TimeRange(gt=span.start)
-        if self.stated_during is not None and (self.stated_after or self.stated_before):
-            raise InputError("give stated_during or stated_after/stated_before, not both")
-        if self.stated_during is not None:
-            span = self.stated_during
-            where["stated_at"] = TimeRange(gte=span.start, lt=span.end)
-        elif self.stated_after is not None or self.stated_before is not None:
-            where["stated_at"] = TimeRange(gt=self.stated_after, lt=self.stated_before)
-        if self.timed:
-            where["precision"] = [p.value for p in Precision]
-        return where
-
-
-@dataclass(eq=False)
-class TreeNode:
-    """A point of the entity tree (retrieval path C): an entity (level 0) or a cluster.
-
-    Attributes:
-        id: The entity's id (level 0) or the node's deterministic id.
-        level: 0 for an entity, 1 for a cluster of entities, 2 for a cluster of clusters, ...
-        parent: The node above (``""`` under the root).
-        children: Ids one level below (empty for an entity).
-        members: Ids of every entity under the node (the entity itself at level 0).
-        summary: What the members share (a cluster) or the embedded text (an entity).
-        centroid: Mean unit vector of the members (clusters only).
-        by_llm: The summary was written by the model.
-        names: The most central member names (clusters only).
-        terms: The most shared description words (clusters only).
-    """
-
-    id: str
-    level: int
-    parent: str
-    children: list[str] = field(default_factory=list)
-    members: list[str] = field(default_factory=list)
-    summary: str = ""
-    centroid: NDArray[np.float64] | None = None
-    by_llm: bool = False
-    names: list[str] = field(default_factory=list)
-    terms: list[str] = field(default_factory=list)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TreeNode):
-            return NotImplemented
-        mine, theirs = self.centroid, other.centroid
-        same_centroid = (mine is None and theirs is None) or (
-            mine is not None and theirs is not None and np.array_equal(mine, theirs)
-        )
-        fields = ("id", "level", "parent", "children", "members", "summary", "by_llm")
-        return same_centroid and all(getattr(self, f) == getattr(other, f) for f in fields)
-
-    __hash__ = None  # type: ignore[assignment]
+Discards = Mapping[str, Sequence[tuple[str, str]]]
+"""Message id -> what extraction discarded from it, as ``(reason, text)`` pairs."""
 
 
 class ScoredFact:
@@ -184,49 +90,23 @@ def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-def _tree_payload(node: TreeNode) -> dict[str, Any]:
-    if node.level == 0:
-        return {
-            "level": "0",
-            "parent": node.parent,
-            "children": [],
-            "members": [node.id],
-            "summary": node.summary,
-            "kind": "entity",
-        }
-    assert node.centroid is not None  # every cluster has one
-    return {
-        "level": str(node.level),
-        "parent": node.parent,
-        "children": list(node.children),
-        "members": list(node.members),
-        "summary": node.summary,
-        "summary_by": "llm" if node.by_llm else "extract",
-        "names": list(node.names),
-        "terms": list(node.terms),
-        "centroid": [round(float(v), 7) for v in node.centroid],
-        "kind": "node",
-    }
+class _Ticks:
+    """Strictly increasing record times, so audit events of one process keep their order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: datetime | None = None
+
+    def next(self) -> datetime:
+        with self._lock:
+            moment = now()
+            if self._last is not None and moment <= self._last:
+                moment = self._last + timedelta(microseconds=1)
+            self._last = moment
+            return moment
 
 
-def _tree_node(point: ScoredPoint) -> TreeNode:
-    p = point.payload
-    centroid = np.array(p["centroid"], dtype=np.float64) if "centroid" in p else None
-    return TreeNode(
-        id=point.id,
-        level=int(p["level"]),
-        parent=p["parent"],
-        children=list(p["children"]),
-        members=list(p["members"]),
-        summary=p["summary"],
-        centroid=centroid,
-        by_llm=p.get("summary_by") == "llm",
-        names=list(p.get("names", ())),
-        terms=list(p.get("terms", ())),
-    )
-
-
-class RecordStore:
+class RecordStore(TreeRecords):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
     Args:
@@ -237,7 +117,7 @@ class RecordStore:
     Example:
         >>> store = RecordStore(backend, dense, sparse)  # doctest: +SKIP
         >>> store.subscribe(lexical_index)  # doctest: +SKIP
-        >>> store.put_facts(scope, facts, participants=["Sara"])  # doctest: +SKIP
+        >>> store.put_facts(scope, facts, participants=["Sara"], cause=Cause())  # doctest: +SKIP
     """
 
     def __init__(self, backend: Backend, dense: DenseEncoder, sparse: SparseEncoder) -> None:
@@ -245,6 +125,7 @@ class RecordStore:
         self.dense = dense
         self.sparse = sparse
         self._listeners: list[RecordListener] = []
+        self._ticks = _Ticks()
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
         )
@@ -253,6 +134,10 @@ class RecordStore:
         """Tell ``listener`` about every later mutation (once, however often subscribed)."""
         if all(known is not listener for known in self._listeners):
             self._listeners.append(listener)
+
+    def now(self) -> datetime:
+        """A record time later than every one this store gave before (the audit's clock)."""
+        return self._ticks.next()
 
     def _points(
         self,
@@ -269,7 +154,9 @@ class RecordStore:
         ]
 
     # -- messages ----------------------------------------------------------------------------
-    def put_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> None:
+    def put_messages(
+        self, scope: Scope, messages: Sequence[StoredMessage], *, cause: Cause | None = None
+    ) -> None:
         """Store messages (as evidence) with their vectors."""
         if not messages:
             return
@@ -279,6 +166,7 @@ class RecordStore:
             [message_text(m.message) for m in messages],
         )
         self.backend.upsert(Collection.MESSAGES, scope, points)
+        self._audit(scope, cause, [(AuditAction.STORED, tuple(m.id for m in messages), {})])
         for listener in self._listeners:
             listener.messages_written(scope, messages)
 
@@ -289,10 +177,16 @@ class RecordStore:
         ]
 
     def iter_messages(
-        self, scope: Scope, *, status: MessageStatus | None = None
+        self,
+        scope: Scope,
+        *,
+        status: MessageStatus | None = None,
+        recorded_before: datetime | None = None,
     ) -> Iterator[StoredMessage]:
-        """Every stored message of the scope (of ``status`` when given)."""
-        where = None if status is None else {"status": status.value}
+        """Every stored message of the scope (of ``status``, recorded before a time, when given)."""
+        where: dict[str, Any] = {} if status is None else {"status": status.value}
+        if recorded_before is not None:
+            where["recorded_at"] = TimeRange(lt=recorded_before)
         for point in self._scroll(Collection.MESSAGES, scope, where):
             yield self._message(scope, point)
 
@@ -304,19 +198,30 @@ class RecordStore:
         *,
         error: str | None = None,
         raw_output: str | None = None,
-        discarded: dict[str, list[str]] | None = None,
+        discarded: Discards | None = None,
+        cause: Cause | None = None,
     ) -> None:
-        """Record where messages stand in the write path (and what extraction discarded)."""
+        """Record where messages stand in the write path (and what extraction discarded).
+
+        Audited as ``processed``, or ``extraction_failed`` when an ``error`` is given, and a
+        ``discarded`` event per message that lost something (the reasons, never the text).
+        """
         self.backend.set_payload(
             Collection.MESSAGES,
             scope,
             ids,
             {"status": status.value, "error": error, "raw_output": raw_output},
         )
-        for message_id, reasons in (discarded or {}).items():
+        events: list[tuple[AuditAction, tuple[str, ...], dict[str, Any]]] = []
+        for message_id, items in (discarded or {}).items():
+            reasons = [f"{reason}: {text}" for reason, text in items]
             self.backend.set_payload(
                 Collection.MESSAGES, scope, [message_id], {"discarded": reasons}
             )
+            kinds = sorted({reason for reason, _ in items})
+            events.append((AuditAction.DISCARDED, (message_id,), {"reasons": kinds}))
+        action = AuditAction.EXTRACTION_FAILED if error else AuditAction.PROCESSED
+        self._audit(scope, cause, [(action, tuple(ids), {}), *events])
         for listener in self._listeners:
             listener.messages_marked(scope, ids, status)
 
@@ -345,32 +250,70 @@ class RecordStore:
                 "error": payload.get("error"),
                 "raw_output": payload.get("raw_output"),
                 "discarded": tuple(payload.get("discarded") or ()),
+                "added_by": payload.get("added_by"),
             }
         )
 
     # -- facts -------------------------------------------------------------------------------
-    def put_facts(self, scope: Scope, facts: Sequence[Fact], participants: Sequence[str]) -> None:
-        """Store facts with their BM25 and dense vectors (see :mod:`membrain.indexing`)."""
+    def put_facts(
+        self,
+        scope: Scope,
+        facts: Sequence[Fact],
+        participants: Sequence[str],
+        *,
+        cause: Cause | None = None,
+    ) -> None:
+        """Store new facts with their BM25 and dense vectors (see :mod:`membrain.indexing`).
+
+        Audited as ``created``, one event per fact with its sources and extractor.
+        """
         if not facts:
             return
         points = self._points(
             [f.id for f in facts],
-            [_payload(f) for f in facts],
+            [fact_payload(f) for f in facts],
             [fact_sparse_text(f.text) for f in facts],
             [fact_dense_text(f.text, participants) for f in facts],
         )
         self.backend.upsert(Collection.FACTS, scope, points)
+        created = [
+            (
+                AuditAction.CREATED,
+                (f.id,),
+                {
+                    "record": "fact",
+                    "sources": list(f.sources),
+                    "extractor": f.extractor,
+                    "trust": f.trust.value,
+                    **({"supersedes": list(f.supersedes)} if f.supersedes else {}),
+                },
+            )
+            for f in facts
+        ]
+        self._audit(scope, cause, created)
         self._facts_written(scope, facts)
 
-    def update_facts(self, scope: Scope, facts: Sequence[Fact]) -> None:
-        """Store the new state of facts already stored (status, links), keeping their vectors.
+    def update_facts(
+        self,
+        scope: Scope,
+        facts: Sequence[Fact],
+        *,
+        action: AuditAction,
+        targets: Sequence[str] | None = None,
+        cause: Cause | None = None,
+    ) -> None:
+        """Store the new state of facts already stored (status, trust, links), keeping vectors.
 
         Text, times and sources are what the vectors were computed from: a changed text is a
-        new fact, never an update.
+        new fact, never an update. Audited as one ``action`` event about ``targets`` (default:
+        every fact given).
         """
+        if not facts:
+            return
         for fact in facts:
-            values = _payload(fact)
-            self.backend.set_payload(Collection.FACTS, scope, [fact.id], values)
+            self.backend.set_payload(Collection.FACTS, scope, [fact.id], fact_payload(fact))
+        about = tuple(targets) if targets is not None else tuple(f.id for f in facts)
+        self._audit(scope, cause, [(action, about, {})])
         self._facts_written(scope, facts)
 
     def _facts_written(self, scope: Scope, facts: Sequence[Fact]) -> None:
@@ -417,14 +360,21 @@ class RecordStore:
 
     @staticmethod
     def _fact(scope: Scope, point: ScoredPoint) -> Fact:
-        payload = _fields(point.payload)
+        payload = _fields(point.payload, *DERIVED_FACT_FIELDS)
         return Fact.model_validate({**payload, "scope": _record_scope(scope, point.payload)})
 
     # -- entities ----------------------------------------------------------------------------
-    def put_entities(self, scope: Scope, entities: Sequence[Entity]) -> None:
-        """Store entities; the dense vector is of the name and latest description."""
+    def put_entities(
+        self, scope: Scope, entities: Sequence[Entity], *, cause: Cause | None = None
+    ) -> None:
+        """Store entities; the dense vector is of the name and latest description.
+
+        Audited as ``created`` for a new entity, ``description_versioned`` for a new version or
+        new aliases of a stored one.
+        """
         if not entities:
             return
+        before = {e.id: e for e in self.get_entities(scope, [e.id for e in entities])}
         points = self._points(
             [e.id for e in entities],
             [
@@ -438,6 +388,21 @@ class RecordStore:
             [entity_text(e.name, e.description) for e in entities],
         )
         self.backend.upsert(Collection.ENTITIES, scope, points)
+        events = []
+        for entity in entities:
+            old = before.get(entity.id)
+            versions = [v.version for v in entity.versions]
+            if old is None:
+                events.append((AuditAction.CREATED, (entity.id,), {"record": "entity"}))
+                continue
+            added = [v for v in entity.versions if v.version > len(old.versions)]
+            aliases = len(entity.aliases) - len(old.aliases)
+            if added or aliases > 0:
+                details: dict[str, Any] = {"record": "entity", "version": max(versions or [0])}
+                details["fact_ids"] = [i for v in added for i in v.fact_ids]
+                details["aliases_added"] = max(aliases, 0)
+                events.append((AuditAction.DESCRIPTION_VERSIONED, (entity.id,), details))
+        self._audit(scope, cause, events)
         for listener in self._listeners:
             listener.entities_written(scope, entities)
 
@@ -465,106 +430,114 @@ class RecordStore:
         payload = _fields(point.payload, *_ENTITY_KEYS)
         return Entity.model_validate({**payload, "scope": _record_scope(scope, point.payload)})
 
-    # -- entity tree -------------------------------------------------------------------------
-    def count_tree(self, scope: Scope, *, level: int | None = None) -> int:
-        """How many tree points the scope has (of one ``level`` when given).
-
-        Without a level the participants' record counts too, so a built tree is never empty.
-        """
-        where = None if level is None else {"level": str(level)}
-        return self.backend.count(Collection.TREE, scope, where=where)
-
-    def tree_ids(self, scope: Scope) -> set[str]:
-        """The ids of every entity and cluster of the scope's tree."""
-        points = self._scroll(Collection.TREE, scope, None)
-        return {p.id for p in points if p.payload.get("kind") != "meta"}
-
-    def tree_nodes(
-        self, scope: Scope, ids: Sequence[str] | None = None, *, top: bool = False
-    ) -> list[TreeNode]:
-        """Tree points by id (missing ids skipped).
-
-        Without ids: with ``top`` those under the root, else every entity and cluster.
-        """
-        if ids is not None:
-            points = self.backend.retrieve(Collection.TREE, scope, ids)
-        else:
-            points = list(self._scroll(Collection.TREE, scope, {"parent": ""} if top else None))
-        return [_tree_node(p) for p in points if p.payload.get("kind") != "meta"]
-
-    def query_tree(
+    # -- audit -------------------------------------------------------------------------------
+    def _audit(
         self,
         scope: Scope,
-        vector: Sequence[float],
-        *,
-        limit: int,
-        level: int | None = None,
-        parents: Sequence[str] | None = None,
-    ) -> list[tuple[TreeNode, float]]:
-        """Tree points ranked by dense similarity.
-
-        Among one ``level``, or among the children of ``parents`` (``[""]``: the top level).
-        """
-        where: dict[str, Any] = {}
-        if level is not None:
-            where["level"] = str(level)
-        if parents is not None:
-            where["parent"] = parents[0] if len(parents) == 1 else list(parents)
-        query = VectorQuery(DENSE, vector, limit=limit)
-        points = self.backend.query(Collection.TREE, scope, [query], limit=limit, where=where)
-        return [(_tree_node(p), p.score) for p in points]
-
-    def put_tree_nodes(
-        self, scope: Scope, nodes: Sequence[TreeNode], vectors: Sequence[Sequence[float]]
-    ) -> None:
-        """Store tree points (entities or clusters) with their dense vectors."""
-        points = [
-            Point(n.id, _tree_payload(n), dense=list(v))
-            for n, v in zip(nodes, vectors, strict=True)
+        cause: Cause | None,
+        changes: Sequence[tuple[AuditAction, tuple[str, ...], dict[str, Any]]],
+    ) -> list[AuditEvent]:
+        cause = cause or Cause()
+        events = [
+            AuditEvent(
+                id=str(uuid.uuid4()),
+                scope=scope,
+                action=action,
+                targets=targets,
+                actor=cause.actor,
+                reason=cause.reason,
+                at=self.now(),
+                details={**cause.details, **details},
+            )
+            for action, targets, details in changes
+            if targets
         ]
-        if points:
-            self.backend.upsert(Collection.TREE, scope, points)
+        self.append_audit(scope, events)
+        return events
 
-    def move_tree_nodes(self, scope: Scope, ids: Sequence[str], parent: str) -> None:
-        """Put stored tree points under another parent."""
-        self.backend.set_payload(Collection.TREE, scope, ids, {"parent": parent})
+    def append_audit(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
+        """Append events to the scope's audit log (it has no update and no delete but a scope's)."""
+        if not events:
+            return
+        # The audit is read by filters, never ranked: every point gets the same unit vector.
+        unit = [1.0] + [0.0] * (self.dense.dim - 1)
+        points = [Point(e.id, _payload(e), dense=unit) for e in events]
+        self.backend.upsert(Collection.AUDIT, scope, points)
+        for listener in self._listeners:
+            listener.audited(scope, events)
 
-    def delete_tree_nodes(self, scope: Scope, ids: Sequence[str]) -> None:
-        """Delete tree points."""
-        self.backend.delete(Collection.TREE, scope, ids)
+    def iter_audit(
+        self,
+        scope: Scope,
+        *,
+        targets: Sequence[str] = (),
+        actions: Sequence[AuditAction] = (),
+        since: datetime | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[AuditEvent]:
+        """The scope's audit events, oldest first: about any of ``targets``, of ``actions``."""
+        if ids is not None:
+            points: Sequence[ScoredPoint] = self.backend.retrieve(Collection.AUDIT, scope, ids)
+        else:
+            where: dict[str, Any] = {}
+            if targets:
+                where["targets"] = list(targets)
+            if actions:
+                where["action"] = [a.value for a in actions]
+            if since is not None:
+                where["at"] = TimeRange(gte=since)
+            points = list(self._scroll(Collection.AUDIT, scope, where))
+        events = [
+            AuditEvent.model_validate(
+                {**_fields(p.payload), "id": p.id, "scope": _record_scope(scope, p.payload)}
+            )
+            for p in points
+        ]
+        return sorted(events, key=lambda e: (e.at, e.id))
 
-    def tree_participants(self, scope: Scope) -> list[str]:
-        """The participants' names the scope's tree was last built or updated with."""
-        found = self.backend.retrieve(Collection.TREE, scope, [self._meta_id(scope)])
-        return list(found[0].payload["participants"]) if found else []
+    # -- erasure -----------------------------------------------------------------------------
+    def purge(
+        self,
+        scope: Scope,
+        *,
+        facts: Sequence[str] = (),
+        messages: Sequence[str] = (),
+        entities: Sequence[str] = (),
+        cause: Cause | None = None,
+    ) -> None:
+        """Delete records and everything derived from their content, then erase them from disk.
 
-    def put_tree_participants(self, scope: Scope, names: Sequence[str]) -> None:
-        """Remember the participants' names of the scope's tree."""
-        payload = {"kind": "meta", "level": "meta", "parent": "meta", "children": []}
-        payload["participants"] = sorted(set(names))
-        dense = [1.0] + [0.0] * (self.dense.dim - 1)
-        self.backend.upsert(Collection.TREE, scope, [Point(self._meta_id(scope), payload, dense)])
+        The audit keeps one ``purged`` event per kind of record, with the ids only. The derived
+        indexes drop theirs when they hear of it; then the backend rewrites its collections and
+        the listeners theirs (:meth:`RecordListener.erased`), so nothing of the content is left
+        in the store's files.
+        """
+        self.backend.delete(Collection.FACTS, scope, facts)
+        self.backend.delete(Collection.MESSAGES, scope, messages)
+        self.backend.delete(Collection.ENTITIES, scope.without_session(), entities)
+        kinds = (("fact", facts), ("message", messages), ("entity", entities))
+        changes = [(AuditAction.PURGED, tuple(ids), {"record": k}) for k, ids in kinds if ids]
+        self._audit(scope, cause, changes)
+        for listener in self._listeners:
+            listener.records_purged(scope, facts=facts, messages=messages, entities=entities)
+        touched = [Collection.MESSAGES] if messages else []
+        if facts or entities:  # entity versions and the tree are rewritten with the facts
+            touched += [Collection.FACTS, Collection.ENTITIES, Collection.TREE]
+        self._erase(touched)
 
-    @staticmethod
-    def _meta_id(scope: Scope) -> str:
-        return scope.record_id("tree", "meta")
+    def _erase(self, collections: Sequence[Collection]) -> None:
+        self.backend.compact(collections)
+        for listener in self._listeners:
+            listener.erased()
 
     # -- whole scopes ------------------------------------------------------------------------
     def delete_scope(self, scope: Scope) -> None:
-        """Delete every record of ``scope`` (all sessions when it has none).
+        """Delete every record of ``scope`` (all sessions when it has none), its audit included.
 
-        The derived indexes drop theirs when they hear of it.
+        The derived indexes drop theirs when they hear of it; then everything is erased from
+        disk as by :meth:`purge`.
         """
         self.backend.delete_scope(scope)
         for listener in self._listeners:
             listener.scope_deleted(scope)
-
-    def _scroll(
-        self, collection: Collection, scope: Scope, where: Where | None
-    ) -> Iterator[ScoredPoint]:
-        offset: str | None = None
-        while True:
-            page, offset = self.backend.scroll(collection, scope, where=where, offset=offset)
-            yield from page
-            if offset is None:
-                return
+        self._erase(list(Collection))

@@ -1,0 +1,229 @@
+"""The accountability half of :class:`membrain.Memory`: why the agent believes what it does.
+
+History, audit, trust, review, forgetting, supersession, purge and retention, each one call that
+checks its scope and names who acts (``by``: ``"agent:planner"``, ``"reviewer:ana"``, or an
+:class:`~membrain.models.Actor`). The rules live in :class:`membrain.ledger.Ledger`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from membrain.audit import (
+    AuditAction,
+    AuditEvent,
+    Cause,
+    FactHistory,
+    ReviewItem,
+)
+from membrain.errors import ConfigurationError, InputError
+from membrain.ledger import Ledger
+from membrain.models import Actor, ActorKind, Fact, MessageStatus, Scope, now, utc
+from membrain.storage.base import check_scope
+from membrain.store import RecordStore
+
+__all__ = ["AccountableMemory", "PurgeResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What a purge (or the retention policy) erased, by id."""
+
+    fact_ids: tuple[str, ...] = ()
+    message_ids: tuple[str, ...] = ()
+    entity_ids: tuple[str, ...] = ()
+
+
+class AccountableMemory:
+    """History, audit, review and erasure of :class:`membrain.Memory` (see the module doc)."""
+
+    _store: RecordStore
+    _ledger: Ledger
+    keep_messages: timedelta | None
+
+    # -- belief changes ----------------------------------------------------------------------
+    def forget(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[Fact]:
+        """Tombstone facts: their status becomes ``forgotten`` (recorded as ``forgotten_at``).
+
+        A forgotten fact is kept, with its sources, for audit, and never returned by a search
+        (except ``as_of`` a time before it was forgotten) or by :meth:`facts` (unless
+        ``include_inactive``). To erase content, :meth:`purge` it. When the review policy holds
+        agents' forget requests, an agent's request is queued instead and the facts are returned
+        unchanged.
+
+        Raises:
+            InputError: an id names no fact of ``scope``.
+        """
+        check_scope(scope)
+        return self._ledger.forget(scope, fact_ids, Cause.of(by, ActorKind.API, reason))
+
+    def supersede(
+        self,
+        old_fact_id: str,
+        new_fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> Fact:
+        """Record that ``new_fact_ids`` replace ``old_fact_id``; nothing is overwritten.
+
+        The old fact becomes ``superseded`` (out of current beliefs, still answering questions
+        about its own time), records ``superseded_by`` and ``superseded_at``, and its valid time
+        is closed where the first new fact's begins; each new fact records ``supersedes``.
+        Returns the old fact as updated.
+
+        Raises:
+            InputError: an id names no fact of ``scope``, or no new id is given.
+        """
+        check_scope(scope)
+        cause = Cause.of(by, ActorKind.API, reason)
+        (old,) = self._ledger.supersede(scope, [old_fact_id], list(new_fact_ids), cause)
+        return old
+
+    def confirm(
+        self, fact_ids: Sequence[str], *, scope: Scope, by: Actor | str | None = None
+    ) -> list[Fact]:
+        """A person confirms facts: their trust becomes ``confirmed``; open disputes close."""
+        check_scope(scope)
+        return self._ledger.confirm(scope, fact_ids, Cause.of(by, ActorKind.REVIEWER))
+
+    def dispute(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> ReviewItem:
+        """Dispute facts: their trust becomes ``disputed`` and they wait in the review queue."""
+        check_scope(scope)
+        return self._ledger.dispute(scope, fact_ids, Cause.of(by, ActorKind.REVIEWER, reason))
+
+    # -- review ------------------------------------------------------------------------------
+    def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
+        """What a person should look at, oldest first.
+
+        Disputed facts (time contradictions found at extraction included); supersessions by the
+        model and agents' forget requests when the review policy holds them.
+        """
+        check_scope(scope)
+        return self._ledger.review_queue(scope)
+
+    def resolve(
+        self,
+        item_id: str,
+        *,
+        scope: Scope,
+        accept: bool = True,
+        by: Actor | str | None = None,
+        note: str = "",
+    ) -> ReviewItem:
+        """Accept or reject a review item; the decision is audited (``review_resolved``).
+
+        Accepting applies the change (confirms a disputed fact, applies a supersession, forgets);
+        rejecting a disputed fact retracts it: out of every read, kept for audit.
+
+        Raises:
+            InputError: no open review item has this id in the scope.
+        """
+        check_scope(scope)
+        cause = Cause.of(by, ActorKind.REVIEWER, note)
+        return self._ledger.resolve(scope, item_id, accept, cause)
+
+    # -- explanation -------------------------------------------------------------------------
+    def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
+        """A fact's life, oldest first: the facts it replaced and that replaced it, every event.
+
+        Example:
+            >>> print(mem.history(berlin.id, scope=scope).text())  # doctest: +SKIP
+        """
+        check_scope(scope)
+        return self._ledger.history(scope, fact_id)
+
+    def audit(
+        self,
+        *,
+        scope: Scope,
+        since: datetime | None = None,
+        actions: Sequence[AuditAction | str] | None = None,
+        targets: Sequence[str] = (),
+    ) -> list[AuditEvent]:
+        """The scope's audit log, oldest first (from ``since``, of ``actions``, about ``targets``).
+
+        Raises:
+            ConfigurationError: an unknown action.
+        """
+        check_scope(scope)
+        try:
+            wanted = [AuditAction(a) for a in actions or ()]
+        except ValueError:
+            known = ", ".join(a.value for a in AuditAction)
+            raise ConfigurationError(
+                f"unknown audit action in {actions!r}; known: {known}"
+            ) from None
+        start = utc(since) if since is not None else None
+        return self._store.iter_audit(scope, targets=targets, actions=wanted, since=start)
+
+    # -- erasure -----------------------------------------------------------------------------
+    def purge(
+        self,
+        fact_ids: Sequence[str] = (),
+        *,
+        scope: Scope,
+        messages: Sequence[str] | bool = (),
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> PurgeResult:
+        """Erase content for privacy: it leaves every index and the store's files.
+
+        The named facts lose their text, vectors, lexical and entity-tree entries. ``messages``
+        names stored message ids to erase too, or is ``True`` for the named facts' source
+        messages; every fact derived from an erased message is erased with it. Entities lose
+        the description versions those facts wrote, and an entity no fact names any more is
+        erased. The audit keeps a ``purged`` event with the ids and the actor, never content.
+
+        Raises:
+            InputError: nothing to purge, or an id names no fact or message of ``scope``.
+        """
+        check_scope(scope)
+        ids = [] if isinstance(messages, bool) else list(messages)
+        if not fact_ids and not ids:
+            raise InputError("purge needs fact ids or message ids")
+        cause = Cause.of(by, ActorKind.API, reason)
+        facts, erased, entities = self._ledger.purge(
+            scope, fact_ids, ids, cause, sources=messages is True
+        )
+        return PurgeResult(tuple(facts), tuple(erased), tuple(entities))
+
+    def apply_retention(self, *, scope: Scope, at: datetime | None = None) -> PurgeResult:
+        """Erase the scope's processed messages older than ``keep_messages`` (the setting).
+
+        Age is counted from when a message was stored (``recorded_at``) to ``at`` (default
+        now). Facts stay, citing evidence that no longer exists; pending messages stay until
+        extracted. Does nothing when messages are kept forever (the default).
+        """
+        check_scope(scope)
+        if self.keep_messages is None:
+            return PurgeResult()
+        cutoff = (utc(at) if at is not None else now()) - self.keep_messages
+        old = [
+            m.id
+            for m in self._store.iter_messages(
+                scope, status=MessageStatus.PROCESSED, recorded_before=cutoff
+            )
+        ]
+        if not old:
+            return PurgeResult()
+        cause = Cause(Actor(kind=ActorKind.SYSTEM, name="retention"), "retention policy")
+        self._store.purge(scope, messages=old, cause=cause)
+        return PurgeResult(message_ids=tuple(old))

@@ -1,0 +1,370 @@
+"""The accountability layer: supersession, trust and review, history and purge, over the store.
+
+Every rule about how a belief changes lives here, once, whatever asks for the change (the
+extraction model, application code, an agent's memory tool, a reviewer):
+
+* **Supersession** never overwrites: the old fact becomes ``superseded``, records the facts that
+  replaced it and when (record time), and its valid time is closed where the new fact's begins
+  (unless it was closed already); each new fact records what it replaced.
+* **Trust**: ``confirm`` and ``dispute`` change a fact's trust; a dispute (and, when the
+  :class:`~membrain.audit.ReviewPolicy` says so, a model's supersession or an agent's request to
+  forget) becomes a :class:`~membrain.audit.ReviewItem` that a person resolves.
+* **History** is read from the audit log and the supersession links.
+* **Purge** erases content for privacy, everything derived from it included.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from membrain.audit import (
+    AuditAction,
+    AuditEvent,
+    Cause,
+    FactHistory,
+    ReviewItem,
+    ReviewKind,
+    ReviewPolicy,
+)
+from membrain.errors import InputError
+from membrain.models import ActorKind, EntityVersion, Fact, FactStatus, Scope, Trust
+from membrain.store import FactFilter, RecordStore
+
+__all__ = ["Ledger", "close_validity"]
+
+_HISTORY_DEPTH = 64
+"""How many supersession links a history follows at most."""
+
+
+def close_validity(old: Fact, new: Fact) -> datetime | None:
+    """Where ``old``'s valid time ends once ``new`` replaces it.
+
+    At ``new``'s valid start (its stated time when it has none), unless ``old`` already ends by
+    then, or the cut would leave ``old`` no valid time at all: then its end is kept.
+    """
+    cut = new.valid_from or new.stated_at
+    if old.valid_to is not None and old.valid_to <= cut:
+        return old.valid_to
+    if old.valid_from is not None and cut <= old.valid_from:
+        return old.valid_to
+    return cut
+
+
+class Ledger:
+    """Applies and explains changes of belief (see the module docstring).
+
+    Args:
+        store: The record store (every change is written, and audited, through it).
+        policy: Which changes wait for a person.
+    """
+
+    def __init__(self, store: RecordStore, policy: ReviewPolicy | None = None) -> None:
+        self.store = store
+        self.policy = policy or ReviewPolicy()
+
+    # -- lookups -----------------------------------------------------------------------------
+    def facts(self, scope: Scope, fact_ids: Sequence[str]) -> list[Fact]:
+        """The facts with these ids, in order.
+
+        Raises:
+            InputError: an id names no fact of ``scope``.
+        """
+        ids = list(dict.fromkeys(fact_ids))
+        found = self.store.get_facts(scope, ids)
+        missing = sorted(set(ids) - {f.id for f in found})
+        if missing:
+            raise InputError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
+        return found
+
+    # -- supersession ------------------------------------------------------------------------
+    def supersede(
+        self,
+        scope: Scope,
+        old_ids: Sequence[str],
+        new_ids: Sequence[str],
+        cause: Cause,
+    ) -> list[Fact]:
+        """Record that the facts ``new_ids`` replace the facts ``old_ids``; the old ones, updated.
+
+        An old fact already superseded keeps its first record time and valid end, and gains the
+        new replacements.
+
+        Raises:
+            InputError: an id names no fact, no new id is given, a fact would replace itself,
+                or an old fact was retracted.
+        """
+        if not new_ids or not old_ids:
+            raise InputError("a supersession needs the replaced fact ids and the new fact ids")
+        if set(old_ids) & set(new_ids):
+            raise InputError("a fact cannot supersede itself")
+        olds = self.facts(scope, old_ids)
+        news = self.facts(scope, new_ids)
+        retracted = [f.id for f in olds if f.status is FactStatus.RETRACTED]
+        if retracted:
+            raise InputError(f"retracted facts cannot be superseded: {', '.join(retracted)}")
+        at = self.store.now()
+        first = min(news, key=lambda f: (f.valid_from or f.stated_at, f.id))
+        changed = []
+        for old in olds:
+            update: dict[str, Any] = {
+                "superseded_by": tuple(dict.fromkeys([*old.superseded_by, *new_ids]))
+            }
+            if old.status is FactStatus.ACTIVE:
+                update |= {
+                    "status": FactStatus.SUPERSEDED,
+                    "superseded_at": at,
+                    "valid_to": close_validity(old, first),
+                }
+            changed.append(old.model_copy(update=update))
+        for new in news:
+            links = tuple(dict.fromkeys([*new.supersedes, *old_ids]))
+            changed.append(new.model_copy(update={"supersedes": links}))
+        details = {**cause.details, "superseded_by": list(new_ids)}
+        self.store.update_facts(
+            scope,
+            changed,
+            action=AuditAction.SUPERSEDED,
+            targets=list(old_ids),
+            cause=Cause(cause.actor, cause.reason, details),
+        )
+        return changed[: len(olds)]
+
+    def propose_supersession(
+        self, scope: Scope, old_id: str, new_ids: Sequence[str], cause: Cause
+    ) -> ReviewItem | None:
+        """Apply a supersession the model found, or queue it when the policy holds it."""
+        if not self.policy.model_supersessions:
+            self.supersede(scope, [old_id], new_ids, cause)
+            return None
+        return self.request_review(
+            scope, ReviewKind.SUPERSESSION, [old_id, *new_ids], cause, old=old_id, new=new_ids
+        )
+
+    # -- status and trust --------------------------------------------------------------------
+    def forget(self, scope: Scope, fact_ids: Sequence[str], cause: Cause) -> list[Fact]:
+        """Tombstone facts, or queue the request when the policy holds an agent's forgets.
+
+        Returns the facts as they now are (still active when the request waits for review).
+        """
+        facts = self.facts(scope, fact_ids)
+        if cause.actor.kind is ActorKind.AGENT and self.policy.agent_forgets:
+            self.request_review(scope, ReviewKind.FORGET, fact_ids, cause)
+            return facts
+        at = self.store.now()
+        update = {"status": FactStatus.FORGOTTEN, "forgotten_at": at}
+        changed = [f.model_copy(update=update) for f in facts if f.status is FactStatus.ACTIVE]
+        self.store.update_facts(scope, changed, action=AuditAction.FORGOTTEN, cause=cause)
+        done = {f.id: f for f in changed}
+        return [done.get(f.id, f) for f in facts]
+
+    def confirm(self, scope: Scope, fact_ids: Sequence[str], cause: Cause) -> list[Fact]:
+        """Mark facts confirmed by a person; open disputes about them are resolved."""
+        facts = self.facts(scope, fact_ids)
+        changed = [f.model_copy(update={"trust": Trust.CONFIRMED}) for f in facts]
+        self.store.update_facts(scope, changed, action=AuditAction.CONFIRMED, cause=cause)
+        for item in self.review_queue(scope):
+            if item.kind is ReviewKind.DISPUTE and set(item.fact_ids) <= set(fact_ids):
+                self._resolved(scope, item, True, cause)
+        return changed
+
+    def dispute(self, scope: Scope, fact_ids: Sequence[str], cause: Cause) -> ReviewItem:
+        """Mark facts disputed and queue them for review."""
+        facts = self.facts(scope, fact_ids)
+        changed = [f.model_copy(update={"trust": Trust.DISPUTED}) for f in facts]
+        self.store.update_facts(scope, changed, action=AuditAction.DISPUTED, cause=cause)
+        return self.request_review(scope, ReviewKind.DISPUTE, fact_ids, cause)
+
+    def disputed_at_extraction(self, scope: Scope, facts: Sequence[Fact], cause: Cause) -> None:
+        """Queue the facts an extraction flagged disputed (a time contradiction)."""
+        for fact in facts:
+            if fact.trust is Trust.DISPUTED:
+                reason = "its time annotations contradict the message time"
+                self.request_review(
+                    scope, ReviewKind.DISPUTE, [fact.id], Cause(cause.actor, reason)
+                )
+
+    # -- review ------------------------------------------------------------------------------
+    def request_review(
+        self,
+        scope: Scope,
+        kind: ReviewKind,
+        fact_ids: Sequence[str],
+        cause: Cause,
+        *,
+        old: str | None = None,
+        new: Sequence[str] = (),
+    ) -> ReviewItem:
+        """Queue a review item (an audit event of action ``review_requested``)."""
+        event = AuditEvent(
+            id=str(uuid.uuid4()),
+            scope=scope,
+            action=AuditAction.REVIEW_REQUESTED,
+            targets=tuple(dict.fromkeys(fact_ids)),
+            actor=cause.actor,
+            reason=cause.reason,
+            at=self.store.now(),
+            details={"kind": kind.value, "old": old, "new": list(new)},
+        )
+        self.store.append_audit(scope, [event])
+        return _item(event)
+
+    def review_queue(self, scope: Scope) -> list[ReviewItem]:
+        """The open review items of the scope, oldest first."""
+        events = self.store.iter_audit(
+            scope, actions=[AuditAction.REVIEW_REQUESTED, AuditAction.REVIEW_RESOLVED]
+        )
+        closed = {e.details.get("item") for e in events if e.action is AuditAction.REVIEW_RESOLVED}
+        return [
+            _item(e)
+            for e in events
+            if e.action is AuditAction.REVIEW_REQUESTED and e.id not in closed
+        ]
+
+    def resolve(self, scope: Scope, item_id: str, accept: bool, cause: Cause) -> ReviewItem:
+        """Apply (``accept``) or reject the change a review item proposes; audited.
+
+        A dispute accepted confirms the facts, rejected retracts them (out of every read, kept
+        for audit). A supersession accepted is applied. A forget request accepted forgets.
+
+        Raises:
+            InputError: no open review item has this id in the scope.
+        """
+        item = next((i for i in self.review_queue(scope) if i.id == item_id), None)
+        if item is None:
+            raise InputError(f"no open review item {item_id!r} in scope {scope.key!r}")
+        if accept and item.kind is ReviewKind.SUPERSESSION and item.old is not None:
+            self.supersede(scope, [item.old], item.new, cause)
+        elif accept and item.kind is ReviewKind.FORGET:
+            reviewer = Cause(cause.actor, cause.reason or "forget request accepted")
+            policy, self.policy = self.policy, ReviewPolicy()
+            try:
+                self.forget(scope, item.fact_ids, reviewer)
+            finally:
+                self.policy = policy
+        elif item.kind is ReviewKind.DISPUTE:
+            facts = self.facts(scope, item.fact_ids)
+            if accept:
+                changed = [f.model_copy(update={"trust": Trust.CONFIRMED}) for f in facts]
+                action = AuditAction.CONFIRMED
+            else:
+                at = self.store.now()
+                update = {"status": FactStatus.RETRACTED, "retracted_at": at}
+                changed = [f.model_copy(update=update) for f in facts]
+                action = AuditAction.RETRACTED
+            self.store.update_facts(scope, changed, action=action, cause=cause)
+        self._resolved(scope, item, accept, cause)
+        return item
+
+    def _resolved(self, scope: Scope, item: ReviewItem, accept: bool, cause: Cause) -> None:
+        event = AuditEvent(
+            id=str(uuid.uuid4()),
+            scope=scope,
+            action=AuditAction.REVIEW_RESOLVED,
+            targets=(item.id, *item.fact_ids),
+            actor=cause.actor,
+            reason=cause.reason,
+            at=self.store.now(),
+            details={"item": item.id, "kind": item.kind.value, "accepted": accept},
+        )
+        self.store.append_audit(scope, [event])
+
+    # -- history -----------------------------------------------------------------------------
+    def history(self, scope: Scope, fact_id: str) -> FactHistory:
+        """The fact's supersession chain and every audit event about it, oldest first.
+
+        A purged fact has no record left: its history is its events (ids and actors only).
+        """
+        seen: dict[str, Fact] = {}
+        frontier = [fact_id]
+        ids: list[str] = []
+        while frontier and len(ids) < _HISTORY_DEPTH:
+            batch = [i for i in dict.fromkeys(frontier) if i not in ids]
+            ids.extend(batch)
+            found = self.store.get_facts(scope, batch)
+            seen.update({f.id: f for f in found})
+            frontier = [i for f in found for i in (*f.supersedes, *f.superseded_by)]
+        events = self.store.iter_audit(scope, targets=ids) if ids else []
+        facts = sorted(seen.values(), key=lambda f: (f.recorded_at, f.id))
+        return FactHistory(fact_id=fact_id, facts=tuple(facts), events=tuple(events))
+
+    # -- purge -------------------------------------------------------------------------------
+    def purge(
+        self,
+        scope: Scope,
+        fact_ids: Sequence[str],
+        message_ids: Sequence[str],
+        cause: Cause,
+        *,
+        sources: bool = False,
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Erase facts and messages; the ids of the facts, messages and entities erased.
+
+        With ``sources`` the named facts' source messages go too; every fact derived from an
+        erased message goes with it. Entities lose the description versions written from
+        erased facts, and an entity no remaining fact names (a participant aside) is erased.
+
+        Raises:
+            InputError: a fact id names no fact of the scope, or a message id no message.
+        """
+        facts = self.facts(scope, fact_ids) if fact_ids else []
+        messages = list(dict.fromkeys(message_ids))
+        known = {m.id for m in self.store.get_messages(scope, messages)}
+        missing = sorted(set(messages) - known)
+        if missing:
+            raise InputError(f"no message with id {', '.join(missing)} in scope {scope.key!r}")
+        if sources:
+            messages = list(dict.fromkeys([*messages, *(s for f in facts for s in f.sources)]))
+        if messages:
+            derived = self.store.iter_facts(scope, FactFilter(status=None, sources=tuple(messages)))
+            facts.extend(derived)
+        erased = list(dict.fromkeys(f.id for f in facts))
+        named = list(dict.fromkeys(e for f in facts for e in f.entity_ids))
+        entities, dropped = self._entities_after(scope, named, set(erased))
+        self.store.put_entities(scope.without_session(), entities, cause=cause)
+        self.store.purge(scope, facts=erased, messages=messages, entities=dropped, cause=cause)
+        return erased, messages, dropped
+
+    def _entities_after(
+        self, scope: Scope, entity_ids: Sequence[str], erased: set[str]
+    ) -> tuple[list[Any], list[str]]:
+        """The entities to rewrite (versions from erased facts removed) and the ids to erase."""
+        whole = scope.without_session()
+        keep, drop = [], []
+        for entity in self.store.get_entities(whole, entity_ids):
+            left = self.store.first_facts(
+                whole, FactFilter(status=None, entity_ids=(entity.id,)), limit=len(erased) + 1
+            )
+            if not entity.participant and all(f.id in erased for f in left):
+                drop.append(entity.id)
+                continue
+            versions = [v for v in entity.versions if not set(v.fact_ids) & erased]
+            if len(versions) != len(entity.versions):
+                renumbered = [
+                    EntityVersion(
+                        version=n,
+                        description=v.description,
+                        recorded_at=v.recorded_at,
+                        fact_ids=v.fact_ids,
+                    )
+                    for n, v in enumerate(versions, 1)
+                ]
+                keep.append(entity.model_copy(update={"versions": tuple(renumbered)}))
+        return keep, drop
+
+
+def _item(event: AuditEvent) -> ReviewItem:
+    details = event.details
+    return ReviewItem(
+        id=event.id,
+        scope=event.scope,
+        kind=ReviewKind(details["kind"]),
+        fact_ids=event.targets,
+        old=details.get("old"),
+        new=tuple(details.get("new") or ()),
+        requested_by=event.actor,
+        reason=event.reason,
+        requested_at=event.at,
+    )

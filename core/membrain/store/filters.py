@@ -1,0 +1,144 @@
+"""Which facts a read returns (:class:`FactFilter`) and the fact payload fields it filters on.
+
+Besides the fact's own fields the store writes three derived datetime fields on every fact, so
+the bi-temporal reads are plain range conditions (Qdrant Edge matches no point on a missing
+field, so open ends are written as far-away times):
+
+* ``believed_until``: when the memory stopped holding the fact true (superseded, forgotten or
+  retracted; the far future while it is active);
+* ``valid_start`` / ``valid_end``: the valid time with open or unknown ends made infinite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from membrain.errors import InputError
+from membrain.models import Fact, FactStatus, Precision, TimeSpan, Trust, utc
+from membrain.storage.base import TimeRange, Where
+
+__all__ = ["DERIVED_FACT_FIELDS", "FactFilter", "fact_payload"]
+
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, tzinfo=UTC)
+DERIVED_FACT_FIELDS = ("believed_until", "valid_start", "valid_end")
+"""Payload fields the store derives from a fact (dropped when the fact is read)."""
+
+_READABLE = (FactStatus.ACTIVE, FactStatus.SUPERSEDED, FactStatus.FORGOTTEN)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def fact_payload(fact: Fact) -> dict[str, Any]:
+    """The payload of ``fact``: its fields (scope aside) and the derived time fields."""
+    data: dict[str, Any] = fact.model_dump(mode="json", exclude={"scope"})
+    data["believed_until"] = _iso(fact.believed_until or LATEST)
+    data["valid_start"] = _iso(fact.valid_from or EARLIEST)
+    data["valid_end"] = _iso(fact.valid_to or LATEST)
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class FactFilter:
+    """Which facts a read returns; every condition given must hold.
+
+    Attributes:
+        status: Only facts of this status, or of one of these (``None``: any status).
+        entity_ids: Only facts naming one of these entities.
+        sources: Only facts citing one of these messages.
+        trust: Only facts of this trust state.
+        valid_during: Only timed facts whose valid time overlaps this span.
+        covers: Only facts whose valid time may overlap this span (an open or unknown end is
+            taken to reach it).
+        believed_at: Only facts the memory held true at this record time: recorded by then,
+            not yet superseded, forgotten or retracted then (whatever their status now).
+        stated_during: Only facts stated within this span.
+        stated_after: Only facts stated after this moment (exclusive).
+        stated_before: Only facts stated before this moment (exclusive).
+        timed: Only facts with a resolved time.
+    """
+
+    status: FactStatus | tuple[FactStatus, ...] | None = FactStatus.ACTIVE
+    entity_ids: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    trust: Trust | None = None
+    valid_during: TimeSpan | None = None
+    covers: TimeSpan | None = None
+    believed_at: datetime | None = None
+    stated_during: TimeSpan | None = None
+    stated_after: datetime | None = None
+    stated_before: datetime | None = None
+    timed: bool = False
+
+    @classmethod
+    def as_of(cls, moment: datetime) -> FactFilter:
+        """What the memory believed at record time ``moment`` (retracted facts never count)."""
+        return cls(status=_READABLE, believed_at=utc(moment))
+
+    @property
+    def statuses(self) -> tuple[FactStatus, ...] | None:
+        """The accepted statuses (``None``: any)."""
+        if self.status is None or isinstance(self.status, tuple):
+            return self.status
+        return (self.status,)
+
+    def where(self) -> Where:
+        """The backend condition of this filter."""
+        where: dict[str, Any] = {}
+        statuses = self.statuses
+        if statuses is not None:
+            where["status"] = (
+                statuses[0].value if len(statuses) == 1 else [s.value for s in statuses]
+            )
+        if self.entity_ids:
+            where["entity_ids"] = list(self.entity_ids)
+        if self.sources:
+            where["sources"] = list(self.sources)
+        if self.trust is not None:
+            where["trust"] = self.trust.value
+        if self.valid_during is not None:
+            span = self.valid_during
+            if span.end is not None:
+                where["valid_from"] = TimeRange(lt=span.end)
+            if span.start is not None:
+                where["valid_to"] = TimeRange(gt=span.start)
+        if self.covers is not None:
+            where["valid_start"] = TimeRange(lt=self.covers.end or LATEST)
+            where["valid_end"] = TimeRange(gt=self.covers.start or EARLIEST)
+        if self.believed_at is not None:
+            where["recorded_at"] = TimeRange(lte=self.believed_at)
+            where["believed_until"] = TimeRange(gt=self.believed_at)
+        if self.stated_during is not None and (self.stated_after or self.stated_before):
+            raise InputError("give stated_during or stated_after/stated_before, not both")
+        if self.stated_during is not None:
+            span = self.stated_during
+            where["stated_at"] = TimeRange(gte=span.start, lt=span.end)
+        elif self.stated_after is not None or self.stated_before is not None:
+            where["stated_at"] = TimeRange(gt=self.stated_after, lt=self.stated_before)
+        if self.timed:
+            where["precision"] = [p.value for p in Precision]
+        return where
+
+    def admits(self, fact: Fact) -> bool:
+        """Whether ``fact`` passes the status, trust, record-time and coverage conditions.
+
+        For results found by an index that does not filter on those (path D holds ids).
+        """
+        statuses = self.statuses
+        if statuses is not None and fact.status not in statuses:
+            return False
+        if self.trust is not None and fact.trust is not self.trust:
+            return False
+        if self.believed_at is not None:
+            until = fact.believed_until or LATEST
+            if not (fact.recorded_at <= self.believed_at < until):
+                return False
+        if self.covers is not None:
+            start, end = fact.valid_from or EARLIEST, fact.valid_to or LATEST
+            if not (start < (self.covers.end or LATEST) and end > (self.covers.start or EARLIEST)):
+                return False
+        return True
