@@ -287,7 +287,7 @@ class Ledger:
             seen.update({f.id: f for f in found})
             frontier = [i for f in found for i in (*f.supersedes, *f.superseded_by)]
         events = self.store.iter_audit(scope, targets=ids) if ids else []
-        facts = sorted(seen.values(), key=lambda f: (f.recorded_at, f.id))
+        facts = sorted(seen.values(), key=lambda f: (f.recorded_at, f.stated_at, f.id))
         return FactHistory(fact_id=fact_id, facts=tuple(facts), events=tuple(events))
 
     # -- purge -------------------------------------------------------------------------------

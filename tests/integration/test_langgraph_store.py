@@ -397,3 +397,42 @@ def test_store_in_a_graph(query_store: QueryStore) -> None:
     graph = builder.compile(store=store)
     result = graph.invoke({"text": "Sara takes violin lessons on Fridays.", "found": []})
     assert result["found"][0] == "graph"
+
+
+def test_overwrite_and_delete_retire_the_old_facts_as_the_store_agent(
+    query_store: QueryStore, shared_memory: Memory
+) -> None:
+    store, writer, sara, _ = query_store
+    scope = scope_for_namespace(sara)
+    assert writer.flush(timeout=20)
+    miso = [f for f in shared_memory.facts(scope=scope) if "Miso" in f.text]
+    assert miso and all(f.author == "agent:langgraph-store" for f in miso)
+    assert {f.trust.value for f in miso} == {"derived"}
+    store.put(sara, "pets", {"text": "Sara sold her old bicycle.", "kind": "pet"})
+    store.delete(sara, "food")
+    current = shared_memory.facts(scope=scope)
+    assert not any("Miso" in f.text for f in current)  # the overwritten value's facts
+    everything = {f.id: f for f in shared_memory.facts(scope=scope, include_inactive=True)}
+    assert all(everything[f.id].status.value == "forgotten" for f in miso)
+    forgotten = shared_memory.audit(scope=scope, actions=["forgotten"])
+    assert forgotten and {str(e.actor) for e in forgotten} == {"agent:langgraph-store"}
+    assert {f.id for f in miso} <= {t for e in forgotten for t in e.targets}
+    hits = shared_memory.search("What is the name of Sara's cat?", scope=scope, k=20)
+    assert not any(h.fact.id in {f.id for f in miso} for h in hits)
+
+
+def test_overwriting_an_item_not_yet_extracted_never_brings_its_facts_back(
+    shared_memory: Memory,
+) -> None:
+    namespace = ("Sara", f"pending-{next(_counter)}")
+    scope = scope_for_namespace(namespace)
+    with (
+        BackgroundWriter(shared_memory, idle_seconds=60) as writer,
+        MembrainStore(memory=shared_memory, writer=writer, speaker="Sara") as store,
+    ):
+        store.put(namespace, "pet", {"text": "I adopted a cat named Miso."})
+        store.put(namespace, "pet", {"text": "I adopted a parrot named Kiwi."})
+        assert writer.flush(timeout=20)
+    texts = [f.text for f in shared_memory.facts(scope=scope)]
+    assert any("Kiwi" in t for t in texts)
+    assert not any("Miso" in t for t in texts)

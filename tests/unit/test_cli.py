@@ -99,3 +99,60 @@ def test_demo_answers_from_the_sample(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "Q: What is the name of Sara's cat?" in result.stdout
     assert "Miso" in result.stdout and "sources: s1-7" in result.stdout
+
+
+def test_history_and_audit_explain_a_superseded_fact(tmp_path: Path) -> None:
+    from membrain import Memory, Scope
+
+    store = tmp_path / "store"
+    scope = Scope(dataset="sara", task="chat")
+    with Memory(path=store) as mem:
+        added = mem.add(
+            [
+                {"speaker": "Sara", "text": "I live in Lisbon.", "timestamp": "2023-01-10T10:00Z"},
+                {"speaker": "Sara", "text": "I moved to Berlin.", "timestamp": "2024-05-02T10:00Z"},
+            ],
+            scope=scope,
+        )
+        old, new = added.fact_ids
+        mem.supersede(old, [new], scope=scope, by="reviewer:ana", reason="she moved")
+    result = runner.invoke(
+        cli.app, ["history", new, "-d", "sara", "-t", "chat", "--path", str(store)]
+    )
+    assert result.exit_code == 0, result.output
+    assert old in result.output and new in result.output
+    assert "superseded" in result.output and "reviewer:ana" in result.output
+    assert "Lisbon" in result.output and "she moved" in result.output
+
+    as_json = runner.invoke(
+        cli.app, ["history", old, "-d", "sara", "-t", "chat", "--path", str(store), "--json"]
+    )
+    assert as_json.exit_code == 0, as_json.output
+    history = json.loads(as_json.stdout)
+    assert [f["id"] for f in history["facts"]] == [old, new]
+    assert history["facts"][0]["superseded_by"] == [new]
+
+    audit = runner.invoke(
+        cli.app,
+        ["audit", "-d", "sara", "-t", "chat", "--path", str(store), "-a", "superseded", "--json"],
+    )
+    assert audit.exit_code == 0, audit.output
+    events = [json.loads(line) for line in audit.stdout.splitlines()]
+    assert [(e["action"], e["targets"]) for e in events] == [("superseded", [old])]
+    assert events[0]["actor"] == {"kind": "reviewer", "name": "ana"}
+    everything = runner.invoke(cli.app, ["audit", "-d", "sara", "-t", "chat", "--path", str(store)])
+    assert "stored" in everything.output and "created" in everything.output
+
+    missing = scope.record_id("fact", "never written")
+    unknown = runner.invoke(
+        cli.app, ["history", missing, "-d", "sara", "-t", "chat", "--path", str(store)]
+    )
+    assert unknown.exit_code == 1 and "no fact" in unknown.output
+    malformed = runner.invoke(
+        cli.app, ["history", "nope", "-d", "sara", "-t", "chat", "--path", str(store)]
+    )
+    assert malformed.exit_code == 1 and "UUID" in malformed.output
+    bad = runner.invoke(
+        cli.app, ["audit", "-d", "sara", "-t", "chat", "--path", str(store), "-a", "bogus"]
+    )
+    assert bad.exit_code == 1 and "unknown audit action" in bad.output
