@@ -459,9 +459,8 @@ class RecordStore(TreeRecords):
         """Append events to the scope's audit log (it has no update and no delete but a scope's)."""
         if not events:
             return
-        # The audit is read by filters, never ranked: every point gets the same unit vector.
-        unit = [1.0] + [0.0] * (self.dense.dim - 1)
-        points = [Point(e.id, _payload(e), dense=unit) for e in events]
+        # The audit is read by filters, never ranked: its points carry no vector.
+        points = [Point(e.id, _payload(e)) for e in events]
         self.backend.upsert(Collection.AUDIT, scope, points)
         for listener in self._listeners:
             listener.audited(scope, events)
