@@ -153,6 +153,9 @@ class Ledger:
         if cause.actor.kind is ActorKind.AGENT and self.policy.agent_forgets:
             self.request_review(scope, ReviewKind.FORGET, fact_ids, cause)
             return facts
+        return self._forget(scope, facts, cause)
+
+    def _forget(self, scope: Scope, facts: Sequence[Fact], cause: Cause) -> list[Fact]:
         at = self.store.now()
         update = {"status": FactStatus.FORGOTTEN, "forgotten_at": at}
         changed = [f.model_copy(update=update) for f in facts if f.status is FactStatus.ACTIVE]
@@ -239,11 +242,7 @@ class Ledger:
             self.supersede(scope, [item.old], item.new, cause)
         elif accept and item.kind is ReviewKind.FORGET:
             reviewer = Cause(cause.actor, cause.reason or "forget request accepted")
-            policy, self.policy = self.policy, ReviewPolicy()
-            try:
-                self.forget(scope, item.fact_ids, reviewer)
-            finally:
-                self.policy = policy
+            self._forget(scope, self.facts(scope, item.fact_ids), reviewer)
         elif item.kind is ReviewKind.DISPUTE:
             facts = self.facts(scope, item.fact_ids)
             if accept:
