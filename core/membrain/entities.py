@@ -144,7 +144,9 @@ class EntityResolver:
         recorded_at: datetime,
     ) -> list[Entity]:
         """The new and changed entities, with versions citing the facts they came from."""
-        changed: dict[str, Entity] = dict(resolution.new)
+        changed: dict[str, Entity] = {
+            i: _cite_first_version(e, fact_ids.get(i, ())) for i, e in resolution.new.items()
+        }
         touched = set(resolution.aliases) | set(resolution.descriptions) | resolution.participants
         existing = {
             e.id: e for e in self._store.get_entities(scope, sorted(touched - set(changed)))
@@ -265,6 +267,17 @@ class EntityResolver:
             result.descriptions.setdefault(entity.id, []).append(draft.description)
         if participant:
             result.participants.add(entity.id)
+
+
+def _cite_first_version(entity: Entity, fact_ids: Sequence[str]) -> Entity:
+    """A new entity whose first description came from the batch cites the batch's facts.
+
+    So a purge of those facts finds the description learnt with them.
+    """
+    if not entity.versions or entity.versions[0].description == PARTICIPANT_DESCRIPTION:
+        return entity
+    first = entity.versions[0].model_copy(update={"fact_ids": tuple(fact_ids)})
+    return entity.model_copy(update={"versions": (first, *entity.versions[1:])})
 
 
 def _contained(key: str, entity: Entity) -> bool:

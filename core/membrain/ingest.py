@@ -53,7 +53,7 @@ def message_id(scope: Scope, message: Message | str) -> str:
 MAX_KNOWN = 24
 """Known facts shown to the extractor per batch, at most (the best matches of its messages)."""
 KNOWN_PER_MESSAGE = 3
-"""Facts looked up per message by similarity, and again among facts about its speaker."""
+"""Facts looked up per message: by similarity, then among the facts of each entity it names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,24 +284,33 @@ class Ingestor(RecordListener):
     ) -> ExtractionBatch:
         if not self._known:
             return self._extractor.extract(target, context, participants)
-        known = self.known_facts(scope, target)
         extract: Callable[..., ExtractionBatch] = self._extractor.extract
-        return extract(target, context, participants, known=known)
+        return extract(
+            target,
+            context,
+            participants,
+            known=lambda names: self.known_facts(scope, target, names),
+        )
 
-    def known_facts(self, scope: Scope, target: Sequence[Message]) -> list[KnownFact]:
+    def known_facts(
+        self, scope: Scope, target: Sequence[Message], names: Sequence[str] = ()
+    ) -> list[KnownFact]:
         """The scope's active facts a batch may replace (indexed lookups only).
 
-        The closest to each message by dense similarity, among all facts and among those about
-        its speaker; at most :data:`MAX_KNOWN`.
+        For each message, the facts closest to it by dense similarity: among all facts, among
+        those about its speaker, and among those about each entity of ``names`` it mentions;
+        at most :data:`MAX_KNOWN`, the closest first.
         """
         texts = [m.text or m.caption or "" for m in target]
         if not texts:
             return []
         best: dict[str, tuple[float, Fact]] = {}
         vectors = self._store.dense.embed_documents(texts)
-        for message, vector in zip(target, vectors, strict=True):
-            about = FactFilter(entity_ids=(entity_id(scope, message.speaker),))
-            for where in (None, about):
+        for message, text, vector in zip(target, texts, vectors, strict=True):
+            folded = text.casefold()
+            about = [message.speaker, *(n for n in names if n.casefold() in folded)]
+            wheres = [None, *(FactFilter(entity_ids=(entity_id(scope, n),)) for n in about)]
+            for where in dict.fromkeys(wheres):
                 found = self._store.query_facts(
                     scope, "dense", vector, limit=KNOWN_PER_MESSAGE, where=where
                 )
@@ -317,8 +326,9 @@ class Ingestor(RecordListener):
     ) -> None:
         """Apply (or queue) the supersessions the extractor found; queue disputed facts.
 
-        A replaced fact may be of another session of the (dataset, task): supersessions are
-        recorded in the session-less scope.
+        A supersession is recorded in the batch's scope, so its session reads it, unless the
+        replaced fact is of another session of the (dataset, task): then in the scope without
+        a session, which sees both.
         """
         stored = {f.id for f in facts}
         found = replacements(scope, extracted.facts, extractor=self._extractor.id)
@@ -327,8 +337,9 @@ class Ingestor(RecordListener):
             if not news:
                 continue
             reason = "the extraction found that a new fact replaces it"
+            where = scope if self._store.get_facts(scope, [old]) else scope.without_session()
             self._ledger.propose_supersession(
-                scope.without_session(), old, news, Cause(cause.actor, reason, cause.details)
+                where, old, news, Cause(cause.actor, reason, cause.details)
             )
         self._ledger.disputed_at_extraction(scope, facts, cause)
 

@@ -105,6 +105,9 @@ class Ledger:
         retracted = [f.id for f in olds if f.status is FactStatus.RETRACTED]
         if retracted:
             raise InputError(f"retracted facts cannot be superseded: {', '.join(retracted)}")
+        gone = [f.id for f in news if f.status is not FactStatus.ACTIVE]
+        if gone:
+            raise InputError(f"only active facts can replace others, not {', '.join(gone)}")
         at = self.store.now()
         first = min(news, key=lambda f: (f.valid_from or f.stated_at, f.id))
         changed = []
@@ -158,7 +161,11 @@ class Ledger:
     def _forget(self, scope: Scope, facts: Sequence[Fact], cause: Cause) -> list[Fact]:
         at = self.store.now()
         update = {"status": FactStatus.FORGOTTEN, "forgotten_at": at}
-        changed = [f.model_copy(update=update) for f in facts if f.status is FactStatus.ACTIVE]
+        live = (
+            FactStatus.ACTIVE,
+            FactStatus.SUPERSEDED,
+        )  # a superseded fact still answers the past
+        changed = [f.model_copy(update=update) for f in facts if f.status in live]
         self.store.update_facts(scope, changed, action=AuditAction.FORGOTTEN, cause=cause)
         done = {f.id: f for f in changed}
         return [done.get(f.id, f) for f in facts]
@@ -238,13 +245,15 @@ class Ledger:
         item = next((i for i in self.review_queue(scope) if i.id == item_id), None)
         if item is None:
             raise InputError(f"no open review item {item_id!r} in scope {scope.key!r}")
+        # Facts purged since the request are gone: the decision applies to what is left.
+        facts = self.store.get_facts(scope, list(item.fact_ids))
         if accept and item.kind is ReviewKind.SUPERSESSION and item.old is not None:
-            self.supersede(scope, [item.old], item.new, cause)
+            if len(facts) == len(item.fact_ids):
+                self.supersede(scope, [item.old], item.new, cause)
         elif accept and item.kind is ReviewKind.FORGET:
             reviewer = Cause(cause.actor, cause.reason or "forget request accepted")
-            self._forget(scope, self.facts(scope, item.fact_ids), reviewer)
-        elif item.kind is ReviewKind.DISPUTE:
-            facts = self.facts(scope, item.fact_ids)
+            self._forget(scope, facts, reviewer)
+        elif item.kind is ReviewKind.DISPUTE and facts:
             if accept:
                 changed = [f.model_copy(update={"trust": Trust.CONFIRMED}) for f in facts]
                 action = AuditAction.CONFIRMED
@@ -315,7 +324,10 @@ class Ledger:
         if missing:
             raise InputError(f"no message with id {', '.join(missing)} in scope {scope.key!r}")
         if sources:
-            messages = list(dict.fromkeys([*messages, *(s for f in facts for s in f.sources)]))
+            cited = [s for f in facts for s in f.sources if s not in known]
+            # Evidence a retention policy or an earlier purge erased is gone already.
+            known |= {m.id for m in self.store.get_messages(scope, cited)}
+            messages = list(dict.fromkeys([*messages, *(s for s in cited if s in known)]))
         if messages:
             derived = self.store.iter_facts(scope, FactFilter(status=None, sources=tuple(messages)))
             facts.extend(derived)
@@ -324,6 +336,9 @@ class Ledger:
         entities, dropped = self._entities_after(scope, named, set(erased))
         self.store.put_entities(scope.without_session(), entities, cause=cause)
         self.store.purge(scope, facts=erased, messages=messages, entities=dropped, cause=cause)
+        for item in self.review_queue(scope):
+            if set(item.fact_ids) <= set(erased):
+                self._resolved(scope, item, False, Cause(cause.actor, "its facts were purged"))
         return erased, messages, dropped
 
     def _entities_after(
@@ -339,19 +354,40 @@ class Ledger:
             if not entity.participant and all(f.id in erased for f in left):
                 drop.append(entity.id)
                 continue
-            versions = [v for v in entity.versions if not set(v.fact_ids) & erased]
-            if len(versions) != len(entity.versions):
-                renumbered = [
-                    EntityVersion(
-                        version=n,
-                        description=v.description,
-                        recorded_at=v.recorded_at,
-                        fact_ids=v.fact_ids,
-                    )
-                    for n, v in enumerate(versions, 1)
-                ]
-                keep.append(entity.model_copy(update={"versions": tuple(renumbered)}))
+            versions = _without_erased(entity.versions, erased)
+            if versions != entity.versions:
+                keep.append(entity.model_copy(update={"versions": versions}))
         return keep, drop
+
+
+def _without_erased(
+    versions: Sequence[EntityVersion], erased: set[str]
+) -> tuple[EntityVersion, ...]:
+    """Description versions with what erased facts taught taken out of every later version.
+
+    Each version extends the one before it (``"<previous> <addition>"``): the additions of the
+    versions citing erased facts are dropped, the rest chained again and renumbered.
+    """
+    if not any(set(v.fact_ids) & erased for v in versions):
+        return tuple(versions)
+    kept: list[EntityVersion] = []
+    description, previous = "", ""
+    for version in versions:
+        text = version.description
+        addition = text[len(previous) :].strip() if text.startswith(previous) else text
+        previous = text
+        if set(version.fact_ids) & erased:
+            continue
+        description = f"{description} {addition}".strip()
+        kept.append(
+            EntityVersion(
+                version=len(kept) + 1,
+                description=description,
+                recorded_at=version.recorded_at,
+                fact_ids=version.fact_ids,
+            )
+        )
+    return tuple(kept)
 
 
 def _item(event: AuditEvent) -> ReviewItem:

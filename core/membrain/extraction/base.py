@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -17,6 +17,7 @@ __all__ = [
     "Extractor",
     "FactDraft",
     "KnownFact",
+    "KnownLookup",
     "entity_refs",
     "normalize_name",
 ]
@@ -68,6 +69,10 @@ class Discard:
     text: str
 
 
+KnownLookup = Callable[[Sequence[str]], Sequence[KnownFact]]
+"""The known facts of a batch, looked up from the names of the entities it mentions."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExtractionBatch:
     """The result of extracting one batch of messages."""
@@ -82,7 +87,8 @@ class Extractor(Protocol):
 
     ``target`` and ``context`` carry stored ids in ``Message.id``; ``participants`` are the known
     speakers of the scope; ``known`` the scope's active facts about the batch's entities, which a
-    new fact may replace (:attr:`FactDraft.replaces`). Raise
+    new fact may replace (:attr:`FactDraft.replaces`), or a :data:`KnownLookup` to call with the
+    names of the entities the batch mentions, once found. Raise
     :class:`membrain.errors.ExtractionError` to leave the target messages pending.
 
     The write path looks known facts up only for an extractor whose ``extract`` takes ``known``
@@ -99,7 +105,7 @@ class Extractor(Protocol):
         target: Sequence[Message],
         context: Sequence[Message],
         participants: Sequence[str],
-        known: Sequence[KnownFact] = (),
+        known: Sequence[KnownFact] | KnownLookup = (),
     ) -> ExtractionBatch:
         """Extract facts from ``target``."""
         ...

@@ -38,6 +38,7 @@ from membrain.extraction.base import (
     ExtractionBatch,
     FactDraft,
     KnownFact,
+    KnownLookup,
     entity_refs,
     normalize_name,
 )
@@ -169,14 +170,14 @@ class LLMExtractor:
         target: Sequence[Message],
         context: Sequence[Message],
         participants: Sequence[str],
-        known: Sequence[KnownFact] = (),
+        known: Sequence[KnownFact] | KnownLookup = (),
     ) -> ExtractionBatch:
         """Entities, then facts, for ``target``; raises ExtractionError when unrepairable.
 
         ``known`` facts are listed in the fact prompt as K1..Kn; a new fact naming some of them
-        in ``replaces`` gets their stored ids in :attr:`FactDraft.replaces`.
+        in ``replaces`` gets their stored ids in :attr:`FactDraft.replaces`. A lookup is called
+        between the two calls, with the names of the entities found and the participants.
         """
-        known = tuple(known)
         ids = tuple(m.id or "" for m in target)
         window = render_window(target, context)
         entities, entity_discards = self._call(
@@ -191,6 +192,7 @@ class LLMExtractor:
         names = list(dict.fromkeys([*(e.name for e in entities), *participants]))
         names += [m.speaker for m in target if m.speaker not in names]
         listing = "\n".join(f"- {n}" for n in names)
+        known = tuple(known(names) if callable(known) else known)
         known_listing = render_known(known)
         # Names bracketed in known facts are existing entities: a new fact may use them too.
         in_known = [ref for k in known for ref in entity_refs(k.text)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from membrain.extraction.base import Discard, ExtractionBatch, FactDraft, KnownFact
+from membrain.extraction.base import Discard, ExtractionBatch, FactDraft, KnownFact, KnownLookup
 from membrain.extraction.character import layer_statements, parse_response
 from membrain.models import Layer, Message, Role
 from membrain.temporal import annotate
@@ -161,7 +161,7 @@ class OfflineExtractor:
         target: Sequence[Message],
         context: Sequence[Message],
         participants: Sequence[str],
-        known: Sequence[KnownFact] = (),
+        known: Sequence[KnownFact] | KnownLookup = (),
     ) -> ExtractionBatch:
         """Facts for every message of ``target``; ``context`` only informs who is addressed.
 

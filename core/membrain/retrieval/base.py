@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from membrain.errors import InputError
 from membrain.extraction.llm import LLMClient
 from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan, now, utc
 from membrain.store import FactFilter, RecordStore, ScoredFact
@@ -97,6 +98,8 @@ class SearchContext:
         what the memory believed at that record time; ``valid_at`` (or a time the question
         names) brings in the superseded facts that were true then.
         """
+        if as_of is not None and valid_at is not None:
+            raise InputError("as_of and valid_at cannot be combined: give one of them")
         when = utc(reference) if reference is not None else now()
         times = [match.span for match in find_times(question, when)]
         past: TimeSpan | None = None
