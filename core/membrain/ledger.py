@@ -15,7 +15,6 @@ extraction model, application code, an agent's memory tool, a reviewer):
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -181,7 +180,13 @@ class Ledger:
         return changed
 
     def dispute(self, scope: Scope, fact_ids: Sequence[str], cause: Cause) -> ReviewItem:
-        """Mark facts disputed and queue them for review."""
+        """Mark facts disputed and queue them for review.
+
+        Raises:
+            InputError: no id, or an id naming no fact of the scope.
+        """
+        if not fact_ids:
+            raise InputError("dispute needs at least one fact id")
         facts = self.facts(scope, fact_ids)
         changed = [f.model_copy(update={"trust": Trust.DISPUTED}) for f in facts]
         self.store.update_facts(scope, changed, action=AuditAction.DISPUTED, cause=cause)
@@ -208,17 +213,13 @@ class Ledger:
         new: Sequence[str] = (),
     ) -> ReviewItem:
         """Queue a review item (an audit event of action ``review_requested``)."""
-        event = AuditEvent(
-            id=str(uuid.uuid4()),
-            scope=scope,
-            action=AuditAction.REVIEW_REQUESTED,
-            targets=tuple(dict.fromkeys(fact_ids)),
-            actor=cause.actor,
-            reason=cause.reason,
-            at=self.store.now(),
+        event = self.store.note(
+            scope,
+            AuditAction.REVIEW_REQUESTED,
+            list(dict.fromkeys(fact_ids)),
+            cause=cause,
             details={"kind": kind.value, "old": old, "new": list(new)},
         )
-        self.store.append_audit(scope, [event])
         return _item(event)
 
     def review_queue(self, scope: Scope) -> list[ReviewItem]:
@@ -267,17 +268,13 @@ class Ledger:
         return item
 
     def _resolved(self, scope: Scope, item: ReviewItem, accept: bool, cause: Cause) -> None:
-        event = AuditEvent(
-            id=str(uuid.uuid4()),
-            scope=scope,
-            action=AuditAction.REVIEW_RESOLVED,
-            targets=(item.id, *item.fact_ids),
-            actor=cause.actor,
-            reason=cause.reason,
-            at=self.store.now(),
+        self.store.note(
+            scope,
+            AuditAction.REVIEW_RESOLVED,
+            [item.id, *item.fact_ids],
+            cause=cause,
             details={"item": item.id, "kind": item.kind.value, "accepted": accept},
         )
-        self.store.append_audit(scope, [event])
 
     # -- history -----------------------------------------------------------------------------
     def history(self, scope: Scope, fact_id: str) -> FactHistory:

@@ -19,6 +19,7 @@ from typing import Any
 
 from membrain.audit import AuditAction, AuditEvent, Cause
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
+from membrain.errors import InputError
 from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.listeners import RecordListener
 from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage, now
@@ -452,10 +453,31 @@ class RecordStore(TreeRecords):
             for action, targets, details in changes
             if targets
         ]
-        self.append_audit(scope, events)
+        self._append_audit(scope, events)
         return events
 
-    def append_audit(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
+    def note(
+        self,
+        scope: Scope,
+        action: AuditAction,
+        targets: Sequence[str],
+        *,
+        cause: Cause,
+        details: dict[str, Any] | None = None,
+    ) -> AuditEvent:
+        """Audit an event that changes no record: a review requested or resolved.
+
+        Raises:
+            InputError: ``action`` changes records (those are audited by the change itself).
+        """
+        if action not in (AuditAction.REVIEW_REQUESTED, AuditAction.REVIEW_RESOLVED):
+            raise InputError(f"{action.value!r} events are written by the change they record")
+        if not targets:
+            raise InputError("an audit event is about at least one id")
+        (event,) = self._audit(scope, cause, [(action, tuple(targets), details or {})])
+        return event
+
+    def _append_audit(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
         """Append events to the scope's audit log (it has no update and no delete but a scope's)."""
         if not events:
             return
