@@ -485,8 +485,9 @@ class Memory(AccountableMemory):
     def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (all sessions when it has none).
 
-        That includes its derived lexical index entries and its bookkeeping scope
-        (:meth:`Scope.bookkeeping`, e.g. a chat history's "cleared" markers).
+        That includes its audit log, its derived lexical index entries and its bookkeeping scope
+        (:meth:`Scope.bookkeeping`, e.g. a chat history's "cleared" markers). The embedded
+        store's files are rewritten so nothing of it stays on disk (as by :meth:`purge`).
         """
         check_scope(scope)
         for target in (scope, scope.bookkeeping()):
