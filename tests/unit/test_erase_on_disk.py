@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import struct
+import threading
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -363,3 +365,43 @@ def test_erase_in_memory_and_scope_deleted() -> None:
         assert index.count(SARA) == 1
     with pytest.raises(BackendError, match="closed"):
         index.erase()
+
+
+def test_reads_wait_for_a_compaction_and_never_see_a_closed_shard(tmp_path: Path) -> None:
+    backend = open_edge_backend(tmp_path / "store")
+    backend.ensure_collections(dense_dim=4, dense_model="m", sparse_model="s")
+    scope = Scope(dataset="d", task="t")
+    ids = [str(uuid.uuid4()) for _ in range(200)]
+    backend.upsert(
+        Collection.FACTS,
+        scope,
+        [
+            Point(i, {"status": "active"}, dense=[1.0, 0.0, 0.0, float(n)])
+            for n, i in enumerate(ids)
+        ],
+    )
+    errors: list[BaseException] = []
+    counts: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                counts.append(backend.count(Collection.FACTS, scope))
+            except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+                errors.append(exc)
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for thread in readers:
+        thread.start()
+    try:
+        for _ in range(5):
+            backend.compact([Collection.FACTS])
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+        backend.close()
+    assert not errors
+    assert counts and set(counts) == {200}

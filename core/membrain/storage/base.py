@@ -32,6 +32,7 @@ __all__ = [
     "Condition",
     "Filter",
     "Point",
+    "ReadGate",
     "ScoredPoint",
     "TimeRange",
     "VectorQuery",
@@ -255,6 +256,48 @@ class Filter:
         return cls(tuple(found))
 
 
+class ReadGate:
+    """Lets reads run together, and holds them while a compaction swaps storage underneath.
+
+    Writes are serialised by the backend's lock; reads take no lock, except that a read never
+    runs while :meth:`BaseBackend.compact` replaces a collection's files.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._swapping = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold a compaction off while the block reads."""
+        with self._cond:
+            while self._swapping:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def swapping(self) -> Iterator[None]:
+        """Wait for the reads under way, and hold new ones off, while the block runs."""
+        with self._cond:
+            self._swapping = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._swapping = False
+                self._cond.notify_all()
+
+
 def scored(point: Any) -> ScoredPoint:
     """A :class:`ScoredPoint` from an engine's point (``id``, ``payload``, optional ``score``)."""
     return ScoredPoint(
@@ -290,6 +333,7 @@ class BaseBackend(ABC):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._gate = ReadGate()
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -419,7 +463,7 @@ class BaseBackend(ABC):
         this after a privacy purge; it costs a rewrite of each collection. What an engine cannot
         erase is in its ``_compact`` docstring.
         """
-        with self._lock:
+        with self._lock, self._gate.swapping():
             for collection in dict.fromkeys(collections):
                 with self._errors(f"compact {collection.value}"):
                     self._compact(collection)
@@ -432,7 +476,7 @@ class BaseBackend(ABC):
         if not ids:
             return []
         where = Filter.of(scope, ids=ids)
-        with self._errors(f"read {collection.value}"):
+        with self._gate.reading(), self._errors(f"read {collection.value}"):
             records, _ = self._scroll(collection, where, len(ids), None)
         found = {p.id: p for p in records}
         wanted = [str(point_uuid(i)) for i in ids]
@@ -451,14 +495,14 @@ class BaseBackend(ABC):
         check_scope(scope)
         start = point_uuid(offset) if offset else None
         condition = Filter.of(scope, where)
-        with self._errors(f"scroll {collection.value}"):
+        with self._gate.reading(), self._errors(f"scroll {collection.value}"):
             return self._scroll(collection, condition, limit, start)
 
     def count(self, collection: Collection, scope: Scope, *, where: Where | None = None) -> int:
         """Exact count of the scope's matching points."""
         check_scope(scope)
         condition = Filter.of(scope, where)
-        with self._errors(f"count {collection.value}"):
+        with self._gate.reading(), self._errors(f"count {collection.value}"):
             return self._count(collection, condition)
 
     def query(
@@ -482,7 +526,7 @@ class BaseBackend(ABC):
             return []
         condition = Filter.of(scope, where)
         lookups = [(q, Filter.of(scope, where, q.where)) for q in queries]
-        with self._errors(f"query {collection.value}"):
+        with self._gate.reading(), self._errors(f"query {collection.value}"):
             return self._query(collection, condition, lookups, limit, rrf_k)
 
 

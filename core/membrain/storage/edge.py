@@ -248,8 +248,8 @@ class EdgeBackend(BaseBackend):
 
         The rewrite has the same configuration and payload indexes; its points count as written
         for the next optimisation (it has no HNSW until then). The old folder, with the deleted
-        points' log and segments, is deleted. Reads do not take the lock: one that reaches the
-        old shard while it is swapped out fails with :class:`~membrain.errors.BackendError`.
+        points' log and segments, is deleted. Reads wait while it runs
+        (:class:`~membrain.storage.base.ReadGate`).
         """
         shard = self._shard(collection)
         folder = self.path / collection.value
