@@ -1,0 +1,425 @@
+"""Negative recall: what was forgotten, superseded, purged, rejected or deleted never comes back.
+
+Usage (from the repository root)::
+
+    python benchmarks/negative_recall.py --data ../shared/data/locomo/locomo10_dev.json \
+        [--conversations N] [--targets 10] [--path DIR] [--json OUT] [--hashing]
+
+(``python -m benchmarks.negative_recall ...`` runs the same.) Exit code 1 when anything leaked, or
+when an operation did not have its effect (then nothing was tested).
+
+Build. Each LoCoMo conversation is added to its own scope, ``Scope(dataset="neg-<name>",
+task="bench")``, of one store (a fresh temporary folder unless ``--path`` is given; default
+encoders, or :class:`membrain.testing.HashingEncoder` with ``--hashing``, for smoke tests), with
+the default offline extractor. Per conversation, named target facts are chosen deterministically:
+active, undisputed facts of at least five words (times left out) whose plain text is unique in
+the scope and no part of another fact's, taken in fact-id order (ids are hashes: spread over the
+conversation) while their source messages stay disjoint from every other target's, and dealt in
+turn to the operations, ``--targets`` each:
+
+* ``forget``: ``Memory.forget``.
+* ``supersede``: a replacement message ("Correction: that is no longer true ...") is added and
+  ``Memory.supersede(old, <its facts>)`` is called.
+* ``purge``: ``Memory.purge(ids, messages=True)``: the facts, their source messages and every
+  fact derived from those messages are named (and must match what the purge reports erased).
+* ``reject``: ``Memory.dispute`` then ``Memory.resolve(..., accept=False)``: retracted.
+* ``delete``: the targets' source messages are copied into an extra scope (task
+  ``bench-deleted``), one fact extracted from each copy is a target, and the whole scope is
+  deleted (``Memory.delete_scope``): every fact and message of that scope is named.
+
+Two more groups of ``--targets`` messages, chosen the same way, go to the LangGraph
+``MembrainStore`` (namespace ``("neg-<name>", "bench-store")``, its own scope, facts extracted by
+a ``BackgroundWriter``): each is put as an item's text, then the item is overwritten (counted
+under ``supersede``) or deleted (under ``delete``); the store forgets the facts of the previous
+values. Every target message of the five operations is also copied, words in reverse order
+(same words, other bytes), into two isolation scopes: another dataset (``neg-<name>-iso``) and
+another task of the same dataset (``bench-iso``).
+
+Probes. Each target is probed with queries made from its own text: its plain text and a keyword
+variant (its longest content words, participants' names left out). A ``supersede`` target's
+queries have their time expressions removed, since a question naming a past time may rightly
+get the superseded fact back; ``as_of`` reads, which may show the past, are not probed. Before
+the operations the same queries run as a default search (``Memory.search``, mode ``expand``,
+k=10): "found before" is the share of targets one of them ranks, the evidence that a 0-leak
+result means something. After the operations, a leak is a named fact id (or, for ``purge`` and
+``delete``, a named message or its text) in what a surface returns:
+
+* ``search <mode>``: ``Memory.search`` in every mode, k=50;
+* ``path <name>``: ``Memory.search(mode="deep")`` with ``exclude_paths`` leaving that path alone
+  (A, B, B2, B3, C, D; plus ``replaced`` in the main scopes, where supersessions exist); the
+  time boosts and the answer follow-up are excluded too; counted only when the path ran;
+* ``context``: ``Memory.context`` (fact ids of its hits; for purge the purged text in its text);
+* ``search_messages``: only for ``purge`` and ``delete`` (the other operations keep messages by
+  design);
+* ``facts()``, ``messages()``, and for purge ``history``, ``audit`` and ``entities()``:
+  listings; ``facts()`` includes inactive facts for purge and delete;
+* ``langchain retriever`` (``MembrainRetriever``: documents' ``fact_id`` and ``sources``),
+  ``llamaindex retriever`` (nodes' ids and ``sources``), ``llamaindex memory block``
+  (``MembrainMemoryBlock.aget``: a context line holding the target's text and citing its
+  message, or the purged text);
+* ``langgraph store``: ``store.search`` never returns a deleted item nor an item's previous
+  value, and ``Memory.search`` (``expand`` and ``deep``) on the store's scope never returns a
+  fact extracted from a previous value;
+* ``other dataset`` / ``other task``: ``Memory.search(mode="deep")`` on the isolation scopes
+  returns only facts of that scope, never a target;
+* ``files`` (purge): after closing the store, every file under the store folder is scanned
+  (bytes; holes skipped) for each purged fact's and message's distinctive text: a substring of
+  12 to 20 letters, digits and spaces (outside entity brackets) that occurs, case-insensitively,
+  in no record kept anywhere (messages, facts of any status, entities, of every scope, the
+  deleted scope and the store items included); targets without one are skipped and counted.
+  It is searched as written and lowercased. As a control, texts of kept messages (the forget
+  targets') are searched the same way and must be found.
+
+Reported: tried and leaked per operation and surface (a probe is one call, or one listing, per
+target and query), the found-before share per operation, the checks that each operation had
+its effect (statuses, purge report), and the elapsed time of the build, the operations and the
+probes.
+
+The code: this module parses the arguments, runs the stages and reports;
+``negative_recall_build`` builds the store, chooses the targets and applies the operations;
+``negative_recall_probes`` holds the surfaces, the probes and the file scan;
+``negative_recall_targets`` the records and query texts both share.
+
+On the LoCoMo dev split (5 conversations, default encoders, 10 targets): 9,163 probes, 0 leaks,
+every target found before; 46 of the 50 purge targets had a distinctive text for the file scan.
+About 15 minutes on a busy 2-CPU machine, 11 of them probing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from langchain_membrain.langgraph import MembrainStore
+from membrain import Memory
+from membrain.background import BackgroundWriter
+from membrain.loaders import load_conversations
+from membrain.models import Scope
+from membrain.testing import HashingEncoder
+
+if __package__ in (None, ""):  # run as a file: import siblings as `python -m` would
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.negative_recall_build import (  # noqa: E402
+    apply_operations,
+    build,
+    kept_corpus,
+    stored_texts,
+)
+from benchmarks.negative_recall_probes import (  # noqa: E402
+    FOUND_K,
+    MODES,
+    PATHS,
+    PROBE_K,
+    Prober,
+    Tally,
+    cited_in,
+    found_before,
+    needle,
+    scan_files,
+)
+from benchmarks.negative_recall_targets import (  # noqa: E402
+    OPERATIONS,
+    ConversationSetup,
+    keywords,
+    progress_bar,
+    without_times,
+)
+
+__all__ = [
+    "MODES",
+    "OPERATIONS",
+    "PATHS",
+    "cited_in",
+    "format_report",
+    "format_table",
+    "keywords",
+    "main",
+    "needle",
+    "parse_args",
+    "report",
+    "run",
+    "scan_files",
+    "without_times",
+]
+"""The entry point's names, with the helpers it re-exports from its sibling modules."""
+
+
+# -- run ---------------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/negative_recall.py",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument("--data", required=True, type=Path, help="LoCoMo JSON file")
+    parser.add_argument(
+        "--conversations", type=int, default=None, metavar="N", help="first N (default: all)"
+    )
+    parser.add_argument(
+        "--targets",
+        type=int,
+        default=10,
+        metavar="N",
+        help="named facts per operation per conversation (default 10)",
+    )
+    parser.add_argument(
+        "--path",
+        type=Path,
+        default=None,
+        help="store folder, new or empty (default: a fresh temporary one)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument(
+        "--hashing",
+        action="store_true",
+        help="HashingEncoder(64) instead of the packaged model (smoke tests only)",
+    )
+    args = parser.parse_args(argv)
+    if args.conversations is not None and args.conversations < 1:
+        parser.error("--conversations must be positive")
+    if args.targets < 1:
+        parser.error("--targets must be positive")
+    if args.path is not None and args.path.exists() and any(args.path.iterdir()):
+        parser.error(f"--path {args.path} is not empty: the benchmark needs a fresh store")
+    return args
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    err = Console(stderr=True)
+    conversations = load_conversations(args.data)[: args.conversations]
+    tally = Tally()
+    timings: dict[str, float] = {}
+    with ExitStack() as stack:
+        if args.path is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="negrecall-")))
+        else:
+            folder = args.path
+        mem = Memory(path=folder, dense=HashingEncoder(64) if args.hashing else None)
+        encoder = mem.store.dense.name
+        writer = BackgroundWriter(mem, idle_seconds=3600)
+        store = MembrainStore(memory=mem, path=folder / "langgraph-store.sqlite", writer=writer)
+        prober = Prober(mem, store, tally)
+        try:
+            # load the encoders before anything is timed
+            mem.search_messages("warm up", scope=Scope(dataset="neg-warmup", task="bench"), k=1)
+            started = time.perf_counter()
+            setups, ingest = build(mem, store, writer, conversations, args.targets, err)
+            timings["build_s"] = time.perf_counter() - started
+
+            started = time.perf_counter()
+            found_before(mem, store, setups, err)
+            timings["probes_before_s"] = time.perf_counter() - started
+
+            started = time.perf_counter()
+            deleted_texts = [t for s in setups for t in stored_texts(mem, s.deleted)]
+            problems: list[str] = []
+            for setup in setups:
+                problems += apply_operations(mem, store, writer, setup)
+            timings["operations_s"] = time.perf_counter() - started
+
+            kept = kept_corpus(mem, setups, deleted_texts)
+            needle_skips = 0
+            for target in (t for s in setups for t in s.targets if t.operation == "purge"):
+                found = [
+                    needle(target.message_text, kept),
+                    needle(target.text, kept, outside_brackets=True),
+                ]
+                target.needles = tuple(dict.fromkeys(n for n in found if n))
+                needle_skips += not target.needles
+
+            started = time.perf_counter()
+            targets = [t for s in setups for t in s.targets]
+            items = [t for s in setups for t in s.store_targets]
+            with progress_bar(err) as progress:
+                task = progress.add_task("probes", total=len(targets) + len(items))
+                for setup in setups:
+                    for target in setup.targets:
+                        prober.probe(target, setup)
+                        progress.advance(task)
+                    for item in setup.store_targets:
+                        prober.probe_store(item)
+                        progress.advance(task)
+            timings["probes_s"] = time.perf_counter() - started
+        finally:
+            prober.close()
+            writer.shutdown()
+            store.close()
+            mem.close()
+
+        started = time.perf_counter()
+        purged = [t for s in setups for t in s.targets if t.operation == "purge"]
+        controls = [n for s in setups for text in s.controls if (n := needle(text, "")) is not None]
+        needles = [n for t in purged for n in t.needles]
+        found_in, files, size = scan_files(folder, [*needles, *controls])
+        for target in purged:
+            if target.needles and target.skipped is None:
+                where = sorted({f for n in target.needles for f in found_in[n]})
+                tally.record("purge", "files", bool(where), target=target.fact_id, query=str(where))
+        timings["files_s"] = time.perf_counter() - started
+
+    files_report = {
+        "scanned": files,
+        "bytes": size,
+        "purge_targets": len(purged),
+        "with_distinctive_text": len(purged) - needle_skips,
+        "skipped_no_distinctive_text": needle_skips,
+        "control_found": sum(1 for n in controls if found_in[n]),
+        "control_tried": len(controls),
+    }
+    return report(args, setups, tally, timings, ingest, problems, encoder, files=files_report)
+
+
+def report(
+    args: argparse.Namespace,
+    setups: Sequence[ConversationSetup],
+    tally: Tally,
+    timings: dict[str, float],
+    ingest: dict[str, Any],
+    problems: list[str],
+    encoder: str,
+    *,
+    files: dict[str, Any],
+) -> dict[str, Any]:
+    rows = tally.rows()
+    targets = [t for s in setups for t in s.targets]
+    items = [t for s in setups for t in s.store_targets]
+    operations: dict[str, Any] = {}
+    for op in OPERATIONS:
+        mine = [t for t in targets if t.operation == op and t.skipped is None]
+        found = sum(t.found_before for t in mine)
+        store_items = [i for i in items if i.operation == op]
+        operations[op] = {
+            "targets": len(mine),
+            "found_before": found,
+            "found_before_share": found / len(mine) if mine else float("nan"),
+            "skipped": sum(1 for t in targets if t.operation == op and t.skipped is not None),
+            "store_items": len(store_items),
+            "store_items_found_before": sum(i.found_before for i in store_items),
+        }
+    return {
+        "rows": rows,
+        "total": {
+            "tried": sum(r["tried"] for r in rows),
+            "leaked": sum(r["leaked"] for r in rows),
+        },
+        "operations": operations,
+        "operation_problems": problems,
+        "files": files,
+        "leaks": tally.leaks,
+        "targets": [
+            {
+                "operation": t.operation,
+                "conversation": t.conversation,
+                "scope": t.scope.key,
+                "fact_id": t.fact_id,
+                "queries": list(t.queries),
+                "found_before": t.found_before,
+                "named_facts": len(t.fact_ids),
+                "named_messages": len(t.message_ids),
+                "needles": list(t.needles),
+                "skipped": t.skipped,
+            }
+            for t in targets
+        ],
+        "store_items": [
+            {
+                "operation": i.operation,
+                "conversation": i.conversation,
+                "key": i.key,
+                "queries": list(i.queries),
+                "found_before": i.found_before,
+                "previous_value_facts": len(i.fact_ids),
+            }
+            for i in items
+        ],
+        "ingest": ingest,
+        "timings_s": timings,
+        "conversations": [s.name for s in setups],
+        "targets_per_operation": args.targets,
+        "probe_k": PROBE_K,
+        "found_k": FOUND_K,
+        "encoder": encoder,
+        "data": str(args.data),
+    }
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned plain-text table: the first two columns left, the rest right-aligned."""
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate((header, *rows)):
+        cells = [
+            cell.ljust(w) if i < 2 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0 or n == len(rows) - 1:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    rows = [
+        [r["operation"], r["surface"], str(r["tried"]), str(r["leaked"])] for r in report["rows"]
+    ]
+    total = report["total"]
+    rows.append(["total", "", str(total["tried"]), str(total["leaked"])])
+    found = ", ".join(
+        f"{op} {v['found_before']}/{v['targets']}"
+        + (f" (store items {v['store_items_found_before']}/{v['store_items']})"
+           if v["store_items"] else "")
+        for op, v in report["operations"].items()
+    )  # fmt: skip
+    skipped = {op: v["skipped"] for op, v in report["operations"].items() if v["skipped"]}
+    files = report["files"]
+    t = report["timings_s"]
+    lines = [
+        f"Negative recall: {len(report['conversations'])} conversation(s), "
+        f"{report['targets_per_operation']} targets per operation and conversation, "
+        f"encoder {report['encoder']}, probes k={report['probe_k']}",
+        format_table(["operation", "surface", "tried", "leaked"], rows),
+        "",
+        f"found before (default search, k={report['found_k']}): {found}",
+        f"files: {files['scanned']} scanned ({files['bytes'] / 1e6:.1f} MB of data); purge "
+        f"targets with a distinctive text {files['with_distinctive_text']} of "
+        f"{files['purge_targets']}; control: kept texts found {files['control_found']} of "
+        f"{files['control_tried']}",
+        f"elapsed: build {t['build_s']:.1f} s, probes before {t['probes_before_s']:.1f} s, "
+        f"operations {t['operations_s']:.1f} s, probes {t['probes_s']:.1f} s, "
+        f"files {t['files_s']:.1f} s",
+    ]
+    if skipped:
+        lines.append("skipped targets: " + ", ".join(f"{k} {v}" for k, v in skipped.items()))
+    if report["operation_problems"]:
+        lines.append("operations without their effect:")
+        lines += [f"  {p}" for p in report["operation_problems"]]
+    if report["leaks"]:
+        lines.append(f"LEAKS ({len(report['leaks'])}), first 20:")
+        lines += [
+            f"  {x['operation']} / {x['surface']}: {x['target']} <- {x['query'][:80]!r}"
+            for x in report["leaks"][:20]
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = run(args)
+    print(format_report(result))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    failed = result["total"]["leaked"] > 0 or bool(result["operation_problems"])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

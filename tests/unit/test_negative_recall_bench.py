@@ -1,0 +1,160 @@
+"""The negative-recall benchmark (``benchmarks.negative_recall``) on one LoCoMo conversation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import negative_recall as bench
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10_dev.json"
+
+_QUERIED = {
+    *(f"search {m}" for m in bench.MODES),
+    *(f"path {p}" for p in bench.PATHS),
+    "context",
+    "facts()",
+    "langchain retriever",
+    "llamaindex retriever",
+    "llamaindex memory block",
+    "other dataset",
+    "other task",
+}
+EXPECTED = {
+    "forget": _QUERIED | {"path replaced"},
+    "supersede": _QUERIED | {"path replaced", "langgraph store"},
+    "purge": _QUERIED
+    | {
+        "path replaced",
+        "search_messages",
+        "messages()",
+        "history",
+        "audit",
+        "entities()",
+        "files",
+    },
+    "reject": _QUERIED | {"path replaced"},
+    "delete": _QUERIED | {"search_messages", "messages()", "langgraph store"},
+}
+"""Every surface each operation must be probed on."""
+
+
+def test_one_conversation_leaks_nothing_and_the_probes_can_see(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not DATA.exists():
+        pytest.skip(f"the LoCoMo dev split is not at {DATA}")
+    out = tmp_path / "negative.json"
+    argv = ["--data", str(DATA), "--conversations", "1", "--targets", "3", "--hashing"]
+    code = bench.main([*argv, "--path", str(tmp_path / "store"), "--json", str(out)])
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["leaks"] == [] and report["operation_problems"] == []
+    assert code == 0
+
+    rows = {(r["operation"], r["surface"]): r for r in report["rows"]}
+    assert set(rows) == {(op, s) for op, surfaces in EXPECTED.items() for s in surfaces}
+    for key, row in rows.items():
+        assert set(row) == {"operation", "surface", "tried", "leaked"}
+        assert row["tried"] > 0, key
+        assert row["leaked"] == 0, key
+    assert report["total"] == {"tried": sum(r["tried"] for r in rows.values()), "leaked": 0}
+
+    # a 0-leak result means something only if the same probes found the targets before
+    for op in bench.OPERATIONS:
+        figures = report["operations"][op]
+        assert figures["targets"] == 3, op
+        assert figures["found_before"] / figures["targets"] >= 0.5, op
+    for op in ("supersede", "delete"):
+        figures = report["operations"][op]
+        assert figures["store_items"] == 3
+        assert figures["store_items_found_before"] >= 2
+    targets = report["targets"]
+    assert len(targets) == 3 * len(bench.OPERATIONS)
+    assert all(isinstance(t["found_before"], bool) and t["queries"] for t in targets)
+    purged = [t for t in targets if t["operation"] == "purge"]
+    assert all(t["named_facts"] >= 1 and t["named_messages"] >= 1 for t in purged)
+    assert all(t["named_facts"] >= 1 for t in targets if t["operation"] == "delete")
+
+    files = report["files"]
+    assert files["scanned"] > 0 and files["purge_targets"] == 3
+    assert files["with_distinctive_text"] == rows[("purge", "files")]["tried"]
+    assert files["control_tried"] > 0 and files["control_found"] == files["control_tried"]
+    assert report["conversations"] == ["conv-26"]
+    assert report["encoder"] == "hashing-64"
+    assert set(report["timings_s"]) == {
+        "build_s",
+        "probes_before_s",
+        "operations_s",
+        "probes_s",
+        "files_s",
+    }
+
+    printed = capsys.readouterr().out
+    assert "operation  surface" in printed
+    assert any(
+        line.split()[:1] == ["total"] and line.split()[-1] == "0" for line in printed.splitlines()
+    )
+    assert "found before" in printed and "elapsed: build" in printed
+
+
+def test_helpers() -> None:
+    assert bench.without_times("Sara went hiking last week with Tom") == "Sara went hiking with Tom"
+    words = bench.keywords("We've come so far! Caroline's drive to help is awesome.", ["Caroline"])
+    assert words == "come drive help awesome"
+    kept = "the support group met again\n"
+    found = bench.needle("Caroline went to the support group yesterday", kept)
+    assert found is not None and len(found) >= 12 and found.lower() not in kept
+    assert found in "Caroline went to the support group yesterday"
+    assert bench.needle("the support group met again", kept) is None
+    fact = "[Caroline Smith] went to the local [support group] [yesterday::2023-05-07]."
+    inside = bench.needle(fact, "", outside_brackets=True)
+    assert inside is not None and inside in " went to the local " and "Smith" not in inside
+    assert bench.cited_in("- said 2023-05-08: Sara went hiking. [D1:3; D2:4]") == {"D1:3", "D2:4"}
+
+
+def test_scan_files_skips_holes_and_finds_text(tmp_path: Path) -> None:
+    sparse = tmp_path / "sparse.bin"
+    with sparse.open("wb") as f:
+        f.seek(8 << 20)
+        f.write(b"xx the secret zebra text xx")
+        f.seek(16 << 20)
+        f.write(b"end")
+    (tmp_path / "plain.txt").write_bytes(b"The Secret Zebra Text, capitalised")
+    found, files, _ = bench.scan_files(tmp_path, ["the secret zebra", "absent needle here"])
+    assert files == 2
+    assert found == {"the secret zebra": ["sparse.bin"], "absent needle here": []}
+    found, _, _ = bench.scan_files(tmp_path, ["The Secret Zebra"])
+    assert found == {"The Secret Zebra": ["plain.txt", "sparse.bin"]}  # lowercased too
+
+
+def test_arguments(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "file").write_text("x")
+    for bad in (["--targets", "0"], ["--conversations", "0"], ["--path", str(tmp_path / "old")]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--data", "x.json", *bad])
+    args = bench.parse_args(["--data", "x.json"])
+    assert (args.targets, args.conversations, args.path, args.hashing) == (10, None, None, False)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["benchmarks/negative_recall.py"], ["-m", "benchmarks.negative_recall"]],
+    ids=["script", "module"],
+)
+def test_runs_as_script_and_as_module(command: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, *command, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--targets" in done.stdout and "--hashing" in done.stdout
