@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from llama_index_membrain import MembrainRetriever as LlamaIndexRetriever
 from membrain import Memory
 from membrain.models import MemoryHit, Scope
 from membrain.temporal import plain_text
+from membrain.testing import file_extents
 
 MODES = ("fast", "expand", "deep", "auto")
 PATHS = ("A", "B", "B2", "B3", "C", "D")
@@ -152,28 +152,6 @@ def metadata_leaks(identifier: str | None, metadata: dict[str, Any], target: Tar
 
 
 # -- files -------------------------------------------------------------------------------------
-def contents(path: Path) -> Iterator[tuple[int, bytes]]:
-    """``(offset, bytes)`` of a file's data extents, in pieces; holes (zeros) are skipped.
-
-    The embedded store preallocates large files that are mostly holes.
-    """
-    if not hasattr(os, "SEEK_DATA"):
-        yield 0, path.read_bytes()
-        return
-    with path.open("rb") as f:
-        fd, pos, end = f.fileno(), 0, path.stat().st_size
-        while pos < end:
-            try:
-                start = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:  # only a hole is left
-                return
-            pos = os.lseek(fd, start, os.SEEK_HOLE)
-            while start < pos:
-                size = min(pos - start, 64 << 20)
-                yield start, os.pread(fd, size, start)
-                start += size
-
-
 def scan_files(root: Path, needles: Sequence[str]) -> tuple[dict[str, list[str]], int, int]:
     """Which files under ``root`` hold each needle (as written or lowercased); files, bytes."""
     variants = {n: {n.encode(), n.lower().encode()} for n in needles}
@@ -190,7 +168,7 @@ def scan_files(root: Path, needles: Sequence[str]) -> tuple[dict[str, list[str]]
         files += 1
         tail, tail_end = b"", -1
         hits: set[str] = set()
-        for offset, chunk in contents(path):
+        for offset, chunk in file_extents(path):
             size += len(chunk)
             data = (tail if offset == tail_end else b"") + chunk
             if pattern.search(data):

@@ -1,4 +1,7 @@
-"""Fakes for tests, yours and ours: a deterministic hashing embedder and a scripted chat model.
+"""Tools for tests, yours and ours: a hashing embedder, a scripted chat model, a file scanner.
+
+:func:`files_holding` checks an erasure the way an auditor would: it reads every file of a
+store folder for bytes that must be gone after a purge.
 
 Example:
     >>> enc = HashingEncoder(dim=32)
@@ -13,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
-__all__ = ["HashingEncoder", "ScriptedChatModel"]
+__all__ = ["HashingEncoder", "ScriptedChatModel", "file_extents", "files_holding"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -123,3 +128,54 @@ class ScriptedChatModel:
         if callable(reply):
             return reply(system, prompt)
         return reply
+
+
+def file_extents(path: Path, *, piece: int = 64 << 20) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` of a file's data, in pieces of at most ``piece`` bytes.
+
+    Holes are skipped where the OS can tell (they read as zeros): Qdrant Edge preallocates
+    32 MiB log and page files that are mostly holes.
+    """
+    if not hasattr(os, "SEEK_DATA"):
+        yield 0, path.read_bytes()
+        return
+    with path.open("rb") as f:
+        fd, pos, end = f.fileno(), 0, path.stat().st_size
+        while pos < end:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # only a hole is left
+                return
+            pos = os.lseek(fd, start, os.SEEK_HOLE)
+            while start < pos:
+                size = min(pos - start, piece)
+                yield start, os.pread(fd, size, start)
+                start += size
+
+
+def files_holding(root: str | Path, needle: str | bytes) -> list[Path]:
+    """Every file under ``root`` whose bytes hold ``needle``.
+
+    A string is searched as UTF-8, ignoring the case of ASCII letters; bytes as given. A
+    needle spanning two pieces of a file is found too.
+
+    Example:
+        >>> mem.purge([fact.id], scope=scope, messages=True); mem.close()  # doctest: +SKIP
+        >>> files_holding("./.membrain", "Zorblaxian")  # doctest: +SKIP
+        []
+    """
+    raw = needle.encode() if isinstance(needle, str) else needle
+    pattern = re.compile(re.escape(raw), re.IGNORECASE if isinstance(needle, str) else 0)
+    overlap = len(raw)
+    found = []
+    for path in sorted(Path(root).rglob("*")):
+        if not path.is_file():
+            continue
+        tail, tail_end = b"", -1
+        for offset, chunk in file_extents(path):
+            data = (tail if offset == tail_end else b"") + chunk
+            if pattern.search(data):
+                found.append(path)
+                break
+            tail, tail_end = data[-overlap:], offset + len(chunk)
+    return found

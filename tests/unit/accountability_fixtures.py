@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,37 +157,3 @@ def steps(model: ScriptedChatModel, since: int = 0) -> list[str]:
 
 def fact_prompts(model: ScriptedChatModel, since: int = 0) -> list[str]:
     return [prompt for step, _, prompt in model.calls[since:] if step == "facts"]
-
-
-# -- reading the store's files ------------------------------------------------------------------
-def _chunks(path: Path) -> Iterator[bytes]:
-    """The bytes of a file, skipping holes where the OS can tell (they read as zeros)."""
-    if not hasattr(os, "SEEK_DATA"):
-        yield path.read_bytes()
-        return
-    with path.open("rb") as f:
-        fd, pos, end = f.fileno(), 0, path.stat().st_size
-        while pos < end:
-            try:
-                start = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:
-                return
-            pos = os.lseek(fd, start, os.SEEK_HOLE)
-            yield os.pread(fd, pos - start, start)
-
-
-def files_holding(root: Path, needle: str) -> list[Path]:
-    """Every file under ``root`` whose bytes hold ``needle`` (UTF-8, any case)."""
-    probes = {needle.encode(), needle.lower().encode(), needle.upper().encode()}
-    out = []
-    for path in sorted(root.rglob("*")):
-        if not path.is_file():
-            continue
-        tail = b""
-        for chunk in _chunks(path):
-            data = tail + chunk
-            if any(p in data for p in probes):
-                out.append(path)
-                break
-            tail = data[-64:]
-    return out

@@ -12,7 +12,6 @@ from accountability_fixtures import (
     MODES,
     SwitchModel,
     Turn,
-    files_holding,
     fresh_scope,
     open_memory,
     ref_for,
@@ -34,6 +33,7 @@ from membrain import (
 )
 from membrain.facts import entity_id
 from membrain.models import now
+from membrain.testing import files_holding
 
 SECRET = "Zorblaxian"
 CONTROL = "quokkaberry"

@@ -6,13 +6,11 @@ Each test first shows that its probe finds the deleted content in the files afte
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from membrain.storage.base import DENSE, SPARSE, BaseBackend, Collection, Point,
 from membrain.storage.client import QdrantClientBackend
 from membrain.storage.edge import EdgeBackend, open_edge_backend
 from membrain.storage.lexical import LexicalIndex
+from membrain.testing import files_holding
 
 SCOPE = Scope(dataset="d", task="t")
 OTHER = Scope(dataset="o", task="t")
@@ -44,33 +43,9 @@ TRACES = {
 WHEN = datetime(2023, 6, 1, tzinfo=UTC)
 
 
-def contents(path: Path) -> Iterator[bytes]:
-    """The bytes of a file, skipping its holes where the OS can tell (they read as zeros).
-
-    Edge preallocates 32 MiB files (log, pages) that are mostly holes: reading them whole made
-    these tests several times slower. No probe holds a zero byte, so none spans a hole.
-    """
-    if not hasattr(os, "SEEK_DATA"):
-        yield path.read_bytes()
-        return
-    with path.open("rb") as f:
-        fd, pos, end = f.fileno(), 0, path.stat().st_size
-        while pos < end:
-            try:
-                start = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:  # only a hole is left
-                return
-            pos = os.lseek(fd, start, os.SEEK_HOLE)
-            yield os.pread(fd, pos - start, start)
-
-
 def holding(root: Path, needle: bytes) -> list[Path]:
     """Every file under ``root`` whose bytes contain ``needle``."""
-    return [
-        f
-        for f in sorted(root.rglob("*"))
-        if f.is_file() and any(needle in chunk for chunk in contents(f))
-    ]
+    return files_holding(root, needle)
 
 
 def traces(root: Path) -> set[str]:
