@@ -247,7 +247,8 @@ def conversation_scope(name: str) -> Scope:
     return Scope(dataset=f"locomo-{name}", task="bench")
 
 
-def _progress(console: Console) -> Progress:
+def progress_bar(console: Console) -> Progress:
+    """The progress bar of the benchmarks' stages (ingest, questions), drawn on ``console``."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -383,7 +384,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stored = 0
         extraction_errors = 0
         facts: dict[str, int] = {}
-        with _progress(err) as progress:
+        with progress_bar(err) as progress:
             task = progress.add_task("ingest", total=turns)
             for conv in conversations:
                 name = str(conv.name)
@@ -407,7 +408,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         evaluator = Evaluator(
             mem, mode=args.mode, ks=args.k, budgets=args.budget, search_k=args.search_k
         )
-        with _progress(err) as progress:
+        with progress_bar(err) as progress:
             task = progress.add_task("questions", total=len(questions))
             for question in questions:
                 evaluator.ask(question)
@@ -418,7 +419,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.ablate:
             groups, not_ablated = ablation_groups(args.mode, evaluator.paths_seen)
             full = evaluator.results["system"].summary()
-            with _progress(err) as progress:
+            with progress_bar(err) as progress:
                 task = progress.add_task("ablation", total=len(groups) * len(questions))
                 for label, exclude in groups:
                     progress.update(task, description=f"ablation -{label}")

@@ -109,6 +109,7 @@ from membrain.testing import HashingEncoder
 if __package__ in (None, ""):  # run as a file: import siblings as `python -m` would
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from benchmarks.locomo_retrieval import progress_bar  # noqa: E402
 from benchmarks.negative_recall_build import (  # noqa: E402
     apply_operations,
     build,
@@ -131,7 +132,6 @@ from benchmarks.negative_recall_targets import (  # noqa: E402
     OPERATIONS,
     ConversationSetup,
     keywords,
-    progress_bar,
     without_times,
 )
 

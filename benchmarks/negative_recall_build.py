@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from benchmarks.locomo_retrieval import progress_bar
 from benchmarks.negative_recall_targets import (
     OPERATIONS,
     ConversationSetup,
@@ -21,7 +22,6 @@ from benchmarks.negative_recall_targets import (
     Target,
     collapse,
     keywords,
-    progress_bar,
     queries_for,
     without_times,
 )

@@ -19,13 +19,13 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage  # noqa: TID251 (not the core)
 from rich.console import Console
 
+from benchmarks.locomo_retrieval import progress_bar
 from benchmarks.negative_recall_targets import (
     OPERATIONS,
     ConversationSetup,
     StoreTarget,
     Target,
     collapse,
-    progress_bar,
 )
 from langchain_membrain import MembrainRetriever as LangChainRetriever
 from langchain_membrain.langgraph import MembrainStore

@@ -11,16 +11,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from membrain.models import Scope, now
 from membrain.temporal import find_times, plain_text
 
@@ -148,15 +138,3 @@ def queries_for(text: str, operation: str, names: Iterable[str]) -> tuple[str, .
         plain = without_times(plain)
     short = keywords(plain, names)
     return tuple(dict.fromkeys(q for q in (plain, short) if q))
-
-
-def progress_bar(console: Console) -> Progress:
-    """The progress bar of every stage (ingest, probes), drawn on ``console``."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
