@@ -121,21 +121,27 @@ class AccountableMemory:
 
     def resolve(
         self,
-        item_id: str,
+        item: ReviewItem | str,
         *,
-        scope: Scope,
         accept: bool = True,
         by: Actor | str | None = None,
         note: str = "",
+        scope: Scope | None = None,
     ) -> ReviewItem:
         """Accept or reject a review item; the decision is audited (``review_resolved``).
 
         Accepting applies the change (confirms a disputed fact, applies a supersession, forgets);
-        rejecting a disputed fact retracts it: out of every read, kept for audit.
+        rejecting a disputed fact retracts it: out of every read, kept for audit. ``item`` is
+        a :class:`ReviewItem` or its id; the scope is the item's, or ``scope`` when given (an
+        id this process has not seen in :meth:`review_queue` or :meth:`dispute` needs it).
 
         Raises:
             InputError: no open review item has this id in the scope.
+            ScopeError: the item's scope is unknown and ``scope`` is not given.
         """
+        item_id = item.id if isinstance(item, ReviewItem) else item
+        if scope is None:
+            scope = item.scope if isinstance(item, ReviewItem) else self._ledger.scope_of(item_id)
         check_scope(scope)
         cause = Cause.of(by, ActorKind.REVIEWER, note)
         return self._ledger.resolve(scope, item_id, accept, cause)
@@ -205,25 +211,30 @@ class AccountableMemory:
         )
         return PurgeResult(tuple(facts), tuple(erased), tuple(entities))
 
-    def apply_retention(self, *, scope: Scope, at: datetime | None = None) -> PurgeResult:
-        """Erase the scope's processed messages older than ``keep_messages`` (the setting).
+    def apply_retention(
+        self, *, scope: Scope | None = None, at: datetime | None = None
+    ) -> PurgeResult:
+        """Erase extracted messages older than ``keep_messages`` (the retention setting).
 
-        Age is counted from when a message was stored (``recorded_at``) to ``at`` (default
-        now). Facts stay, citing evidence that no longer exists; pending messages stay until
-        extracted. Does nothing when messages are kept forever (the default).
+        A message's age is counted from its ``timestamp`` (when it was said) to ``at`` (default
+        now). Erased as by :meth:`purge`, from every index and the store's files; the facts
+        extracted from them stay, and then cite evidence that no longer exists. Pending
+        messages stay until extracted. Without ``scope``, every (dataset, task) of the store.
+        Does nothing when messages are kept forever (the default).
         """
-        check_scope(scope)
         if self.keep_messages is None:
             return PurgeResult()
         cutoff = (utc(at) if at is not None else now()) - self.keep_messages
-        old = [
-            m.id
-            for m in self._store.iter_messages(
-                scope, status=MessageStatus.PROCESSED, recorded_before=cutoff
-            )
-        ]
-        if not old:
-            return PurgeResult()
+        scopes = [check_scope(scope)] if scope is not None else self._store.message_tenants()
         cause = Cause(Actor(kind=ActorKind.SYSTEM, name="retention"), "retention policy")
-        self._store.purge(scope, messages=old, cause=cause)
-        return PurgeResult(message_ids=tuple(old))
+        erased: list[str] = []
+        for target in scopes:
+            old = [
+                m.id
+                for m in self._store.iter_messages(target, status=MessageStatus.PROCESSED)
+                if m.message.timestamp < cutoff
+            ]
+            if old:
+                self._store.purge(target, messages=old, cause=cause)
+                erased.extend(old)
+        return PurgeResult(message_ids=tuple(erased))

@@ -334,16 +334,16 @@ class AsyncMemory:
 
     async def resolve(
         self,
-        item_id: str,
+        item: ReviewItem | str,
         *,
-        scope: Scope,
         accept: bool = True,
         by: Actor | str | None = None,
         note: str = "",
+        scope: Scope | None = None,
     ) -> ReviewItem:
         """Accept or reject a review item (see :meth:`Memory.resolve`)."""
         return await asyncio.to_thread(
-            self._memory.resolve, item_id, scope=scope, accept=accept, by=by, note=note
+            self._memory.resolve, item, accept=accept, by=by, note=note, scope=scope
         )
 
     async def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
@@ -377,7 +377,9 @@ class AsyncMemory:
             self._memory.purge, fact_ids, scope=scope, messages=messages, by=by, reason=reason
         )
 
-    async def apply_retention(self, *, scope: Scope, at: datetime | None = None) -> PurgeResult:
+    async def apply_retention(
+        self, *, scope: Scope | None = None, at: datetime | None = None
+    ) -> PurgeResult:
         """Erase messages older than the retention setting (see ``Memory.apply_retention``)."""
         return await asyncio.to_thread(self._memory.apply_retention, scope=scope, at=at)
 

@@ -28,7 +28,7 @@ from membrain.audit import (
     ReviewKind,
     ReviewPolicy,
 )
-from membrain.errors import InputError
+from membrain.errors import InputError, ScopeError
 from membrain.models import ActorKind, EntityVersion, Fact, FactStatus, Scope, Trust
 from membrain.store import FactFilter, RecordStore
 
@@ -63,6 +63,20 @@ class Ledger:
     def __init__(self, store: RecordStore, policy: ReviewPolicy | None = None) -> None:
         self.store = store
         self.policy = policy or ReviewPolicy()
+        self._item_scopes: dict[str, Scope] = {}
+
+    def scope_of(self, item_id: str) -> Scope:
+        """The scope of a review item this ledger queued or listed.
+
+        Raises:
+            ScopeError: the item is unknown here (its scope must be given).
+        """
+        try:
+            return self._item_scopes[item_id]
+        except KeyError:
+            raise ScopeError(
+                f"review item {item_id!r} was not listed by this memory; pass scope=..."
+            ) from None
 
     # -- lookups -----------------------------------------------------------------------------
     def facts(self, scope: Scope, fact_ids: Sequence[str]) -> list[Fact]:
@@ -220,6 +234,7 @@ class Ledger:
             cause=cause,
             details={"kind": kind.value, "old": old, "new": list(new)},
         )
+        self._item_scopes[event.id] = scope
         return _item(event)
 
     def review_queue(self, scope: Scope) -> list[ReviewItem]:
@@ -228,11 +243,13 @@ class Ledger:
             scope, actions=[AuditAction.REVIEW_REQUESTED, AuditAction.REVIEW_RESOLVED]
         )
         closed = {e.details.get("item") for e in events if e.action is AuditAction.REVIEW_RESOLVED}
-        return [
+        items = [
             _item(e)
             for e in events
             if e.action is AuditAction.REVIEW_REQUESTED and e.id not in closed
         ]
+        self._item_scopes.update((i.id, scope) for i in items)
+        return items
 
     def resolve(self, scope: Scope, item_id: str, accept: bool, cause: Cause) -> ReviewItem:
         """Apply (``accept``) or reject the change a review item proposes; audited.

@@ -260,12 +260,12 @@ def test_retention_erases_old_processed_messages_only(
     old = {m.id for m in mem.messages(scope=scope) if m.status is MessageStatus.PROCESSED}
     assert len(old) == 2
 
-    # Messages are as old as their storage, not their timestamps (2024): nothing yet.
-    assert mem.apply_retention(scope=scope).message_ids == ()
-    assert mem.apply_retention(scope=scope, at=now() + timedelta(days=29)).message_ids == ()
+    # A message is as old as its timestamp (when it was said): nothing is 30 days old yet.
+    said = sorted(m.message.timestamp for m in mem.messages(scope=scope))
+    assert mem.apply_retention(scope=scope, at=said[0] + timedelta(days=29)).message_ids == ()
     assert len(mem.messages(scope=scope)) == 3
 
-    result = mem.apply_retention(scope=scope, at=now() + timedelta(days=31))
+    result = mem.apply_retention(scope=scope, at=said[-1] + timedelta(days=31))
     assert set(result.message_ids) == old and result.fact_ids == ()
     (left,) = mem.messages(scope=scope)
     assert left.status is MessageStatus.PENDING and left.message.text == later["text"]

@@ -29,6 +29,7 @@ from membrain import (
     ReviewKind,
     ReviewPolicy,
     Scope,
+    ScopeError,
     TimeCheck,
     Trust,
 )
@@ -401,3 +402,20 @@ def test_a_session_sees_the_review_items_of_its_own_batch(
     assert [(i.old, i.new) for i in in_session] == [(lisbon, (berlin,))], everything
     mem.resolve(in_session[0].id, scope=session, accept=True)
     assert fact(mem, session, lisbon).status is FactStatus.SUPERSEDED
+
+
+def test_resolve_finds_the_items_scope_or_asks_for_it(
+    mem: Memory, scope: Scope, habits: tuple[str, str]
+) -> None:
+    peanuts, chess = habits
+    first = mem.dispute([peanuts], scope=scope, reason="unsure", by="ana")
+    assert mem.resolve(first, accept=True, by="ana").id == first.id  # the item carries its scope
+    second = mem.dispute([chess], scope=scope, reason="unsure", by="ana")
+    listed = {i.id for i in mem.review_queue(scope=scope)}
+    assert second.id in listed
+    mem.resolve(second.id, accept=False, by="ana")  # an id this memory listed
+    assert fact(mem, scope, chess).status is FactStatus.RETRACTED
+    with pytest.raises(ScopeError, match="pass scope"):
+        mem.resolve("0d8a856d-9c8f-5bbd-932d-d077b2c2ea8a", accept=True)
+    with pytest.raises(InputError, match="no open review item"):
+        mem.resolve("0d8a856d-9c8f-5bbd-932d-d077b2c2ea8a", accept=True, scope=scope)

@@ -376,6 +376,20 @@ class BaseBackend(ABC):
     def _count(self, collection: Collection, where: Filter) -> int:
         """Exact count of the points ``where`` selects."""
 
+    def _tenants(self, collection: Collection) -> list[str]:
+        """Every distinct ``tenant`` payload value of the collection.
+
+        This default pages through every point; engines with facets override it.
+        """
+        keys: set[str] = set()
+        offset: uuid.UUID | None = None
+        while True:
+            page, following = self._scroll(collection, Filter(()), 1024, offset)
+            keys.update(str(p.payload.get("tenant")) for p in page if p.payload.get("tenant"))
+            if following is None:
+                return sorted(keys)
+            offset = point_uuid(following)
+
     @abstractmethod
     def _query(
         self,
@@ -467,6 +481,19 @@ class BaseBackend(ABC):
             for collection in dict.fromkeys(collections):
                 with self._errors(f"compact {collection.value}"):
                     self._compact(collection)
+
+    def tenants(self, collection: Collection) -> list[Scope]:
+        """The (dataset, task) scopes that hold points of ``collection``, for maintenance jobs.
+
+        The only call not bound to one scope: it returns scopes, never records.
+        """
+        with self._gate.reading(), self._errors(f"list the tenants of {collection.value}"):
+            keys = self._tenants(collection)
+        scopes = []
+        for key in sorted(set(keys)):
+            dataset, _, task = key.partition("/")
+            scopes.append(Scope(dataset=dataset, task=task))
+        return scopes
 
     def retrieve(
         self, collection: Collection, scope: Scope, ids: Sequence[str]

@@ -307,6 +307,10 @@ class EdgeBackend(BaseBackend):
         records, next_offset = self._shard(collection).scroll(request)
         return [scored(r) for r in records], str(next_offset) if next_offset else None
 
+    def _tenants(self, collection: Collection) -> list[str]:
+        request = qe.FacetRequest(key="tenant", limit=1_000_000, exact=True)
+        return [str(hit.value) for hit in self._shard(collection).facet(request).hits]
+
     def _count(self, collection: Collection, where: Filter) -> int:
         request = qe.CountRequest(filter=_native(where), exact=True)
         return int(self._shard(collection).count(request))

@@ -178,18 +178,16 @@ class RecordStore(TreeRecords):
         ]
 
     def iter_messages(
-        self,
-        scope: Scope,
-        *,
-        status: MessageStatus | None = None,
-        recorded_before: datetime | None = None,
+        self, scope: Scope, *, status: MessageStatus | None = None
     ) -> Iterator[StoredMessage]:
-        """Every stored message of the scope (of ``status``, recorded before a time, when given)."""
-        where: dict[str, Any] = {} if status is None else {"status": status.value}
-        if recorded_before is not None:
-            where["recorded_at"] = TimeRange(lt=recorded_before)
+        """Every stored message of the scope (of ``status`` when given)."""
+        where = None if status is None else {"status": status.value}
         for point in self._scroll(Collection.MESSAGES, scope, where):
             yield self._message(scope, point)
+
+    def message_tenants(self) -> list[Scope]:
+        """The (dataset, task) scopes holding messages (for maintenance such as retention)."""
+        return self.backend.tenants(Collection.MESSAGES)
 
     def set_message_status(
         self,
