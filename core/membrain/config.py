@@ -44,7 +44,7 @@ class MembrainSettings(BaseSettings):
     """How long raw messages are kept once extracted: ``None`` (the default) keeps them forever.
 
     A duration (``MEMBRAIN_KEEP_MESSAGES=P30D`` or seconds) makes
-    :meth:`membrain.Memory.apply_retention` erase the processed messages stored longer ago than
+    :meth:`membrain.Memory.apply_retention` erase the processed messages said longer ago than
     that, from every index and the store's files. The facts extracted from them stay and then
     cite evidence that no longer exists.
     """
