@@ -106,9 +106,9 @@ class Memory(AccountableMemory):
         context_window: Preceding messages given to the extractor as context.
         review: Which changes wait for a person (:class:`~membrain.audit.ReviewPolicy`);
             default: none but disputed facts.
-        keep_messages: How long after it was said an extracted message is kept (``None``: forever, the
-            default); :meth:`apply_retention` erases older ones and facts then cite evidence
-            that no longer exists.
+        keep_messages: How long after it was said an extracted message is kept (``None``:
+            forever, the default); :meth:`apply_retention` erases older ones and facts then
+            cite evidence that no longer exists.
 
     Example:
         >>> from membrain import Memory, Scope
