@@ -174,10 +174,8 @@ class Ledger:
     def _forget(self, scope: Scope, facts: Sequence[Fact], cause: Cause) -> list[Fact]:
         at = self.store.now()
         update = {"status": FactStatus.FORGOTTEN, "forgotten_at": at}
-        live = (
-            FactStatus.ACTIVE,
-            FactStatus.SUPERSEDED,
-        )  # a superseded fact still answers the past
+        # A superseded fact still answers questions about the past: it is forgotten too.
+        live = (FactStatus.ACTIVE, FactStatus.SUPERSEDED)
         changed = [f.model_copy(update=update) for f in facts if f.status in live]
         self.store.update_facts(scope, changed, action=AuditAction.FORGOTTEN, cause=cause)
         done = {f.id: f for f in changed}
