@@ -28,14 +28,14 @@ class MissingDependencyError(ConfigurationError, ImportError):
 
     Args:
         package: The importable module that is missing.
-        extra: The ``membrain`` extra that installs it.
+        extra: The ``membrain-memory`` extra that installs it.
     """
 
     def __init__(self, package: str, extra: str) -> None:
         self.package = package
         self.extra = extra
         super().__init__(
-            f"{package!r} is not installed; install it with: pip install 'membrain[{extra}]'"
+            f"{package!r} is not installed; install it with: pip install 'membrain-memory[{extra}]'"
         )
 
 

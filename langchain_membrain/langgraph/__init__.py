@@ -9,7 +9,7 @@
   is MemBrain's hybrid retrieval.
 - :mod:`langchain_membrain.langgraph.example` wires them into a small agent.
 
-Needs ``pip install 'membrain[langgraph]'``.
+Needs ``pip install 'membrain-memory[langgraph]'``.
 """
 
 from __future__ import annotations
