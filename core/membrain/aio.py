@@ -26,6 +26,7 @@ from membrain.config import MembrainSettings
 from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import Extractor
 from membrain.extraction.prompts import Prompts
+from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.memory import AddResult, EvidenceHit, Memory
 from membrain.models import (
     Actor,
@@ -149,12 +150,14 @@ class AsyncMemory:
     # -- write -------------------------------------------------------------------------------
     async def add(
         self,
-        messages: Iterable[Message | Mapping[str, Any]],
+        messages: str | Iterable[Message | Mapping[str, Any] | object],
         *,
         scope: Scope,
         on_progress: Callable[[int], None] | None = None,
         extract: bool = True,
         by: Actor | str | None = None,
+        user_name: str = DEFAULT_USER_NAME,
+        assistant_name: str = DEFAULT_ASSISTANT_NAME,
     ) -> AddResult:
         """Store messages as evidence, then extract facts from them.
 
@@ -165,7 +168,7 @@ class AsyncMemory:
             ScopeError: ``scope`` is missing or malformed.
             InputError: a message is malformed (nothing is stored then).
         """
-        batch = list(messages)
+        batch = as_messages(messages, user_name=user_name, assistant_name=assistant_name)
         return await asyncio.to_thread(
             self._memory.add, batch, scope=scope, on_progress=on_progress, extract=extract, by=by
         )

@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
 from membrain.errors import ConfigurationError, ScopeError
+from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import Scope
 
 __all__ = [
@@ -36,17 +37,6 @@ __all__ = [
     "MonotonicClock",
     "ScopeBinding",
 ]
-
-DEFAULT_USER_NAME = "User"
-"""Speaker name of a user's messages when the caller names nobody.
-
-A speaker name is the entity name facts use (``User adopted a cat named Miso.``), hence the
-capital; entity names match case-insensitively, so memories written as ``"user"`` are the same
-entity. Message roles (:class:`~membrain.Role`) stay lowercase.
-"""
-
-DEFAULT_ASSISTANT_NAME = "Assistant"
-"""Speaker name of an assistant's messages when the caller names nobody."""
 
 _TICK = timedelta(microseconds=1)
 _FORMATTER = string.Formatter()

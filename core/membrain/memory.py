@@ -36,6 +36,7 @@ from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
 from membrain.indexing import render_fact
 from membrain.ingest import AddResult, Ingestor, message_id
+from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.ledger import Ledger
 from membrain.models import (
     Actor,
@@ -235,12 +236,14 @@ class Memory(AccountableMemory):
     # -- write -------------------------------------------------------------------------------
     def add(
         self,
-        messages: Iterable[Message | Mapping[str, Any]],
+        messages: str | Iterable[Message | Mapping[str, Any] | object],
         *,
         scope: Scope,
         on_progress: Callable[[int], None] | None = None,
         extract: bool = True,
         by: Actor | str | None = None,
+        user_name: str = DEFAULT_USER_NAME,
+        assistant_name: str = DEFAULT_ASSISTANT_NAME,
     ) -> AddResult:
         """Store messages as evidence, then extract facts from them.
 
@@ -249,20 +252,24 @@ class Memory(AccountableMemory):
         the error recorded, and the errors are returned in :attr:`AddResult.errors`.
 
         Args:
-            messages: :class:`Message` objects or dicts with ``speaker``, ``text``, ``timestamp``.
+            messages: :class:`Message` objects or dicts with ``speaker``, ``text``, ``timestamp``;
+                or a string (one user message, said now); OpenAI-style ``{"role", "content"}``
+                dicts; LangChain or LlamaIndex chat messages (see :mod:`membrain.inputs`).
             scope: Where the memory belongs.
             on_progress: Called with the number of messages finished after each batch.
             extract: ``False`` only stores the messages, durably, as pending evidence (for a
                 background writer); :meth:`extract_pending` extracts them later.
             by: Who adds them (default the application, ``api``). Facts extracted from what an
                 agent adds (``"agent:<name>"``) are ``derived`` and name it as their author.
+            user_name: The speaker of user messages that name none (the name facts use).
+            assistant_name: The speaker of assistant messages that name none.
 
         Raises:
             ScopeError: ``scope`` is missing or malformed.
             InputError: a message is malformed (nothing is stored then).
         """
         check_scope(scope)
-        incoming = [_as_message(m) for m in messages]
+        incoming = as_messages(messages, user_name=user_name, assistant_name=assistant_name)
         actor = Actor.parse(by, ActorKind.API) if by is not None else None
         return self._ingestor.add(scope, incoming, on_progress, extract=extract, by=actor)
 
@@ -507,25 +514,6 @@ def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str 
     from membrain.storage.edge import open_edge_backend
 
     return open_edge_backend(Path(path) if path is not None else DEFAULT_PATH)
-
-
-def _as_message(value: Message | Mapping[str, Any]) -> Message:
-    """A Message; a caller's ``id`` (stored ids are MemBrain's own) becomes ``source_id``."""
-    if isinstance(value, Message):
-        if value.id and not value.source_id:
-            return value.model_copy(update={"source_id": value.id, "id": None})
-        return value
-    if isinstance(value, Mapping):
-        fields = dict(value)
-        if "id" in fields and not fields.get("source_id"):
-            fields["source_id"] = str(fields.pop("id"))
-        try:
-            return Message.model_validate(fields)
-        except InputError:
-            raise
-        except ValueError as exc:
-            raise InputError(f"invalid message {fields!r}: {exc}") from exc
-    raise InputError(f"a message must be a Message or a mapping, got {type(value).__name__}")
 
 
 def _check_query(question: str, k: int) -> None:

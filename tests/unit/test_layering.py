@@ -20,7 +20,17 @@ CORE = Path(__file__).resolve().parents[2] / "core" / "membrain"
 LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
     (
         frozenset(
-            {"errors", "models", "audit", "names", "listeners", "tokens", "config", "temporal"}
+            {
+                "errors",
+                "models",
+                "audit",
+                "inputs",
+                "names",
+                "listeners",
+                "tokens",
+                "config",
+                "temporal",
+            }
         ),
     ),
     (frozenset({"indexing"}),),
@@ -30,7 +40,11 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
     (frozenset({"facts", "entities", "ledger"}),),
     (frozenset({"retrieval"}), frozenset({"ingest"})),
     (frozenset({"memory", "accountable"}),),
-    (frozenset({"aio", "background", "binding", "loaders", "testing", "cli", "server"}),),
+    (
+        frozenset(
+            {"aio", "background", "binding", "loaders", "testing", "cli", "server", "transfer"}
+        ),
+    ),
     (frozenset({"__init__"}),),
 )
 MAX_LINES = 600
