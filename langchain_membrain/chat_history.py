@@ -4,8 +4,8 @@ Every message added to the history is stored in MemBrain as a message of the cha
 evidence store), and facts are then extracted from it: by a background writer when one is hooked in
 (``on_added``), else right away. Reading the history returns the session's transcript.
 
-``clear()`` ends the transcript; it does not forget anything. See
-:meth:`MembrainChatMessageHistory.clear`.
+``clear()`` ends the transcript and forgets the facts its messages produced (tombstones, kept
+for audit); the messages stay as evidence. See :meth:`MembrainChatMessageHistory.clear`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,16 @@ from langchain_core.messages import (
     SystemMessage,
 )
 
-from membrain import Memory, Message, Role, Scope, StoredMessage
+from membrain import (
+    Actor,
+    ActorKind,
+    Memory,
+    Message,
+    MessageStatus,
+    Role,
+    Scope,
+    StoredMessage,
+)
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 
 __all__ = ["MembrainChatMessageHistory", "transcript_marker_scope"]
@@ -207,17 +216,32 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         )
 
     def clear(self) -> None:
-        """End the transcript; **this forgets nothing**.
+        """End the transcript and forget what its messages taught the memory.
 
         After ``clear()``, :attr:`messages` returns only messages added later, for this and every
-        other history object of the same session. The stored messages stay as evidence, and the
-        facts and entities extracted from them stay in memory and keep being found by searches
-        (a forget API does not exist yet).
+        other history object of the same session. The facts extracted from the cleared messages
+        are forgotten (:meth:`membrain.Memory.forget`: out of every search, kept with their
+        sources for audit, the audit naming ``api:chat-history`` as the actor); messages still
+        waiting for extraction are extracted first, so their facts never arrive afterwards. The
+        messages themselves stay as evidence; :meth:`membrain.Memory.purge` erases content.
 
         The clear is recorded as a marker message in a bookkeeping scope beside the chat's
         (:func:`transcript_marker_scope`), never in the chat's own scope, so it is neither
         searched nor extracted; messages recorded up to the newest marker are hidden.
         """
+        cleared_at = self._cleared_at()
+        stored = self.memory.messages(scope=self.scope)
+        cleared = [m for m in stored if cleared_at is None or m.recorded_at > cleared_at]
+        if any(m.status is MessageStatus.PENDING for m in cleared):
+            self.memory.extract_pending(scope=self.scope)
+        facts = self.memory.facts(scope=self.scope, derived_from=[m.id for m in cleared])
+        if facts:
+            self.memory.forget(
+                [f.id for f in facts],
+                scope=self.scope,
+                by=Actor(kind=ActorKind.API, name="chat-history"),
+                reason="chat history cleared",
+            )
         marker = Message(
             speaker="membrain",
             text="transcript cleared",

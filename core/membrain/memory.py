@@ -464,10 +464,15 @@ class Memory(AccountableMemory):
         """Every fact of the scope (active only unless ``include_inactive``).
 
         ``derived_from`` keeps the facts citing one of these messages, named by the caller's
-        message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them).
+        message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them) or by
+        their stored ids (:attr:`StoredMessage.id`).
         """
         check_scope(scope)
-        stored = tuple(message_id(scope, source_id) for source_id in derived_from)
+        stored = tuple(
+            dict.fromkeys(
+                [*derived_from, *(message_id(scope, source_id) for source_id in derived_from)]
+            )
+        )
         where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
         if not include_inactive or stored:
             return list(self._store.iter_facts(scope, where))

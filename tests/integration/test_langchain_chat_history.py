@@ -143,7 +143,7 @@ def test_sessions_are_isolated(store: Memory, scope: Scope) -> None:
     assert [m.content for m in two.messages] == ["I collect vintage maps."]
 
 
-def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) -> None:
+def test_clear_ends_the_transcript_and_forgets_its_facts(store: Memory, scope: Scope) -> None:
     history = MembrainChatMessageHistory(memory=store, scope=scope, user_name="Sara")
     history.add_user_message("I run a bakery in Porto with my brother.")
     facts_before = store.facts(scope=scope)
@@ -156,9 +156,16 @@ def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) 
     assert (
         MembrainChatMessageHistory(memory=store, scope=scope).messages == []
     )  # persisted for the session
-    assert store.facts(scope=scope) == facts_before
+    assert store.facts(scope=scope) == []  # what the cleared messages taught is forgotten
+    kept = {f.id: f for f in store.facts(scope=scope, include_inactive=True)}
+    assert {f.id for f in facts_before} <= set(kept)
+    assert {kept[f.id].status.value for f in facts_before} == {"forgotten"}
+    events = store.audit(scope=scope, actions=["forgotten"])
+    assert [(str(e.actor), e.reason) for e in events] == [
+        ("api:chat-history", "chat history cleared")
+    ]
     assert store.messages(scope=scope) == stored_before  # the evidence stays, unmarked
-    assert "bakery" in store.search("bakery", scope=scope, k=1)[0].text
+    assert all("bakery" not in h.text for h in store.search("bakery", scope=scope, k=3))
 
     history.add_user_message("I adopted a cat named Miso.")
     assert [m.content for m in history.messages] == ["I adopted a cat named Miso."]
@@ -168,6 +175,18 @@ def test_clear_ends_the_transcript_but_keeps_facts(store: Memory, scope: Scope) 
     markers = store.messages(scope=transcript_marker_scope(scope))
     assert len(markers) == 1 and markers[0].message.role is Role.SYSTEM
     assert store.facts(scope=transcript_marker_scope(scope)) == []
+
+
+def test_clear_extracts_pending_messages_before_forgetting(store: Memory, scope: Scope) -> None:
+    scheduled: list[Scope] = []
+    history = MembrainChatMessageHistory(
+        memory=store, scope=scope, on_added=scheduled.append, extract_in_background=True
+    )
+    history.add_user_message("I adopted a cat named Miso.")
+    assert {m.status for m in store.messages(scope=scope)} == {MessageStatus.PENDING}
+    history.clear()
+    store.extract_pending(scope=scope)  # a background writer running after the clear
+    assert not any("Miso" in f.text for f in store.facts(scope=scope))
 
 
 def test_delete_scope_deletes_the_clear_markers(store: Memory, scope: Scope) -> None:
