@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -12,9 +13,11 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from membrain import Memory, Message, RetrievalMode, Role, Scope
 from membrain.aio import AsyncMemory
+from membrain.background import BackgroundWriter
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import Context
 from membrain.retrieval import assemble_context
+from membrain.tokens import count_tokens
 
 __all__ = ["MembrainMemoryBlock"]
 
@@ -35,8 +38,14 @@ _CACHED_CONTEXTS = 16
 class MembrainMemoryBlock(BaseMemoryBlock[str]):
     """Long-term memory for ``llama_index.core.memory.Memory``: cited facts from MemBrain.
 
-    Messages that leave the short-term FIFO are written to MemBrain as evidence and extracted
-    into facts (``_aput``). When the memory is read, the block holds the context MemBrain
+    Every conversation message is written to MemBrain as evidence as soon as the block sees
+    it: when the memory is read (the short-term messages and the new input, ``_aget``), and
+    when messages leave the short-term FIFO (``_aput``), so a short session is remembered by
+    the next one. Facts are extracted in batches by the memory's
+    :class:`~membrain.background.BackgroundWriter` (``extract=False`` on the block extracts
+    nothing; messages that leave the FIFO are extracted at once). A message is identified by
+    its ``additional_kwargs`` id, else by its session, role, text and occurrence, so seeing it
+    again writes nothing. When the memory is read, the block holds the context MemBrain
     assembles for the latest user message, within ``max_tokens`` (``_aget``); with
     ``priority > 0`` the memory may ask the block to shrink, and the context is assembled again
     within the smaller budget, dropping whole facts (``atruncate``).
@@ -92,14 +101,24 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     def _amemory(self) -> AsyncMemory:
         return AsyncMemory.from_memory(self.memory)
 
-    async def _aput(self, messages: list[ChatMessage]) -> None:
-        """Write the conversation messages as evidence and extract facts from them."""
-        batch = self._to_messages(messages)
+    async def _aput(self, messages: list[ChatMessage], **block_kwargs: Any) -> None:
+        """Write the messages leaving the FIFO as evidence and extract facts from them now."""
+        batch = self._to_messages(messages, str(block_kwargs.get("session_id") or ""))
         if batch:
             await self._amemory.add(batch, scope=self.scope)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        """The cited context for the latest user message ("" before the first one)."""
+        """The cited context for the latest user message ("" before the first one).
+
+        The messages given (the short-term history and the new input) are written as evidence
+        first; the background writer extracts them.
+        """
+        batch = self._to_messages(messages or [], str(block_kwargs.get("session_id") or ""))
+        if batch:
+            result = await self._amemory.add(batch, scope=self.scope, extract=False)
+            if result.messages_stored:
+                tokens = sum(count_tokens(m.text) for m in batch)
+                BackgroundWriter.for_memory(self.memory).schedule(self.scope, tokens=tokens)
         question = _latest_user_text(messages or [])
         if not question:
             return ""
@@ -140,9 +159,14 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
             while len(self._contexts) > _CACHED_CONTEXTS:
                 self._contexts.popitem(last=False)
 
-    def _to_messages(self, messages: list[ChatMessage]) -> list[Message]:
-        """MemBrain messages, timestamped now and strictly increasing across calls."""
+    def _to_messages(self, messages: list[ChatMessage], session: str) -> list[Message]:
+        """MemBrain messages, timestamped now and strictly increasing across calls.
+
+        Each has a ``source_id``: the caller's, else a digest of the session, role, text and
+        how many equal messages came before it in ``messages``.
+        """
         converted: list[Message] = []
+        seen: dict[tuple[str, str], int] = {}
         for chat in messages:
             role = _ROLES.get(MessageRole(chat.role))
             text = (chat.content or "").strip()
@@ -151,7 +175,13 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
             extra = chat.additional_kwargs
             default = self.user_name if role is Role.USER else self.assistant_name
             speaker = str(extra.get("name") or default)
+            occurrence = seen[(role.value, text)] = seen.get((role.value, text), -1) + 1
             source_id = next((str(extra[key]) for key in _ID_KEYS if extra.get(key)), None)
+            if source_id is None:
+                key = "\x1f".join((session, role.value, text, str(occurrence)))
+                source_id = (
+                    "llamaindex:" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+                )
             converted.append(
                 Message(
                     speaker=speaker,

@@ -17,6 +17,7 @@ import llama_index_membrain
 from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
 from membrain import ConfigurationError, Memory, RetrievalMode, Scope, ScopeError
 from membrain.aio import AsyncMemory
+from membrain.background import BackgroundWriter
 from membrain.binding import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.tokens import count_tokens
 
@@ -236,21 +237,46 @@ def test_memory_block_recalls_facts_from_earlier_turns(memory: Memory, engine: A
             additional_kwargs={"id": "reply-1"},
         )
     )
-    assert memory.messages(scope=scope) == []  # one turn always stays in the short-term queue
+    # Nothing was read since: the block has seen only the question asked before the turns.
+    assert [m.message.text for m in memory.messages(scope=scope)] == ["What is my cat called?"]
     chat.put(ChatMessage(role="user", content="My sister Lina lives in Lisbon."))
 
-    stored = memory.messages(scope=scope)
+    stored = [m for m in memory.messages(scope=scope) if m.message.text != "What is my cat called?"]
     assert [(m.message.speaker, m.message.role.value) for m in stored] == [
         ("User", "user"),
         ("Assistant", "assistant"),
     ]
     assert stored[0].message.timestamp < stored[1].message.timestamp
-    assert [m.message.source_id for m in stored] == [None, "reply-1"]
+    assert stored[0].message.source_id.startswith("llamaindex:")  # type: ignore[union-attr]
+    assert stored[1].message.source_id == "reply-1"
 
     messages = chat.get("What is my cat called?")
     section = _section(messages, "membrain")
     assert "User adopted a grey cat named Miso." in section
     assert messages[-1].content == "My sister Lina lives in Lisbon."  # the short-term queue
+
+
+def test_memory_block_writes_each_message_so_the_next_session_remembers(
+    memory: Memory, engine: AsyncEngine
+) -> None:
+    scope = Scope(dataset="okabe", task="short_chats")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, user_name="Okabe")
+    first = ChatMemory.from_defaults(session_id="s1", memory_blocks=[block], async_engine=engine)
+    first.put(ChatMessage(role="user", content="I adopted a grey cat named Miso."))
+    first.put(ChatMessage(role="assistant", content="Congratulations!"))
+    first.get()  # a short session: nothing ever leaves the short-term FIFO
+    first.get()  # seen again: written once
+    stored = memory.messages(scope=scope)
+    assert [m.message.text for m in stored] == [
+        "I adopted a grey cat named Miso.",
+        "Congratulations!",
+    ]
+    assert BackgroundWriter.for_memory(memory).flush(scope, timeout=30)
+    assert any("Miso" in f.text for f in memory.facts(scope=scope))
+
+    second = ChatMemory.from_defaults(session_id="s2", memory_blocks=[block], async_engine=engine)
+    section = _section(second.get("What is my cat called?"), "membrain")
+    assert "Okabe adopted a grey cat named Miso." in section
 
 
 @pytest.mark.asyncio
@@ -287,6 +313,8 @@ async def test_memory_block_put_and_get(memory: Memory) -> None:
             ChatMessage(role="assistant", content="Let me think."),
         ]
     )
+    pending = [m.message.text for m in memory.messages(scope=scope) if m.status.value == "pending"]
+    assert pending == ["Where do I live?", "Let me think."]  # evidence now, facts in background
     facts = [line.split(": ", 1)[1].rsplit(" [", 1)[0] for line in _fact_lines(text)]
     assert sorted(facts) == [
         "Kurisu keeps Kurisu's notes in a red notebook.",
