@@ -71,7 +71,7 @@ class AsyncMemory:
         qdrant_url: str | None = None,
         qdrant_api_key: str | None = None,
         backend: Backend | None = None,
-        dense: DenseEncoder | None = None,
+        dense: DenseEncoder | str | object | None = None,
         sparse: SparseEncoder | None = None,
         llm: object | None = None,
         prompts: Prompts | None = None,

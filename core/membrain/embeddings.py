@@ -8,7 +8,9 @@ query time through the sparse vector's ``modifier=IDF``.
 
 Any object with the :class:`DenseEncoder` shape can replace the dense model, for example
 :class:`membrain.testing.HashingEncoder` in tests, or :class:`FastEmbedEncoder` with the name of
-another fastembed model on a machine with network.
+another fastembed model on a machine with network. :func:`as_dense_encoder` adapts a LangChain
+``Embeddings``, a LlamaIndex ``BaseEmbedding`` or a fastembed model name to that shape (by duck
+typing: the core never imports either framework).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "FastEmbedEncoder",
     "SparseEncoder",
     "SparseVector",
+    "as_dense_encoder",
     "default_dense_encoder",
 ]
 
@@ -146,14 +149,14 @@ class FastEmbedEncoder:
         except ImportError as exc:  # pragma: no cover - fastembed is a core dependency
             raise MissingDependencyError("fastembed", "all") from exc
         self._batch_size = batch_size
-        if model_name is None:
+        if model_name is None or model_name == DEFAULT_DENSE_MODEL:
             model_name = DEFAULT_DENSE_MODEL
             self._register_packaged_model()
             self._model = TextEmbedding(
                 model_name=model_name, specific_model_path=str(_TOKENIZER_DIR), threads=threads
             )
         else:
-            self._model = TextEmbedding(model_name=model_name, threads=threads)
+            self._model = _load_fastembed(TextEmbedding, model_name, threads)
         self._name = model_name
         self._dim = len(self.embed_query("dimension probe"))
 
@@ -202,6 +205,156 @@ class FastEmbedEncoder:
     def embed_query(self, text: str) -> list[float]:
         """Embed a search query."""
         return [float(x) for x in next(iter(self._model.query_embed(text)))]
+
+
+def _load_fastembed(text_embedding: Any, model_name: str, threads: int | None) -> Any:
+    """``TextEmbedding(model_name)``, failing cleanly when it cannot be loaded.
+
+    Raises:
+        ConfigurationError: fastembed does not know the name (checked without network), or the
+            model cannot be downloaded.
+    """
+    known = {m["model"] for m in text_embedding.list_supported_models()}
+    if model_name not in known:
+        raise ConfigurationError(
+            f"fastembed does not know the model {model_name!r}; use a name from "
+            "fastembed.TextEmbedding.list_supported_models(), or pass a DenseEncoder, a LangChain "
+            "Embeddings or a LlamaIndex BaseEmbedding as dense="
+        )
+    try:
+        return text_embedding(model_name=model_name, threads=threads)
+    except (ValueError, OSError) as exc:
+        raise ConfigurationError(
+            f"cannot load the fastembed model {model_name!r} ({exc}); it is downloaded from the "
+            "model hub on first use, so this needs network (or a fastembed cache that holds it); "
+            "offline, omit dense= to use the packaged model"
+        ) from exc
+
+
+class _AdaptedEncoder:
+    """Base of the framework adapters: a fixed ``name`` and a ``dim`` found by one probe."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._dim: int | None = None
+
+    @property
+    def name(self) -> str:
+        """Identifier of the wrapped model (stored with the collections)."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension, found by embedding a probe text once."""
+        if self._dim is None:
+            dim = len(self.embed_query("dimension probe"))
+            if dim < 1:
+                raise ConfigurationError(f"the dense encoder {self._name} returned an empty vector")
+            self._dim = dim
+        return self._dim
+
+    def embed_query(self, text: str) -> list[float]:  # pragma: no cover - overridden
+        """Embed a search query."""
+        raise NotImplementedError
+
+
+class _LangChainEncoder(_AdaptedEncoder):
+    """A LangChain ``Embeddings`` (``embed_documents``/``embed_query``) as a DenseEncoder."""
+
+    def __init__(self, embeddings: Any) -> None:
+        super().__init__(_framework_name("langchain", embeddings))
+        self._embeddings = embeddings
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts to be stored, in one call (the model batches)."""
+        if not texts:
+            return []
+        return [_floats(v) for v in self._embeddings.embed_documents(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a search query."""
+        return _floats(self._embeddings.embed_query(text))
+
+
+class _LlamaIndexEncoder(_AdaptedEncoder):
+    """A LlamaIndex ``BaseEmbedding`` as a DenseEncoder.
+
+    Uses ``get_text_embedding_batch`` and ``get_query_embedding``.
+    """
+
+    def __init__(self, embedding: Any) -> None:
+        super().__init__(_framework_name("llamaindex", embedding))
+        self._embedding = embedding
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts to be stored, in the model's ``embed_batch_size`` batches."""
+        if not texts:
+            return []
+        return [_floats(v) for v in self._embedding.get_text_embedding_batch(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a search query."""
+        return _floats(self._embedding.get_query_embedding(text))
+
+
+def _floats(vector: Any) -> list[float]:
+    return [float(x) for x in vector]
+
+
+def _framework_name(framework: str, model: object) -> str:
+    """``framework:<class>[:<model name>]``, stable across runs for the same configuration."""
+    parts = [framework, type(model).__name__]
+    for attr in ("model", "model_name"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            parts.append(value)
+            break
+    return ":".join(parts)
+
+
+def _has_methods(value: object, *names: str) -> bool:
+    return all(callable(getattr(value, n, None)) for n in names)
+
+
+def as_dense_encoder(value: object) -> DenseEncoder:
+    """``value`` as a dense encoder.
+
+    Accepted: a DenseEncoder, returned as is; a LangChain ``Embeddings``
+    (``embed_documents``/``embed_query``); a LlamaIndex ``BaseEmbedding``
+    (``get_text_embedding_batch``/``get_query_embedding``); or a fastembed model name (a str,
+    loaded by fastembed: needs a machine that can reach the model hub).
+
+    An adapted model's dimension is found by embedding a probe text once, on first use of
+    ``dim``. Its ``name``, stored with the collections so that a store built with one encoder
+    refuses another, is ``langchain:<class>[:<model>]`` or ``llamaindex:<class>[:<model_name>]``
+    (the ``model`` or ``model_name`` attribute); a fastembed model keeps its bare model name, as
+    :class:`FastEmbedEncoder` and ``MEMBRAIN_DENSE_MODEL`` name it.
+
+    Raises:
+        ConfigurationError: ``value`` is none of these, or the fastembed model is unknown or
+            cannot be downloaded.
+
+    Example:
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding  # doctest: +SKIP
+        >>> enc = as_dense_encoder(DeterministicFakeEmbedding(size=64))  # doctest: +SKIP
+        >>> enc.name, enc.dim  # doctest: +SKIP
+        ('langchain:DeterministicFakeEmbedding', 64)
+    """
+    if isinstance(value, str):
+        return FastEmbedEncoder(value)
+    if not isinstance(value, type):
+        if isinstance(value, DenseEncoder):
+            return value
+        if _has_methods(value, "embed_documents", "embed_query"):
+            return _LangChainEncoder(value)
+        if _has_methods(value, "get_text_embedding_batch", "get_query_embedding"):
+            return _LlamaIndexEncoder(value)
+    what = f"the class {value.__name__}" if isinstance(value, type) else type(value).__name__
+    raise ConfigurationError(
+        f"dense= got {what}; it accepts a DenseEncoder instance (name, dim, embed_documents, "
+        "embed_query), a LangChain Embeddings instance, a LlamaIndex BaseEmbedding instance, or a "
+        "fastembed model name (str)"
+    )
 
 
 _verified: set[Path] = set()

@@ -25,6 +25,7 @@ from membrain.embeddings import (
     DenseEncoder,
     FastEmbedEncoder,
     SparseEncoder,
+    as_dense_encoder,
     default_dense_encoder,
 )
 from membrain.entities import EntityResolver
@@ -95,7 +96,10 @@ class Memory(AccountableMemory):
         qdrant_url: Use a Qdrant server or cluster at this URL instead of the embedded store.
         qdrant_api_key: API key for ``qdrant_url``.
         backend: A ready :class:`~membrain.storage.Backend` (overrides ``path``/``qdrant_url``).
-        dense: Dense encoder; default the packaged offline all-MiniLM-L6-v2.
+        dense: Dense encoder: a :class:`~membrain.embeddings.DenseEncoder`, a LangChain
+            ``Embeddings``, a LlamaIndex ``BaseEmbedding``, or a fastembed model name
+            (:func:`~membrain.embeddings.as_dense_encoder`); default the packaged offline
+            all-MiniLM-L6-v2. A store refuses to open with another encoder than it was built with.
         sparse: Sparse encoder; default Qdrant's English BM25.
         llm: A chat model for extraction: a LangChain ``BaseChatModel``, a LlamaIndex ``LLM``,
             or any object with ``generate(system, prompt)`` (:class:`membrain.ChatModel`).
@@ -128,7 +132,7 @@ class Memory(AccountableMemory):
         qdrant_url: str | None = None,
         qdrant_api_key: str | None = None,
         backend: Backend | None = None,
-        dense: DenseEncoder | None = None,
+        dense: DenseEncoder | str | object | None = None,
         sparse: SparseEncoder | None = None,
         llm: object | None = None,
         prompts: Prompts | None = None,
@@ -149,7 +153,9 @@ class Memory(AccountableMemory):
         lexical_path = (Path(path) if path is not None else DEFAULT_PATH) / "lexical"
         self._lexical = open_lexical_index(lexical_path if embedded else None)
         self._store = RecordStore(
-            self._backend, dense or default_dense_encoder(), sparse or Bm25Encoder()
+            self._backend,
+            as_dense_encoder(dense) if dense is not None else default_dense_encoder(),
+            sparse or Bm25Encoder(),
         )
         self.batch_size = batch_size
         self.context_window = context_window
