@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from membrain import Memory, MemoryHit, RetrievalMode, Scope
 from membrain.binding import ScopeBinding
+from membrain.extraction.llm import llm_callbacks
 
 __all__ = ["MembrainRetriever", "hit_to_document"]
 
@@ -107,7 +108,8 @@ class MembrainRetriever(BaseRetriever):
         k: int | None = None,
         mode: str | None = None,
     ) -> list[Document]:
-        return self._search(query, k, mode)
+        with llm_callbacks(run_manager.get_child()):  # MemBrain's model calls: child runs
+            return self._search(query, k, mode)
 
     async def _aget_relevant_documents(
         self,
@@ -117,4 +119,5 @@ class MembrainRetriever(BaseRetriever):
         k: int | None = None,
         mode: str | None = None,
     ) -> list[Document]:
-        return await asyncio.to_thread(self._search, query, k, mode)
+        with llm_callbacks(run_manager.get_child()):  # copied into the worker thread
+            return await asyncio.to_thread(self._search, query, k, mode)

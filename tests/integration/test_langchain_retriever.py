@@ -173,3 +173,34 @@ def test_invalid_settings_are_rejected(store: Memory) -> None:
         MembrainRetriever(memory=store, scope=SCOPE, mode="psychic")
     with pytest.raises(ValidationError):
         MembrainRetriever(memory=store, scope=SCOPE, k=0)
+
+
+def test_memory_model_calls_are_child_runs_of_the_retriever(tmp_path: Path) -> None:
+    from uuid import UUID
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, UUID, UUID | None]] = []
+
+        def on_retriever_start(self, serialized: Any, query: str, **kw: Any) -> None:
+            self.seen.append(("retriever", kw["run_id"], kw.get("parent_run_id")))
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kw: Any) -> None:
+            self.seen.append(("chat", kw["run_id"], kw.get("parent_run_id")))
+
+    rewrite = AIMessage('{"keywords": "cat", "hypothetical": "Sara has a cat.", "event": "cat"}')
+    model = GenericFakeChatModel(messages=iter([rewrite] * 5))
+    scope = Scope(dataset="sara", task="traced")
+    with Memory(tmp_path, dense=HashingEncoder(dim=32), llm=model) as mem:
+        mem.add("I have a cat.", scope=scope, user_name="Sara", extract=False)
+        runs = Runs()
+        MembrainRetriever(memory=mem, scope=scope, mode="expand").invoke(
+            "What pet does Sara have?", config={"callbacks": [runs]}
+        )
+    (retriever,) = [run for kind, run, _ in runs.seen if kind == "retriever"]
+    chats = [parent for kind, _, parent in runs.seen if kind == "chat"]
+    assert chats and set(chats) == {retriever}  # the rewrite call is traced under the retriever

@@ -15,16 +15,45 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from membrain.errors import ConfigurationError, ExtractionError
 from membrain.tokens import count_tokens
 
-__all__ = ["ChatModel", "LLMCallError", "LLMClient", "LLMReply", "Usage", "as_llm_client"]
+__all__ = [
+    "ChatModel",
+    "LLMCallError",
+    "LLMClient",
+    "LLMReply",
+    "Usage",
+    "as_llm_client",
+    "llm_callbacks",
+]
 
 logger = logging.getLogger("membrain.llm")
+
+_callbacks: ContextVar[object | None] = ContextVar("membrain_llm_callbacks", default=None)
+
+
+@contextmanager
+def llm_callbacks(callbacks: object | None) -> Iterator[None]:
+    """Run the LangChain model calls MemBrain makes in this block under ``callbacks``.
+
+    ``callbacks`` is what a LangChain ``config["callbacks"]`` takes (a callback manager, such
+    as a retriever's ``run_manager.get_child()``, or a list of handlers): the calls then show as
+    child runs of the caller's run in its traces. Threads started with the context copied
+    (``asyncio.to_thread``) inherit it.
+    """
+    token = _callbacks.set(callbacks)
+    try:
+        yield
+    finally:
+        _callbacks.reset(token)
+
 
 _INPUT_KEYS = ("input_tokens", "prompt_tokens", "prompt_token_count")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidates_token_count")
@@ -165,12 +194,14 @@ class LLMClient:
 
     def _call_langchain(self, system: str, prompt: str, schema: dict[str, Any] | None) -> LLMReply:
         messages = [("system", system), ("human", prompt)]
+        callbacks = _callbacks.get()
+        config = {"callbacks": callbacks} if callbacks is not None else None
         runnable = self._structured_runnable(schema) if schema is not None else None
         if runnable is None:
-            message = self.model.invoke(messages)
+            message = self.model.invoke(messages, config=config)
             text = langchain_text(message)
             return _reply(system, prompt, text, _langchain_usage(message))
-        result = runnable.invoke(messages)
+        result = runnable.invoke(messages, config=config)
         raw = result.get("raw") if isinstance(result, Mapping) else None
         parsed = result.get("parsed") if isinstance(result, Mapping) else None
         error = result.get("parsing_error") if isinstance(result, Mapping) else None
