@@ -1,6 +1,8 @@
-"""The ``membrain`` command: ``demo``, ``ingest``, ``search``, ``history`` and ``audit``.
+"""The ``membrain`` command: ingest, search and inspect, govern and move a memory.
 
-Errors MemBrain raises on purpose are printed as one line naming the problem, with exit code 1.
+Every command opens the memory from ``MembrainSettings`` (``MEMBRAIN_*`` environment
+variables), with ``--path`` overriding ``MEMBRAIN_PATH``. Errors MemBrain raises on purpose are
+printed as one line naming the problem, with exit code 1.
 """
 
 from __future__ import annotations
@@ -11,24 +13,34 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from membrain.errors import MembrainError
+from membrain import transfer
+from membrain.config import MembrainSettings
+from membrain.errors import ConfigurationError, InputError, MembrainError
 from membrain.loaders import load_conversations
 from membrain.memory import Memory
-from membrain.models import MemoryHit, Message, RetrievalMode, Scope
+from membrain.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
 from membrain.retrieval.context import time_label
+from membrain.storage.base import Collection
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
-    help="MemBrain: accountable long-term memory for LLM agents.",
+    help=(
+        "MemBrain: accountable long-term memory for LLM agents.\n\n"
+        "The store is the folder MEMBRAIN_PATH names (default .membrain), or the Qdrant server "
+        "MEMBRAIN_QDRANT_URL names; --path overrides MEMBRAIN_PATH."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -37,7 +49,10 @@ out = Console()
 err = Console(stderr=True)
 
 PathOption = Annotated[
-    Path, typer.Option("--path", help="Folder of the embedded store.", show_default=True)
+    Path | None,
+    typer.Option(
+        "--path", help="Folder of the embedded store (default: MEMBRAIN_PATH, else .membrain)."
+    ),
 ]
 DatasetOption = Annotated[
     str, typer.Option("--dataset", "-d", help="Whose memory (user, persona).")
@@ -46,6 +61,9 @@ TaskOption = Annotated[str, typer.Option("--task", "-t", help="Which agent or ap
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Optional session within the task.")
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
+BOOKKEEPING = "membrain.transcript:"
+"""Task prefix of bookkeeping scopes (:meth:`Scope.bookkeeping`), hidden by ``scopes``."""
 
 
 @contextmanager
@@ -53,8 +71,31 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except MembrainError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def _settings(path: Path | None) -> MembrainSettings:
+    try:
+        return MembrainSettings() if path is None else MembrainSettings(path=path)
+    except ValidationError as exc:
+        raise ConfigurationError(f"invalid MEMBRAIN_* setting: {exc}") from None
+
+
+def _open(path: Path | None, *, create: bool = False) -> Memory:
+    """The memory the settings name: ``--path`` when given, else ``MEMBRAIN_*``."""
+    settings = _settings(path)
+    if not create and settings.qdrant_url is None and not settings.path.exists():
+        raise MembrainError(f"no store at {settings.path}; ingest something first or pass --path")
+    return Memory.from_settings(settings)
+
+
+def _say(text: str) -> None:
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _json_line(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
 
 
 def _progress() -> Progress:
@@ -103,6 +144,28 @@ def _print_hits(hits: Sequence[MemoryHit]) -> None:
         )
 
 
+def _version(value: bool) -> None:
+    if value:
+        try:
+            version = metadata.version("membrain-memory")
+        except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+            version = "unknown"
+        typer.echo(f"membrain {version}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Options that apply before any command."""
+
+
 @app.command()
 def demo(
     path: Annotated[
@@ -128,15 +191,15 @@ def ingest(
     dataset: DatasetOption,
     task: TaskOption,
     session: SessionOption = None,
-    path: PathOption = Path(".membrain"),
+    path: PathOption = None,
 ) -> None:
     """Store a file of messages as evidence and extract facts from it.
 
-    A LoCoMo file holds several conversations: each goes to the dataset ``DATASET-<sample_id>``.
+    A LoCoMo file holds several conversations: each goes to the dataset DATASET-<sample_id>.
     """
     with _errors():
         conversations = load_conversations(file)
-        with Memory(path=path) as memory:
+        with _open(path, create=True) as memory:
             for conversation in conversations:
                 name = dataset if conversation.name is None else f"{dataset}-{conversation.name}"
                 scope = Scope(dataset=name, task=task, session=session)
@@ -150,17 +213,15 @@ def search(
     dataset: DatasetOption,
     task: TaskOption,
     session: SessionOption = None,
-    mode: Annotated[RetrievalMode, typer.Option(help="Retrieval mode.")] = RetrievalMode.FAST,
+    mode: Annotated[RetrievalMode, typer.Option(help="Retrieval mode.")] = RetrievalMode.EXPAND,
     k: Annotated[int, typer.Option("--k", "-k", help="Number of facts.")] = 5,
-    path: PathOption = Path(".membrain"),
+    path: PathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
 ) -> None:
     """Search the facts of a dataset and task."""
     with _errors():
-        if not path.exists():
-            raise MembrainError(f"no store at {path}; ingest something first or pass --path")
         scope = Scope(dataset=dataset, task=task, session=session)
-        with Memory(path=path) as memory:
+        with _open(path) as memory:
             hits = memory.search(question, scope=scope, mode=mode, k=k)
         if as_json:
             sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits], indent=2) + "\n")
@@ -168,10 +229,175 @@ def search(
             _print_hits(hits.hits)
 
 
-def _open_store(path: Path) -> Memory:
-    if not path.exists():
-        raise MembrainError(f"no store at {path}; ingest something first or pass --path")
-    return Memory(path=path)
+@app.command()
+def facts(
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Include superseded, forgotten and retracted facts.")
+    ] = False,
+    path: PathOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the facts of a dataset and task (active ones unless --all), oldest first."""
+    with _errors():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with _open(path) as memory:
+            found = memory.facts(scope=scope, include_inactive=everything)
+        for fact in sorted(found, key=lambda f: (f.recorded_at, f.id)):
+            if as_json:
+                _json_line(fact.model_dump(mode="json"))
+            else:
+                _say(
+                    f"{fact.id}  {fact.status.value:<10} {fact.trust.value:<9} "
+                    f"{time_label(fact)}  {fact.text}"
+                )
+        if not found and not as_json:
+            out.print("  (no facts)")
+
+
+def _fact(memory: Memory, scope: Scope, fact_id: str) -> Fact:
+    found = memory.store.get_facts(scope, [fact_id])
+    if not found:
+        raise InputError(f"no fact {fact_id!r} in {scope.key!r}")
+    return found[0]
+
+
+@app.command()
+def show(
+    fact_id: Annotated[str, typer.Argument(help="The fact id (facts or search --json show it).")],
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    path: PathOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """One fact with every field, the messages it was extracted from and its entities."""
+    with _errors():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with _open(path) as memory:
+            fact = _fact(memory, scope, fact_id)
+            sources = memory.store.get_messages(scope, fact.sources)
+            entities = memory.store.get_entities(scope.without_session(), fact.entity_ids)
+        if as_json:
+            _json_line(
+                {
+                    "fact": fact.model_dump(mode="json"),
+                    "sources": [m.model_dump(mode="json", exclude={"scope"}) for m in sources],
+                    "entities": [
+                        {"id": e.id, "name": e.name, "description": e.description} for e in entities
+                    ],
+                }
+            )
+            return
+        for name, value in fact.model_dump(mode="json", exclude={"scope"}).items():
+            if value not in (None, [], ()):
+                _say(f"{name}: {value}")
+        _say(f"when: {time_label(fact)}")
+        _say("sources:" if sources else "sources: (none stored)")
+        for m in sources:
+            said = f"{m.message.timestamp:%Y-%m-%d %H:%M}"
+            _say(f"  {m.message.speaker} ({said}, {m.message.source_id or m.id}): {m.message.text}")
+        _say("entities:" if entities else "entities: (none)")
+        for e in entities:
+            _say(f"  {e.name}: {e.description}" if e.description else f"  {e.name}")
+
+
+@app.command()
+def forget(
+    fact_ids: Annotated[list[str], typer.Argument(help="Ids of the facts to forget.")],
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    reason: Annotated[str, typer.Option(help="Why, for the audit log.")] = "",
+    by: Annotated[
+        str, typer.Option(help="Who forgets them: api, reviewer:NAME or agent:NAME.")
+    ] = "api",
+    path: PathOption = None,
+) -> None:
+    """Forget facts: they stay, with their sources, for audit, but no search returns them."""
+    with _errors():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with _open(path) as memory:
+            changed = memory.forget(fact_ids, scope=scope, by=by, reason=reason)
+        for fact in changed:
+            state = "forgotten" if fact.status is FactStatus.FORGOTTEN else "queued for review"
+            _say(f"{state}: {fact.id}  {fact.text}")
+
+
+@app.command()
+def scopes(
+    path: PathOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the (dataset, task) scopes of the store."""
+    with _errors(), _open(path) as memory:
+        backend = memory.store.backend
+        found = {
+            (s.dataset, s.task)
+            for collection in (Collection.MESSAGES, Collection.FACTS)
+            for s in backend.tenants(collection)
+            if not s.task.startswith(BOOKKEEPING)
+        }
+    for dataset, task in sorted(found):
+        if as_json:
+            _json_line({"dataset": dataset, "task": task})
+        else:
+            sys.stdout.write(f"{dataset}\t{task}\n")
+
+
+@app.command()
+def export(
+    dataset: DatasetOption,
+    task: TaskOption,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+    ] = None,
+    path: PathOption = None,
+) -> None:
+    """Write every message, entity and fact of a dataset and task as JSON Lines."""
+    with _errors():
+        scope = Scope(dataset=dataset, task=task)
+        with _open(path) as memory:
+            records = transfer.export_scope(memory, scope)
+            lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+        if output is None:
+            sys.stdout.writelines(lines)
+        else:
+            try:
+                output.write_text("".join(lines), encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"cannot write {output}: {exc.strerror}") from None
+        err.print(f"exported {len(lines) - 1} records of {scope.key!r}", highlight=False)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A file written by export.")],
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", "-d", help="Whose memory (default: the export's).")
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", "-t", help="Which agent (default: the export's).")
+    ] = None,
+    path: PathOption = None,
+) -> None:
+    """Load an export into an empty dataset and task of this store (a move between stores)."""
+    with _errors():
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read {file}: {exc}") from None
+        source = transfer.header_scope(lines)
+        scope = Scope(dataset=dataset or source.dataset, task=task or source.task)
+        with _open(path, create=True) as memory:
+            counts = transfer.import_scope(memory, scope, lines)
+            memory.optimize()
+        _say(
+            f"imported into {scope.key!r}: {counts['message']} messages, "
+            f"{counts['entity']} entities, {counts['fact']} facts"
+        )
 
 
 @app.command()
@@ -180,13 +406,13 @@ def history(
     dataset: DatasetOption,
     task: TaskOption,
     session: SessionOption = None,
-    path: PathOption = Path(".membrain"),
+    path: PathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
 ) -> None:
     """Why the memory believes a fact: what it replaced, what replaced it, who changed it."""
     with _errors():
         scope = Scope(dataset=dataset, task=task, session=session)
-        with _open_store(path) as memory:
+        with _open(path) as memory:
             found = memory.history(fact_id, scope=scope)
         if not found.facts and not found.events:
             raise MembrainError(f"no fact {fact_id!r} and no event about it in {scope.key!r}")
@@ -207,13 +433,13 @@ def audit(
     action: Annotated[
         list[str] | None, typer.Option("--action", "-a", help="Only these actions (repeatable).")
     ] = None,
-    path: PathOption = Path(".membrain"),
+    path: PathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
 ) -> None:
     """The audit log of a dataset and task, oldest first: every change, who made it and why."""
     with _errors():
         scope = Scope(dataset=dataset, task=task, session=session)
-        with _open_store(path) as memory:
+        with _open(path) as memory:
             events = memory.audit(scope=scope, since=since, actions=action)
         for event in events:
             if as_json:
@@ -231,5 +457,5 @@ def audit(
 
 
 def main() -> None:
-    """Entry point of the ``membrain`` script."""
+    """Entry point of the membrain script."""
     app()

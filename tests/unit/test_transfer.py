@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from membrain import Memory, Scope
+from membrain.errors import InputError
+from membrain.models import FactStatus
+from membrain.testing import HashingEncoder
+from membrain.transfer import export_scope, header_scope, import_scope
+
+SCOPE = Scope(dataset="sara", task="chat")
+QUESTIONS = ["What is Sara's cat called?", "Where does Sara live?", "What does Nate bake?"]
+
+
+@pytest.fixture(autouse=True)
+def fast_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
+
+
+def _message(speaker: str, text: str, at: str, source: str) -> dict[str, str]:
+    return {"speaker": speaker, "text": text, "timestamp": at, "id": source}
+
+
+def _source(path: Path) -> tuple[list[str], dict[str, str]]:
+    """A store with two sessions, a superseded and a forgotten fact; its export lines."""
+    with Memory(path=path) as mem:
+        first = Scope(dataset="sara", task="chat", session="s1")
+        second = Scope(dataset="sara", task="chat", session="s2")
+        lisbon, cat, bread = mem.add(
+            [
+                _message("Sara", "I live in Lisbon.", "2023-01-10T10:00Z", "a"),
+                _message("Sara", "I adopted a cat named Miso.", "2023-01-10T10:01Z", "b"),
+                _message("Nate", "I bake sourdough bread.", "2023-01-10T10:02Z", "c"),
+            ],
+            scope=first,
+        ).fact_ids
+        (berlin,) = mem.add(
+            [_message("Sara", "I moved to Berlin.", "2024-05-02T10:00Z", "a")], scope=second
+        ).fact_ids
+        mem.supersede(lisbon, [berlin], scope=SCOPE, by="reviewer:ana", reason="she moved")
+        mem.forget([bread], scope=SCOPE, reason="asked to")
+        lines = [json.dumps(r) for r in export_scope(mem, SCOPE)]
+    return lines, {"lisbon": lisbon, "berlin": berlin, "cat": cat, "bread": bread}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[str, str]]:
+    """The export lines of one source store (built once: stores are slow to open)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
+        return _source(tmp_path_factory.mktemp("source") / "store")
+
+
+def _snapshot(mem: Memory) -> dict[str, object]:
+    def dump(records: list) -> list:  # type: ignore[type-arg]
+        return sorted((r.model_dump(mode="json") for r in records), key=lambda d: d["id"])
+
+    return {
+        "facts": dump(mem.facts(scope=SCOPE, include_inactive=True)),
+        "messages": dump(mem.messages(scope=SCOPE)),
+        "entities": dump(mem.entities(scope=SCOPE)),
+        "search": [
+            [(h.fact.id, h.text) for h in mem.search(q, scope=SCOPE, k=3)] for q in QUESTIONS
+        ],
+    }
+
+
+def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
+    lines, ids = _source(tmp_path / "a")
+    header = json.loads(lines[0])
+    assert header == {"kind": "membrain-export", "version": 1, "dataset": "sara", "task": "chat"}
+    kinds = [json.loads(line)["kind"] for line in lines[1:]]
+    assert kinds.count("message") == 4 and kinds.count("fact") == 4 and "entity" in kinds
+    assert all("scope" not in json.loads(line) for line in lines)
+
+    with Memory(path=tmp_path / "b") as target:
+        counts = import_scope(target, SCOPE, lines)
+        assert counts == {"message": 4, "entity": kinds.count("entity"), "fact": 4}
+        imported = _snapshot(target)
+        events = target.audit(scope=SCOPE)
+        by_id = {f.id: f for f in target.facts(scope=SCOPE, include_inactive=True)}
+        sessions = {m.message.source_id: m.scope.session for m in target.messages(scope=SCOPE)}
+        only_s2 = target.facts(scope=Scope(dataset="sara", task="chat", session="s2"))
+    with Memory(path=tmp_path / "a") as source:
+        original = _snapshot(source)
+
+    assert imported == original
+    assert all(hits for hits in imported["search"])  # type: ignore[union-attr]
+    assert by_id[ids["bread"]].status is FactStatus.FORGOTTEN
+    assert by_id[ids["lisbon"]].status is FactStatus.SUPERSEDED
+    assert by_id[ids["lisbon"]].superseded_by == (ids["berlin"],)
+    found = [i for hits in imported["search"] for i, _ in hits]  # type: ignore[union-attr]
+    assert ids["bread"] not in found and ids["lisbon"] not in found
+    assert sorted(set(sessions.values())) == ["s1", "s2"]
+    assert [f.id for f in only_s2] == [ids["berlin"]]
+    assert events and all(str(e.actor) == "api:import" for e in events)
+
+
+def test_import_refuses_a_non_empty_scope_and_another_scope(tmp_path: Path) -> None:
+    lines, _ = _source(tmp_path / "a")
+    with Memory(path=tmp_path / "a") as same:
+        before = len(same.audit(scope=SCOPE))
+        with pytest.raises(InputError, match="not empty"):
+            import_scope(same, SCOPE, lines)
+        assert len(same.audit(scope=SCOPE)) == before
+        other = Scope(dataset="sara-copy", task="chat")
+        with pytest.raises(InputError, match="ids derive"):
+            import_scope(same, other, lines)
+        assert same.facts(scope=other, include_inactive=True) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda ls: [*ls[:3], "{not json", *ls[3:]], "line 4: not JSON"),
+        (lambda ls: [*ls[:2], '{"kind": "gadget"}', *ls[2:]], "line 3: unknown record kind"),
+        (lambda ls: [*ls, '{"kind": "fact", "id": "x"}'], "invalid fact record"),
+        (lambda ls: ['{"kind": "membrain-export", "version": 9}', *ls[1:]], "version 9"),
+        (lambda ls: ls[1:], "line 1: not a MemBrain export"),
+        (lambda ls: [], "empty export"),
+    ],
+)
+def test_malformed_export_writes_nothing(
+    tmp_path: Path, exported: tuple[list[str], dict[str, str]], edit: object, message: str
+) -> None:
+    bad = edit(exported[0])  # type: ignore[operator]
+    with Memory(path=tmp_path / "b") as target:
+        with pytest.raises(InputError, match=message):
+            import_scope(target, SCOPE, bad)
+        assert target.messages(scope=SCOPE) == []
+        assert target.facts(scope=SCOPE, include_inactive=True) == []
+        assert target.entities(scope=SCOPE) == []
+
+
+def test_header_scope_names_the_exported_scope(
+    exported: tuple[list[str], dict[str, str]],
+) -> None:
+    assert header_scope(["", *exported[0]]) == SCOPE
+    with pytest.raises(InputError, match="line 1"):
+        header_scope(["[]"])
