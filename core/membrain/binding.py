@@ -7,21 +7,29 @@
 - :class:`MonotonicClock` stamps the messages adapters write with the current UTC time,
   strictly increasing, so a transcript keeps the order it was written in; :data:`CLOCK` is the
   process-wide instance every adapter uses.
+- :func:`scope_part` turns any string (a user id such as ``"auth0|64b7f1"``) into a valid scope
+  part; :class:`ScopeBinding` applies it to every value it resolves, so ids need not fit
+  :class:`~membrain.Scope`'s alphabet.
 - :data:`DEFAULT_USER_NAME` and :data:`DEFAULT_ASSISTANT_NAME` are the speaker names of user and
-  assistant messages when the caller names nobody.
+  assistant messages when the caller names nobody. A user *id* is never a speaker name: adapters
+  take the name from a separate ``user_name``.
 
 Example:
     >>> ScopeBinding().resolve({"user_id": "sara", "thread_id": "t1"})
     Scope(dataset='sara', task='assistant', session='t1')
     >>> ScopeBinding.of(dataset="sara", task="assistant").resolve()
     Scope(dataset='sara', task='assistant', session=None)
+    >>> scope_part("auth0|64b7f1")
+    'auth0_64b7f1-h0965fcf43ca6e13d'
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import string
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
@@ -36,6 +44,7 @@ __all__ = [
     "DEFAULT_USER_NAME",
     "MonotonicClock",
     "ScopeBinding",
+    "scope_part",
 ]
 
 _TICK = timedelta(microseconds=1)
@@ -68,6 +77,48 @@ CLOCK = MonotonicClock()
 """The process-wide clock of the adapters: no two of their messages share a timestamp."""
 
 
+_MAX_PART = 128
+_VALID_PART = re.compile(r"[\w.@:+-][\w .@:+-]{0,127}\Z")
+_NOT_ALLOWED = re.compile(r"[^\w .@:+-]")
+_DIGEST_CHARS = 16
+_ENCODED = re.compile(rf"-h[0-9a-f]{{{_DIGEST_CHARS}}}\Z")
+
+
+def scope_part(value: str) -> str:
+    """``value`` as a valid scope part: unchanged when it is one, else a readable encoding.
+
+    A value that :class:`~membrain.Scope` accepts (1-128 letters, digits, spaces and ``._@:+-``,
+    not starting with a space) is returned as it is, unless it already ends like an encoded
+    value (``-h`` and 16 hex digits). Any other string, of any length, is encoded
+    deterministically: each character outside that alphabet (and a leading space) becomes
+    ``_``, the result is cut to 110 characters, and ``-h`` plus 16 hex digits of the SHA-256 of
+    the whole original value is appended. So the stored part stays readable, is stable across
+    processes, and two different values never share a part (short of a 64-bit hash collision).
+
+    Args:
+        value: Any string, such as a user id (``"auth0|64b7f1"``, ``"ชนิดา"``, an URL).
+
+    Example:
+        >>> scope_part("sara@example.com")
+        'sara@example.com'
+        >>> scope_part("auth0|64b7f1")
+        'auth0_64b7f1-h0965fcf43ca6e13d'
+    """
+    if _VALID_PART.match(value) and not _ENCODED.search(value):
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+    suffix = f"-h{digest}"
+    readable = _NOT_ALLOWED.sub("_", value)[: _MAX_PART - len(suffix)]
+    if readable.startswith(" "):
+        readable = "_" + readable[1:]
+    return readable + suffix
+
+
+def _fit(part: str) -> str:
+    """A resolved part whose values fit but whose whole is too long, encoded to fit."""
+    return scope_part(part) if len(part) > _MAX_PART else part
+
+
 def _keys(template: str) -> tuple[str, ...]:
     """The value keys a template reads; malformed templates raise ``ConfigurationError``."""
     try:
@@ -93,6 +144,12 @@ class ScopeBinding:
     missing). A key that ``dataset`` or ``task`` needs but neither the values nor the defaults
     hold raises :class:`~membrain.ScopeError`; when a key of ``session`` is missing the scope
     has no session (it covers every session of the tenant). ``session=None`` never uses one.
+
+    Every value (and default) goes through :func:`scope_part` before it fills a template, so a
+    value may be any string: ``"auth0|64b7f1"`` resolves to the dataset
+    ``"auth0_64b7f1-h0965fcf43ca6e13d"`` while ``"sara@example.com"`` stays as it is. A resolved
+    part longer than 128 characters is encoded the same way. The values themselves (the
+    original user id) are left to the caller; they are never a speaker name.
 
     Args:
         dataset: Template of the scope's dataset (whose memory); default ``"{user_id}"``.
@@ -181,6 +238,62 @@ class ScopeBinding:
             )
         return cls.fixed(scope)
 
+    @classmethod
+    def from_namespace(
+        cls,
+        namespace: Sequence[str],
+        *,
+        task: str | None = None,
+        session: str | None = None,
+        defaults: Mapping[str, str] | None = None,
+    ) -> ScopeBinding:
+        """A binding from a LangGraph store namespace template, as langmem writes them.
+
+        The labels with a field (``"{user_id}"``) name whose memory it is: they form the
+        dataset (joined by ``":"``). The literal labels (``"memories"``) name the collection:
+        they form the task (joined by ``":"``) unless ``task`` is given. A namespace spans
+        every thread, so the scope has no session unless ``session`` (a template such as
+        ``"{thread_id}"``) is given.
+
+        Args:
+            namespace: Labels, literal or templates, such as ``("memories", "{user_id}")``.
+            task: Template of the task instead of the literal labels (``"{assistant_id}"``).
+            session: Template of the session; default none.
+            defaults: Values for missing keys; default ``{"assistant_id": "assistant"}``.
+
+        Raises:
+            ConfigurationError: No label has a field (nothing says whose memory it is), or the
+                task is empty (no literal label and no ``task``), or a label does not parse.
+
+        Example:
+            >>> binding = ScopeBinding.from_namespace(("memories", "{user_id}"))
+            >>> binding.resolve({"user_id": "auth0|64b7f1", "thread_id": "t1"})
+            Scope(dataset='auth0_64b7f1-h0965fcf43ca6e13d', task='memories', session=None)
+            >>> ScopeBinding.from_namespace(("memories", "{user_id}"), task="notes").resolve(
+            ...     {"user_id": "sara"}
+            ... )
+            Scope(dataset='sara', task='notes', session=None)
+        """
+        labels = tuple(namespace)
+        templated = [label for label in labels if _keys(label)]
+        literal = [label for label in labels if not _keys(label)]
+        if not templated:
+            raise ConfigurationError(
+                f"namespace {labels!r} has no label like '{{user_id}}' to say whose memory it "
+                "is; use ScopeBinding.fixed(Scope(...)) for one fixed scope"
+            )
+        task = task if task is not None else ":".join(literal)
+        if not task:
+            raise ConfigurationError(
+                f"namespace {labels!r} has no literal label to name the task; pass task=..."
+            )
+        return cls(
+            dataset=":".join(templated),
+            task=task,
+            session=session,
+            defaults=defaults if defaults is not None else {"assistant_id": "assistant"},
+        )
+
     @property
     def scope(self) -> Scope | None:
         """The scope of a fixed binding; ``None`` when a part is a template."""
@@ -208,10 +321,10 @@ class ScopeBinding:
         """
         if self._fixed is not None:
             return self._fixed
-        known = dict(self.defaults)
+        known = {key: scope_part(value) for key, value in self.defaults.items() if value}
         for key, value in (values or {}).items():
             if value is not None and value != "":
-                known[key] = str(value)
+                known[key] = scope_part(str(value))
         parts: dict[str, str] = {}
         for name, template in (("dataset", self.dataset), ("task", self.task)):
             missing = [key for key in _keys(template) if not known.get(key)]
@@ -223,8 +336,8 @@ class ScopeBinding:
                     f"{', '.join(repr(k) for k in missing)}; {how}, or give the "
                     f"{type(self).__name__} a default for it (defaults={{{key}: ...}})"
                 )
-            parts[name] = template.format_map(known)
+            parts[name] = _fit(template.format_map(known))
         session: str | None = None
         if self.session is not None and all(known.get(k) for k in _keys(self.session)):
-            session = self.session.format_map(known)
+            session = _fit(self.session.format_map(known))
         return Scope(dataset=parts["dataset"], task=parts["task"], session=session)

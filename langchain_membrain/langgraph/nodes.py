@@ -1,14 +1,19 @@
 """LangGraph nodes: recall memory before the model, write turns to memory in the background.
 
-Both nodes are plain ``(state, config) -> dict`` functions, so they work in any ``StateGraph``
-whose state has a ``messages`` list (``MessagesState`` or your own schema).
+Both nodes are plain ``(state, config, runtime=None) -> dict`` functions, so they work in any
+``StateGraph`` whose state has a ``messages`` list (``MessagesState`` or your own schema).
 
-The scope comes from ``config["configurable"]`` through a :class:`membrain.binding.ScopeBinding`
-(:class:`ScopeTemplate`): by default
+The run's values are ``config["configurable"]`` together with LangGraph's runtime context
+(``graph.invoke(..., context=Ctx(user_id=...))`` for a graph built with
+``StateGraph(State, context_schema=Ctx)``; a dataclass, a mapping or a pydantic model), the
+context winning where both hold a key (:func:`run_values`). The scope comes from them through a
+:class:`membrain.binding.ScopeBinding` (:class:`ScopeTemplate`): by default
 ``Scope(dataset="{user_id}", task="{assistant_id}", session="{thread_id}")``, where a missing
 ``assistant_id`` defaults to ``"assistant"``, a missing ``thread_id`` leaves the scope without a
 session, and a missing ``user_id`` is an error (:class:`membrain.ScopeError`): memory must
-always know whose it is.
+always know whose it is. A user id may be any string (:func:`membrain.binding.scope_part`
+encodes it for storage). The user's speaker name is ``user_name`` (the writer node's argument,
+or the run's ``user_name`` value), never the user id.
 
 Example:
     >>> from langgraph.graph import START, MessagesState, StateGraph
@@ -24,12 +29,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from membrain import Memory, Message, RetrievalMode, Role, Scope
 from membrain.background import BackgroundWriter
@@ -41,22 +48,33 @@ __all__ = [
     "DEFAULT_SCOPE_TEMPLATE",
     "Node",
     "ScopeTemplate",
+    "UserName",
     "make_recall_node",
     "make_writer_node",
     "message_text",
+    "run_values",
 ]
+
+UserName: TypeAlias = str | Callable[[Mapping[str, Any]], str | None]
+"""A speaker name, or a function of the run's values (:func:`run_values`) that returns one."""
 
 
 class Node(Protocol):
-    """A LangGraph node that reads the run's config."""
+    """A LangGraph node that reads the run's config and, under LangGraph 1.x, its runtime."""
 
-    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def __call__(
+        self, state: Any, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any]:
         """Run the node."""
         ...
 
 
 _SOURCE = "config['configurable']"
-_HINT = "pass it when invoking the graph, e.g. graph.invoke(inputs, {'configurable': {{key}: ...}})"
+_BOTH = "the runtime context or config['configurable']"
+_HINT = (
+    "pass it when invoking the graph, e.g. graph.invoke(inputs, {'configurable': {{key}: ...}}) "
+    "or in its context=..."
+)
 
 
 class ScopeTemplate(ScopeBinding):
@@ -99,8 +117,53 @@ def _configurable(config: RunnableConfig | Mapping[str, Any] | None) -> Mapping[
     return configurable
 
 
-def _scope(binding: ScopeBinding, config: RunnableConfig | None) -> Scope:
-    return binding.resolve(_configurable(config), source=_SOURCE, hint=_HINT)
+def _context_values(context: Any) -> dict[str, Any]:
+    """The fields of a runtime context: a mapping, a dataclass, a pydantic model or an object."""
+    if context is None:
+        return {}
+    if isinstance(context, Mapping):
+        return dict(context)
+    if dataclasses.is_dataclass(context) and not isinstance(context, type):
+        return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
+    dump = getattr(context, "model_dump", None)
+    if callable(dump):
+        dumped: dict[str, Any] = dump()
+        return dumped
+    return dict(getattr(context, "__dict__", {}))
+
+
+def run_values(
+    config: RunnableConfig | Mapping[str, Any] | None = None, runtime: Any = None
+) -> dict[str, Any]:
+    """The run's values: ``config["configurable"]``, updated by the runtime context's fields.
+
+    ``runtime`` is LangGraph's ``Runtime`` (its ``context`` is read) or the context itself.
+
+    Example:
+        >>> run_values({"configurable": {"user_id": "a", "thread_id": "t1"}}, {"user_id": "b"})
+        {'user_id': 'b', 'thread_id': 't1'}
+    """
+    values = dict(_configurable(config))
+    context = runtime.context if isinstance(runtime, Runtime) else runtime
+    values.update(_context_values(context))
+    return values
+
+
+def _has_context(runtime: Any) -> bool:
+    return runtime is not None and (not isinstance(runtime, Runtime) or runtime.context is not None)
+
+
+def _scope(binding: ScopeBinding, config: RunnableConfig | None, runtime: Any = None) -> Scope:
+    source = _BOTH if _has_context(runtime) else _SOURCE
+    return binding.resolve(run_values(config, runtime), source=source, hint=_HINT)
+
+
+def _user_name(user_name: UserName | None, values: Mapping[str, Any]) -> str:
+    """The node's ``user_name`` (or what it returns), else the run's, else ``"User"``."""
+    name = user_name(values) if callable(user_name) else user_name
+    if not name:
+        name = values.get("user_name")
+    return str(name) if name else DEFAULT_USER_NAME
 
 
 def _messages(state: Any) -> Sequence[Any]:
@@ -132,14 +195,16 @@ def make_writer_node(
     memory: Memory,
     scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
     writer: BackgroundWriter | None = None,
+    user_name: UserName | None = None,
     assistant_name: str = DEFAULT_ASSISTANT_NAME,
 ) -> Node:
     """A node that stores the conversation's new messages and schedules their extraction.
 
     Each run takes the messages of ``state["messages"]`` it has not written yet for the run's
     scope (by LangChain message id), stores the human and AI ones durably as pending evidence
-    (``memory.add(..., extract=False)``: the human speaker is the ``user_id`` of the config, or
-    ``"User"`` (:data:`membrain.binding.DEFAULT_USER_NAME`); the AI speaker is
+    (``memory.add(..., extract=False)``: the human speaker is ``user_name``, else the run's
+    ``user_name`` value (runtime context or ``config["configurable"]``), else ``"User"``
+    (:data:`membrain.binding.DEFAULT_USER_NAME`), never the user id; the AI speaker is
     ``assistant_name`` (default ``"Assistant"``); ``source_id`` is the message id;
     timestamps are the current time, strictly increasing), schedules extraction on the
     background writer and returns ``{}`` without waiting for it. System and tool messages and
@@ -150,9 +215,12 @@ def make_writer_node(
 
     Args:
         memory: Where to write.
-        scope_template: How ``config["configurable"]`` becomes a scope (any
+        scope_template: How the run's values become a scope (any
             :class:`~membrain.binding.ScopeBinding`; ``ScopeBinding.fixed(scope)`` pins one).
         writer: The background writer; default ``BackgroundWriter.for_memory(memory)``.
+        user_name: Speaker name of human messages, or a function of the run's values
+            (:func:`run_values`) returning it (``None`` or ``""`` falls back to the run's
+            ``user_name``, then ``"User"``).
         assistant_name: Speaker name of AI messages.
 
     Raises:
@@ -161,9 +229,11 @@ def make_writer_node(
     written: dict[Scope, set[str]] = {}
     lock = threading.Lock()
 
-    def write_memory(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        scope = _scope(scope_template, config)
-        user = str(_configurable(config).get("user_id") or DEFAULT_USER_NAME)
+    def write_memory(
+        state: Any, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any]:
+        scope = _scope(scope_template, config, runtime)
+        user = _user_name(user_name, run_values(config, runtime))
         with lock:
             seen = written.setdefault(scope, set())
             new = [
@@ -220,7 +290,7 @@ def make_recall_node(
 
     Args:
         memory: Where to look.
-        scope_template: How ``config["configurable"]`` becomes a scope (any
+        scope_template: How the run's values become a scope (any
             :class:`~membrain.binding.ScopeBinding`; ``ScopeBinding.fixed(scope)`` pins one).
         max_tokens: Token budget of the context (cl100k tokens).
         mode: Retrieval mode; ``"fast"`` makes no LLM call.
@@ -234,8 +304,10 @@ def make_recall_node(
     """
     mode = RetrievalMode.parse(mode)
 
-    def recall_memory(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        scope = _scope(scope_template, config)
+    def recall_memory(
+        state: Any, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any]:
+        scope = _scope(scope_template, config, runtime)
         if across_sessions:
             scope = scope.without_session()
         question = ""
