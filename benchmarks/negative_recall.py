@@ -99,7 +99,7 @@ from typing import Any
 
 from rich.console import Console
 
-from langchain_membrain.langgraph import MembrainStore
+from langchain_membrain.langgraph import MembrainStore, scope_for_namespace
 from membrain import Memory
 from membrain.background import BackgroundWriter
 from membrain.loaders import load_conversations
@@ -206,7 +206,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         mem = Memory(path=folder, dense=HashingEncoder(64) if args.hashing else None)
         encoder = mem.store.dense.name
         writer = BackgroundWriter(mem, idle_seconds=3600)
-        store = MembrainStore(memory=mem, path=folder / "langgraph-store.sqlite", writer=writer)
+        store = MembrainStore(
+            memory=mem,
+            path=folder / "langgraph-store.sqlite",
+            writer=writer,
+            namespace_to_scope=scope_for_namespace,  # items in ("neg-<name>", "bench-store")
+        )
         prober = Prober(mem, store, tally)
         try:
             # load the encoders before anything is timed

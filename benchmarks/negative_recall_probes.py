@@ -227,7 +227,8 @@ class Prober:
             self._adapters[scope] = (
                 LangChainRetriever(memory=self.mem, scope=scope, k=PROBE_K),
                 LlamaIndexRetriever(memory=self.mem, scope=scope, k=PROBE_K),
-                MembrainMemoryBlock(memory=self.mem, scope=scope),
+                # A probe only reads: its question is not conversation to remember.
+                MembrainMemoryBlock(memory=self.mem, scope=scope, record_reads=False),
             )
         return self._adapters[scope]
 

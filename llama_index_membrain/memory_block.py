@@ -62,6 +62,8 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
             (:data:`membrain.binding.DEFAULT_ASSISTANT_NAME`).
         name: Block name (the tag of its section in the memory prompt).
         priority: LlamaIndex truncation priority (0: never truncated).
+        record_reads: Write the messages a read sees as evidence (default); ``False`` writes
+            only what leaves the short-term FIFO (a read-only probe, an audit tool).
 
     Example:
         >>> from llama_index.core.memory import Memory as ChatMemory
@@ -87,6 +89,10 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     k: int = Field(default=50, gt=0, description="Candidate facts searched for the context.")
     user_name: str = Field(default=DEFAULT_USER_NAME, min_length=1)
     assistant_name: str = Field(default=DEFAULT_ASSISTANT_NAME, min_length=1)
+    record_reads: bool = Field(
+        default=True,
+        description="Write the messages a read sees as evidence (False: only FIFO flushes).",
+    )
 
     _contexts: OrderedDict[str, Context] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -113,7 +119,8 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         The messages given (the short-term history and the new input) are written as evidence
         first; the background writer extracts them.
         """
-        batch = self._to_messages(messages or [], str(block_kwargs.get("session_id") or ""))
+        session = str(block_kwargs.get("session_id") or "")
+        batch = self._to_messages(messages or [], session) if self.record_reads else []
         if batch:
             result = await self._amemory.add(batch, scope=self.scope, extract=False)
             if result.messages_stored:

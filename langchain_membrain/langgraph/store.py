@@ -7,31 +7,40 @@ namespaces, filter) with an optional natural-language search. MemBrain stores me
 facts extracted from them, and a :class:`~membrain.Message` has no slot for an arbitrary JSON
 value. So the store has two halves:
 
-- **Key-value half: a SQLite sidecar** (``path``; a file next to the MemBrain store, or
-  in-memory when ``path`` is ``None``). It holds every item's value (JSON), timestamps and order,
-  and answers ``get``, ``put``/``delete``, ``list_namespaces`` and ``search`` without a query
-  (with ``filter``, ``limit``, ``offset``) exactly as LangGraph's ``InMemoryStore`` does.
+- **Key-value half: a SQLite sidecar** (``path``; by default ``langgraph-store.sqlite`` in
+  the embedded memory's folder, so items survive a restart; ``":memory:"`` only when asked
+  for; a memory on a Qdrant server needs an explicit ``path``). It holds every item's value
+  (JSON), timestamps and order, and answers ``get``, ``put``/``delete``, ``list_namespaces``
+  and ``search`` without a query (with ``filter``, ``limit``, ``offset``) exactly as
+  LangGraph's ``InMemoryStore`` does.
 - **Search half: MemBrain.** Every put item (unless ``index=False``) is also written to MemBrain
   as one message: its text is the item's textual rendering (the string fields of the value, or
-  the fields named by ``index`` / ``index_fields``), its ``source_id`` a hash of (namespace,
-  key, text) that the sidecar maps back to the item. The message is stored as pending evidence
-  and extracted into facts by the :class:`~membrain.background.BackgroundWriter` (unless
-  ``extract=False``). A ``search`` with a ``query`` runs, per tenant under the namespace
-  prefix, MemBrain's evidence search (BM25 and dense over the items' messages: works the
-  moment the item is put) and fact search (``mode``; works once the writer has extracted).
-  Each of the three rankings is merged across tenants by score, the three are fused per item
-  by MemBrain's reciprocal rank fusion (:func:`membrain.retrieval.rrf` with
-  :data:`membrain.retrieval.RRF_K`), and the current items they cite are returned, with the
-  fused score, after ``filter``, ``offset`` and ``limit``.
+  the fields named by ``index`` / ``index_fields``), spoken by the user's display name
+  (``user_name``, or the value's ``"user_name"``), its ``source_id`` a hash of (namespace,
+  key, text, speaker) that the sidecar maps back to the item. It is embedded by the memory's
+  own encoders (LangGraph's ``index["embed"]`` must be that encoder). The message is stored
+  as pending evidence and extracted into facts by the
+  :class:`~membrain.background.BackgroundWriter` (unless ``extract=False``). A ``search``
+  with a ``query`` runs, per tenant under the namespace prefix, MemBrain's evidence search
+  (BM25 and dense over the items' messages: works the moment the item is put) and fact search
+  (``mode``; works once the writer has extracted). Each of the three rankings is merged across
+  tenants by score, the three are fused per item by MemBrain's reciprocal rank fusion
+  (:func:`membrain.retrieval.rrf` with :data:`membrain.retrieval.RRF_K`), and the current
+  items they cite are returned, with the fused score, after ``filter``, ``offset`` and
+  ``limit``.
 
 Namespace to scope
 ------------------
-``scope_for_namespace``: ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``;
-``(d, t, s)`` → ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the
-session (``s:x:y``). A label that is not a valid scope part (as :class:`membrain.Scope`
+By default the items live in a task of their own, apart from the chat memory: ``(d,)`` →
+``Scope(d, "store")``, ``(d, x, y...)`` → ``Scope(d, "store", session="x:y...")`` (``task=``
+names another task). ``scope_for_namespace`` without ``task`` is the chat-sharing mapping:
+``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``; ``(d, t, s)`` →
+``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the session
+(``s:x:y``). A label that is not a valid scope part (as :class:`membrain.Scope`
 validates it: at most 128 letters, digits, spaces and ``._@:+-``) is replaced by a hash
-(``h-...``). Pass ``namespace_to_scope`` to map differently (for instance to share a tenant
-with the chat memory written by :func:`~langchain_membrain.langgraph.make_writer_node`). The
+(``h-...``). Pass ``namespace_to_scope`` to map differently (for instance
+``namespace_to_scope=scope_for_namespace`` shares the tenants of the chat memory written by
+:func:`~langchain_membrain.langgraph.make_writer_node`). The
 mapping only decides where the items' text lives in MemBrain; results are always mapped back to
 exact namespaces through the sidecar, so two namespaces sharing a scope never see each other's
 items.
@@ -76,33 +85,45 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
     SearchItem,
     SearchOp,
     get_text_at_path,
-    tokenize_path,
 )
 
 from langchain_membrain.langgraph.filters import matches
+from langchain_membrain.langgraph.sidecar import (
+    check_namespace,
+    configured_fields,
+    connect,
+    does_match,
+    ns_text,
+    prefix_sql,
+    sidecar_location,
+    strings,
+    tokenized,
+    window,
+)
 from membrain import (
     Actor,
     ActorKind,
+    ConfigurationError,
     InputError,
     Memory,
     Message,
@@ -120,24 +141,6 @@ from membrain.tokens import count_tokens
 
 __all__ = ["MembrainStore", "scope_for_namespace"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS namespaces (
-    ns TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS items (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    source_id TEXT,
-    UNIQUE (ns, key)
-);
-CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
-"""
-
 
 def _part(label: str) -> str:
     """``label`` if it is a valid scope part (as ``Scope`` checks it), else its hash."""
@@ -151,63 +154,31 @@ def _part(label: str) -> str:
     return "h-" + hashlib.blake2b(label.encode(), digest_size=16).hexdigest()
 
 
-def scope_for_namespace(namespace: tuple[str, ...], *, default_task: str = "store") -> Scope:
-    """The MemBrain scope that holds the items of a LangGraph namespace (see module docs).
+def scope_for_namespace(
+    namespace: tuple[str, ...], *, default_task: str = "store", task: str | None = None
+) -> Scope:
+    """The MemBrain scope of a LangGraph namespace (see module docs).
+
+    Without ``task``: ``(d,)`` → ``Scope(d, default_task)``, ``(d, t)`` → ``Scope(d, t)``,
+    ``(d, t, s, ...)`` → ``Scope(d, t, session="s:...")`` (the chat's scopes, shared with it).
+    With ``task`` (:class:`MembrainStore`'s default, ``task="store"``): ``(d, rest...)`` →
+    ``Scope(d, task, session="rest:...")``, a task of its own beside the chat's.
 
     Example:
         >>> scope_for_namespace(("sara", "assistant", "prefs"))
         Scope(dataset='sara', task='assistant', session='prefs')
+        >>> scope_for_namespace(("sara", "assistant", "prefs"), task="store")
+        Scope(dataset='sara', task='store', session='assistant:prefs')
     """
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
     dataset = _part(namespace[0])
+    if task is not None:
+        rest = namespace[1:]
+        return Scope(dataset=dataset, task=task, session=_part(":".join(rest)) if rest else None)
     task = _part(namespace[1]) if len(namespace) > 1 else default_task
     session = _part(":".join(namespace[2:])) if len(namespace) > 2 else None
     return Scope(dataset=dataset, task=task, session=session)
-
-
-def _check_namespace(namespace: tuple[str, ...]) -> None:
-    """LangGraph's namespace rules for writes."""
-    if not namespace:
-        raise InvalidNamespaceError("Namespace cannot be empty.")
-    for label in namespace:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
-            raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} in {namespace}: labels must be non-empty "
-                "strings without periods ('.') or NUL bytes."
-            )
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-        )
-
-
-def _ns_text(namespace: Sequence[str]) -> str:
-    return ".".join(namespace)
-
-
-def _prefix_sql(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, list[Any]]:
-    if not prefix:
-        return "1", []
-    text = _ns_text(prefix)
-    return f"({column} = ? OR substr({column}, 1, ?) = ?)", [text, len(text) + 1, text + "."]
-
-
-def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = condition.path
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(namespace, path, strict=False)
-    elif condition.match_type == "suffix":
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
-    else:
-        raise ValueError(f"Unsupported match type: {condition.match_type}")
-    return all(wanted == "*" or label == wanted for label, wanted in pairs)
-
-
-def _window(rows: list[Any], offset: int, limit: int) -> list[Any]:
-    return rows[offset : offset + limit]
 
 
 class MembrainStore(BaseStore):
@@ -215,32 +186,58 @@ class MembrainStore(BaseStore):
 
     Args:
         memory: The MemBrain memory that indexes the items' text and answers query searches.
-        path: The SQLite file of the key-value sidecar (created if missing); ``None`` keeps it
-            in memory, so items vanish with the process while their text stays in MemBrain.
+        path: The SQLite file of the key-value sidecar (created if missing). Default: durable,
+            beside the memory's own store (``langgraph-store.sqlite`` in an embedded memory's
+            folder), so items survive a restart. A memory on a Qdrant server has no folder:
+            pass a path then. ``":memory:"`` keeps the sidecar in RAM (items vanish with the
+            process while their text stays in MemBrain).
         writer: Extracts facts from the items' messages; default
             ``BackgroundWriter.for_memory(memory)``.
         extract: ``False`` stores items' text as evidence only (query search then uses the
             evidence path alone).
+        index: LangGraph's ``IndexConfig`` (``{"dims": ..., "embed": ..., "fields": [...]}``),
+            as ``InMemoryStore`` takes it. ``fields`` are the JSON paths of the text to index
+            (as ``index_fields``; ``"$"`` is every string of the value). Items are always
+            embedded, and queries searched, by the memory's own dense encoder
+            (``memory.store.dense``): ``embed``, if given, must be that encoder (the
+            ``DenseEncoder``, the LangChain ``Embeddings`` object passed to
+            ``Memory(dense=...)``, or the encoder's name) and ``dims``, if given, its dimension;
+            anything else raises ``ConfigurationError`` rather than silently embedding with
+            another model. To embed with a LangChain model, give it to ``Memory(dense=...)``.
         index_fields: JSON paths of the text to index (LangGraph's path syntax, e.g.
-            ``["text", "tags[*]"]``); default every string in the value.
-        speaker: Speaker name of the items' messages (whom extracted facts are about);
-            default ``"User"`` (:data:`membrain.binding.DEFAULT_USER_NAME`).
+            ``["text", "tags[*]"]``); default every string in the value except a top-level
+            ``"user_name"``.
+        user_name: The user's display name, the speaker of the items' messages (whom extracted
+            facts are about): a string, or a function of the item's namespace (returning
+            ``None`` for the default). An item whose value holds a string ``"user_name"`` is
+            spoken by that name instead. Default ``"User"``
+            (:data:`membrain.binding.DEFAULT_USER_NAME`).
+        speaker: Older name of ``user_name`` (a string); pass one of the two.
+        task: MemBrain task of the items (default ``"store"``): a namespace ``(d, rest...)``
+            maps to ``Scope(d, task, session="rest:...")``, so agent-managed items stay apart
+            from the chat memory in ``Scope(d, <chat task>)``. Pass either ``task`` or
+            ``namespace_to_scope``.
         mode: MemBrain retrieval mode of the fact search (``"fast"`` makes no LLM call).
         candidates: Hits per tenant and path fetched before filtering.
-        namespace_to_scope: Maps a namespace to its MemBrain scope; default
-            :func:`scope_for_namespace`.
+        namespace_to_scope: Maps a namespace to its MemBrain scope, instead of ``task``'s
+            mapping; ``scope_for_namespace`` (without ``task``) shares the chat's scopes.
         actor: Who the memory's audit log names for the store's writes (an agent: the facts
             extracted from items are ``derived`` and name it as their author). Overwriting or
             deleting an item forgets the facts extracted from its previous value, by this actor
             (or queues the request for a person when the memory's review policy holds agents'
             forgets).
 
+    Keep ``task`` / ``namespace_to_scope`` stable for a sidecar: an item is found by a query
+    only in the scope it was written to.
+
     Raises:
-        ConfigurationError: ``mode`` is not a retrieval mode.
+        ConfigurationError: ``mode`` is not a retrieval mode; ``path`` is missing for a memory
+            without a folder; ``index`` does not fit the memory (see ``index``); ``task`` is
+            not a valid scope part; or conflicting arguments.
 
     Example:
-        >>> store = MembrainStore(memory=mem, path="/tmp/items.sqlite")  # doctest: +SKIP
-        >>> store.put(("sara", "assistant"), "k1", {"text": "Sara lives in Lisbon."})
+        >>> store = MembrainStore(memory=mem, user_name="Sara")  # doctest: +SKIP
+        >>> store.put(("sara", "assistant"), "k1", {"text": "I live in Lisbon."})
         ... # doctest: +SKIP
         >>> store.search(("sara",), query="Where does Sara live?")  # doctest: +SKIP
     """
@@ -254,32 +251,47 @@ class MembrainStore(BaseStore):
         path: str | Path | None = None,
         writer: BackgroundWriter | None = None,
         extract: bool = True,
+        index: IndexConfig | None = None,
         index_fields: Sequence[str] | None = None,
-        speaker: str = DEFAULT_USER_NAME,
+        user_name: str | Callable[[tuple[str, ...]], str | None] | None = None,
+        speaker: str | None = None,
+        task: str | None = None,
         mode: RetrievalMode | str = RetrievalMode.FAST,
         candidates: int = 50,
         namespace_to_scope: Callable[[tuple[str, ...]], Scope] | None = None,
         actor: str = "agent:langgraph-store",
     ) -> None:
+        if user_name is not None and speaker is not None:
+            raise ConfigurationError("pass user_name or speaker (its older name), not both")
+        if task is not None and namespace_to_scope is not None:
+            raise ConfigurationError("pass task or namespace_to_scope, not both")
         self.memory = memory
         self._actor = Actor.parse(actor, ActorKind.AGENT)
         self._writer = writer
         self._extract = extract
-        self._index_fields = [(p, tokenize_path(p)) for p in index_fields or ()]
-        self._speaker = speaker
+        fields = configured_fields(memory, index, index_fields)
+        self._index_fields = tokenized(fields or ())
+        self._user_name = user_name if user_name is not None else speaker
         self._mode = RetrievalMode.parse(mode)
         self._candidates = candidates
-        self._scope_for = namespace_to_scope or scope_for_namespace
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(
-            ":memory:" if path is None else str(path), check_same_thread=False
-        )
+        if namespace_to_scope is None:
+            items_task = "store" if task is None else task
+            try:
+                Scope(dataset="check", task=items_task)
+            except ScopeError as exc:
+                raise ConfigurationError(f"task={items_task!r} is not a valid task: {exc}") from exc
+            self._scope_for: Callable[[tuple[str, ...]], Scope] = partial(
+                scope_for_namespace, task=items_task
+            )
+        else:
+            self._scope_for = namespace_to_scope
+        self.path = sidecar_location(memory, path)
+        self._conn = connect(self.path)
         self._lock = threading.RLock()
-        with self._lock, self._conn:
-            if path is not None:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
+
+    def scope_for(self, namespace: tuple[str, ...]) -> Scope:
+        """The MemBrain scope that holds the text of the items of ``namespace``."""
+        return self._scope_for(tuple(namespace))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -319,7 +331,7 @@ class MembrainStore(BaseStore):
                 elif isinstance(op, ListNamespacesOp):
                     results[i] = self._list_namespaces(op)
                 elif isinstance(op, PutOp):
-                    _check_namespace(tuple(op.namespace))
+                    check_namespace(tuple(op.namespace))
                     puts[(tuple(op.namespace), str(op.key))] = op
                 else:
                     raise ValueError(f"Unknown operation type: {type(op)}")
@@ -351,12 +363,12 @@ class MembrainStore(BaseStore):
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         row = self._conn.execute(
             "SELECT ns, key, value, created_at, updated_at FROM items WHERE ns = ? AND key = ?",
-            (_ns_text(namespace), key),
+            (ns_text(namespace), key),
         ).fetchone()
         return None if row is None else Item(**self._fields(row))
 
     def _scan(self, op: SearchOp) -> list[SearchItem]:
-        where, params = _prefix_sql(tuple(op.namespace_prefix), "i.ns")
+        where, params = prefix_sql(tuple(op.namespace_prefix), "i.ns")
         sql = (
             "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at FROM items i "
             f"JOIN namespaces n ON n.ns = i.ns WHERE {where} ORDER BY n.seq, i.id"
@@ -375,7 +387,7 @@ class MembrainStore(BaseStore):
                 kept.append(row)
                 if len(kept) == stop:
                     break
-        return [self._search_item(row) for row in _window(kept, op.offset, op.limit)]
+        return [self._search_item(row) for row in window(kept, op.offset, op.limit)]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = [
@@ -383,19 +395,19 @@ class MembrainStore(BaseStore):
             for (ns,) in self._conn.execute("SELECT DISTINCT ns FROM items").fetchall()
         ]
         if op.match_conditions:
-            found = [ns for ns in found if all(_does_match(c, ns) for c in op.match_conditions)]
+            found = [ns for ns in found if all(does_match(c, ns) for c in op.match_conditions)]
         if op.max_depth is not None:
             found = sorted({ns[: op.max_depth] for ns in found})
         else:
             found = sorted(found)
-        return _window(found, op.offset, op.limit)
+        return window(found, op.offset, op.limit)
 
     def _query(self, op: SearchOp) -> list[SearchItem]:
         """Hybrid search: MemBrain's evidence and fact rankings fused per item (see module)."""
         assert op.query is not None
         prefix = tuple(op.namespace_prefix)
-        where, params = _prefix_sql(prefix)
-        item_where, item_params = _prefix_sql(prefix, "i.ns")
+        where, params = prefix_sql(prefix)
+        item_where, item_params = prefix_sql(prefix, "i.ns")
         with self._lock:
             namespaces = [
                 tuple(ns.split("."))
@@ -463,17 +475,29 @@ class MembrainStore(BaseStore):
         # ties keep the sidecar's order (namespace creation, then insertion), as scans do
         ordered = sorted(fused, key=lambda f: (-f.score, found[f.id][6], found[f.id][7]))
         kept = [f for f in ordered if matches(json.loads(found[f.id][2]), op.filter)]
-        return [self._search_item(found[f.id], f.score) for f in _window(kept, op.offset, op.limit)]
+        return [self._search_item(found[f.id], f.score) for f in window(kept, op.offset, op.limit)]
 
     # -- writes ------------------------------------------------------------------------------
     def _text(self, value: Mapping[str, Any], index: Sequence[str] | None) -> str:
         """The item's text for MemBrain: the indexed fields' strings, one per line."""
-        paths = [(p, tokenize_path(p)) for p in index] if index is not None else self._index_fields
-        if paths:
-            texts = [t for _, tokens in paths for t in get_text_at_path(value, tokens)]
-        else:
-            texts = list(_strings(value))
+        paths = tokenized(index) if index is not None else self._index_fields
+        texts: list[Any] = []
+        for path, tokens in paths or [("$", ["$"])]:
+            if path == "$":
+                texts.extend(strings({k: v for k, v in value.items() if k != "user_name"}))
+            else:
+                texts.extend(get_text_at_path(value, tokens))
         return "\n".join(t.strip() for t in texts if isinstance(t, str) and t.strip())
+
+    def _speaker(self, namespace: tuple[str, ...], value: Mapping[str, Any]) -> str:
+        """The user's display name for an item: its ``user_name``, else the store's."""
+        name = value.get("user_name")
+        if not isinstance(name, str) or not name.strip():
+            configured = self._user_name
+            name = configured(namespace) if callable(configured) else configured
+        if not isinstance(name, str) or not name.strip():
+            return DEFAULT_USER_NAME
+        return name.strip()
 
     def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]) -> None:
         rows: list[tuple[str, str, str | None, str | None]] = []
@@ -481,7 +505,7 @@ class MembrainStore(BaseStore):
         previous = self._sources(puts)
         for (namespace, key), op in puts.items():
             if op.value is None:
-                rows.append((_ns_text(namespace), key, None, None))
+                rows.append((ns_text(namespace), key, None, None))
                 continue
             try:
                 value_json = json.dumps(dict(op.value), ensure_ascii=False)
@@ -492,20 +516,21 @@ class MembrainStore(BaseStore):
             text = "" if op.index is False else self._text(op.value, op.index)
             source_id: str | None = None
             if text:
+                speaker = self._speaker(namespace, op.value)
                 digest = hashlib.blake2b(
-                    json.dumps([list(namespace), key, text]).encode(), digest_size=16
+                    json.dumps([list(namespace), key, text, speaker]).encode(), digest_size=16
                 ).hexdigest()
                 source_id = f"lgstore-{digest}"
                 messages.setdefault(self._scope_for(namespace), []).append(
                     Message(
-                        speaker=self._speaker,
+                        speaker=speaker,
                         text=text,
                         timestamp=CLOCK.next(),
                         role=Role.USER,
                         source_id=source_id,
                     )
                 )
-            rows.append((_ns_text(namespace), key, value_json, source_id))
+            rows.append((ns_text(namespace), key, value_json, source_id))
         # MemBrain first: a crash in between leaves an unreferenced message, never an item
         # whose text is missing from the index.
         for scope, batch in messages.items():
@@ -530,7 +555,7 @@ class MembrainStore(BaseStore):
                 )
         retired: dict[Scope, list[str]] = {}
         for (namespace, key), old in previous.items():
-            if old not in {ref for ns, k, _, ref in rows if (ns, k) == (_ns_text(namespace), key)}:
+            if old not in {ref for ns, k, _, ref in rows if (ns, k) == (ns_text(namespace), key)}:
                 retired.setdefault(self._scope_for(namespace), []).append(old)
         self._retire(retired)
         if self._extract and messages:
@@ -547,7 +572,7 @@ class MembrainStore(BaseStore):
             for namespace, key in puts:
                 row = self._conn.execute(
                     "SELECT source_id FROM items WHERE ns = ? AND key = ?",
-                    (_ns_text(namespace), key),
+                    (ns_text(namespace), key),
                 ).fetchone()
                 if row is not None and row[0]:
                     found[(namespace, key)] = row[0]
@@ -573,15 +598,3 @@ class MembrainStore(BaseStore):
                     by=self._actor,
                     reason="the store item was overwritten or deleted",
                 )
-
-
-def _strings(value: Any) -> Iterable[str]:
-    """Every string leaf of a JSON value, in order."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)

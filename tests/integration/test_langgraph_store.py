@@ -49,9 +49,9 @@ def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
 
 
 @pytest.fixture
-def stores(shared_memory: Memory) -> Iterator[tuple[MembrainStore, InMemoryStore]]:
-    # no extraction: these tests are about the key-value half
-    with MembrainStore(memory=shared_memory, extract=False) as ours:
+def stores(shared_memory: Memory, tmp_path: Path) -> Iterator[tuple[MembrainStore, InMemoryStore]]:
+    # no extraction: these tests are about the key-value half (a fresh sidecar per test)
+    with MembrainStore(memory=shared_memory, path=tmp_path / "kv.sqlite", extract=False) as ours:
         yield ours, InMemoryStore()
 
 
@@ -271,7 +271,7 @@ def test_store_takes_memory_by_keyword_and_shares_the_defaults(shared_memory: Me
     with MembrainStore(memory=shared_memory, extract=False) as store:
         store.put(namespace, "tea", {"text": "Sara drinks green tea every morning."})
         [hit] = store.search(namespace, query="green tea every morning")
-    [stored] = shared_memory.messages(scope=scope_for_namespace(namespace))
+        [stored] = shared_memory.messages(scope=store.scope_for(namespace))
     assert stored.message.speaker == DEFAULT_USER_NAME == "User"
     # first in both evidence rankings, no facts yet: MemBrain's fusion of two first places
     first = rrf({"sparse": [Ranked("tea", 1.0)]}, {}, RRF_K)[0].score
@@ -313,12 +313,14 @@ _counter = itertools.count()
 
 
 @pytest.fixture
-def query_store(shared_memory: Memory) -> Iterator[QueryStore]:
+def query_store(shared_memory: Memory, tmp_path: Path) -> Iterator[QueryStore]:
     task = f"assistant-{next(_counter)}"  # a tenant of its own in the module's memory
     sara, nate = ("Sara", task), ("Nate", task)
     with (
         BackgroundWriter(shared_memory, idle_seconds=60) as writer,
-        MembrainStore(memory=shared_memory, writer=writer, speaker="Sara") as store,
+        MembrainStore(
+            memory=shared_memory, writer=writer, speaker="Sara", path=tmp_path / "q.sqlite"
+        ) as store,
     ):
         for key, value in ITEMS.items():
             store.put(sara, key, value)
@@ -340,7 +342,7 @@ def test_query_search_finds_the_right_item_before_and_after_extraction(
     assert all(h.namespace[0] == "Sara" for h in hits)  # other tenants stay out
 
     assert writer.flush(timeout=20)
-    scope = scope_for_namespace(sara)
+    scope = store.scope_for(sara)
     assert all(m.status is MessageStatus.PROCESSED for m in shared_memory.messages(scope=scope))
     assert any("Miso" in f.text for f in shared_memory.facts(scope=scope))
     # after extraction: facts cite the items' messages, fused with the evidence ranking
@@ -403,7 +405,7 @@ def test_overwrite_and_delete_retire_the_old_facts_as_the_store_agent(
     query_store: QueryStore, shared_memory: Memory
 ) -> None:
     store, writer, sara, _ = query_store
-    scope = scope_for_namespace(sara)
+    scope = store.scope_for(sara)
     assert writer.flush(timeout=20)
     miso = [f for f in shared_memory.facts(scope=scope) if "Miso" in f.text]
     assert miso and all(f.author == "agent:langgraph-store" for f in miso)
@@ -425,7 +427,6 @@ def test_overwriting_an_item_not_yet_extracted_never_brings_its_facts_back(
     shared_memory: Memory,
 ) -> None:
     namespace = ("Sara", f"pending-{next(_counter)}")
-    scope = scope_for_namespace(namespace)
     with (
         BackgroundWriter(shared_memory, idle_seconds=60) as writer,
         MembrainStore(memory=shared_memory, writer=writer, speaker="Sara") as store,
@@ -433,6 +434,191 @@ def test_overwriting_an_item_not_yet_extracted_never_brings_its_facts_back(
         store.put(namespace, "pet", {"text": "I adopted a cat named Miso."})
         store.put(namespace, "pet", {"text": "I adopted a parrot named Kiwi."})
         assert writer.flush(timeout=20)
+        scope = store.scope_for(namespace)
     texts = [f.text for f in shared_memory.facts(scope=scope)]
     assert any("Kiwi" in t for t in texts)
     assert not any("Miso" in t for t in texts)
+
+
+# -- durability, index config, own task, user name ---------------------------------------------
+def test_items_survive_a_restart_by_default(tmp_path: Path) -> None:
+    folder = tmp_path / "membrain"
+    namespace = ("Sara", "assistant")
+    with (
+        Memory(path=folder, dense=HashingEncoder(dim=64)) as mem,
+        MembrainStore(memory=mem, extract=False) as store,
+    ):
+        # the sidecar is a file in the memory's folder, not RAM
+        assert store.path == str(folder / "langgraph-store.sqlite")
+        store.put(namespace, "pets", {"text": "Sara adopted a grey cat named Miso."})
+        store.put(namespace, "food", {"text": "Sara bakes croissants every Tuesday."})
+    assert (folder / "langgraph-store.sqlite").exists()
+    with (
+        Memory(path=folder, dense=HashingEncoder(dim=64)) as mem,
+        MembrainStore(memory=mem, extract=False) as store,
+    ):
+        again = store.get(namespace, "pets")
+        assert again is not None and again.value == {"text": "Sara adopted a grey cat named Miso."}
+        hits = store.search(("Sara",), query="What is the name of the grey cat?")
+        assert hits and hits[0].key == "pets" and hits[0].namespace == namespace
+        assert store.list_namespaces() == [namespace]
+
+
+def test_in_memory_sidecar_only_when_asked_and_server_memories_need_a_path(
+    tmp_path: Path,
+) -> None:
+    from qdrant_client import QdrantClient
+
+    from membrain.storage.client import QdrantClientBackend
+
+    folder = tmp_path / "membrain"
+    with Memory(path=folder, dense=HashingEncoder(dim=64)) as mem:
+        with MembrainStore(memory=mem, path=":memory:", extract=False) as store:
+            store.put(("a",), "k", {"text": "fleeting"})
+        with MembrainStore(memory=mem, path=":memory:", extract=False) as store:
+            assert store.get(("a",), "k") is None
+    assert not (folder / "langgraph-store.sqlite").exists()
+    backend = QdrantClientBackend(QdrantClient(location=":memory:"))
+    with Memory(backend=backend, dense=HashingEncoder(dim=64)) as server:
+        with pytest.raises(ConfigurationError, match="has no folder; pass path="):
+            MembrainStore(memory=server)
+        with MembrainStore(memory=server, path=tmp_path / "items.sqlite", extract=False) as store:
+            store.put(("a",), "k", {"text": "kept in a file"})
+        with MembrainStore(memory=server, path=tmp_path / "items.sqlite", extract=False) as store:
+            assert store.get(("a",), "k") is not None
+
+
+def test_langgraph_index_config(shared_memory: Memory, tmp_path: Path) -> None:
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    namespace = (f"index-{next(_counter)}", "notes")
+    path = tmp_path / "kv.sqlite"
+    dense = shared_memory.store.dense
+    # fields map onto index_fields; dims and embed may name the memory's own encoder
+    for embed in (None, dense, dense.name):
+        config: dict[str, Any] = {"dims": 64, "fields": ["text"]}
+        if embed is not None:
+            config["embed"] = embed
+        MembrainStore(memory=shared_memory, path=path, index=config).close()  # type: ignore[arg-type]
+    with MembrainStore(
+        memory=shared_memory, path=path, extract=False, index={"dims": 64, "fields": ["text"]}
+    ) as store:
+        store.put(namespace, "k", {"text": "Sara plays chess.", "other": "zebra"})
+        store.put(namespace, "all", {"text": "Sara sings.", "other": "loudly"}, index=["$"])
+        texts = sorted(
+            m.message.text for m in shared_memory.messages(scope=store.scope_for(namespace))
+        )
+        assert texts == ["Sara plays chess.", "Sara sings.\nloudly"]
+        assert store.search(namespace, query="chess")[0].key == "k"
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"dims": 32}, "dims"),
+        ({"dims": 64, "embed": DeterministicFakeEmbedding(size=64)}, "memory's own dense encoder"),
+        ({"embed": "openai:text-embedding-3-small"}, "memory's own dense encoder"),
+        ({"embed": lambda texts: [[0.0] * 64 for _ in texts]}, "memory's own dense encoder"),
+        ({"fields": "text"}, "list of JSON paths"),
+        ({"dimensions": 64}, "unknown keys"),
+    ]
+    for config, message in bad:
+        with pytest.raises(ConfigurationError, match=message):
+            MembrainStore(memory=shared_memory, path=path, index=config)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="disagree"):
+        MembrainStore(memory=shared_memory, path=path, index={"fields": ["a"]}, index_fields=["b"])
+
+
+def test_index_embed_may_be_the_langchain_model_the_memory_uses(tmp_path: Path) -> None:
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    model = DeterministicFakeEmbedding(size=16)
+    with Memory(path=tmp_path / "m", dense=model) as mem:
+        config: Any = {"dims": 16, "embed": model, "fields": ["text"]}
+        with MembrainStore(memory=mem, index=config, extract=False) as store:
+            store.put(("Sara",), "k", {"text": "Sara plays chess."})
+            assert store.search(("Sara",), query="chess")[0].key == "k"
+        with pytest.raises(ConfigurationError, match="embed"):
+            MembrainStore(memory=mem, index={"embed": DeterministicFakeEmbedding(size=16)})
+
+
+def test_items_stay_out_of_the_chat_scope_by_default(shared_memory: Memory, tmp_path: Path) -> None:
+    dataset = f"Mira{next(_counter)}"
+    namespace = (dataset, "assistant")
+    chat = Scope(dataset=dataset, task="assistant")
+    shared_memory.add(
+        [{"speaker": "Mira", "text": "I adopted a dog named Pixel.", "timestamp": "2024-03-15"}],
+        scope=chat,
+    )
+    with (
+        BackgroundWriter(shared_memory, idle_seconds=60) as writer,
+        MembrainStore(
+            memory=shared_memory, writer=writer, user_name="Mira", path=tmp_path / "kv.sqlite"
+        ) as store,
+    ):
+        assert store.scope_for(namespace) == Scope(
+            dataset=dataset, task="store", session="assistant"
+        )
+        store.put(namespace, "key", {"text": "I keep my spare key under the blue flowerpot."})
+        assert writer.flush(timeout=20)
+        assert store.search((dataset,), query="spare key flowerpot")[0].key == "key"
+        assert any(
+            "flowerpot" in f.text for f in shared_memory.facts(scope=store.scope_for(namespace))
+        )
+    for question in ("Where is the spare key?", "blue flowerpot"):
+        for mode in ("fast", "expand"):
+            hits = shared_memory.search(question, scope=chat, mode=mode, k=20)
+            assert not any("flowerpot" in h.fact.text for h in hits)
+    assert not any("flowerpot" in f.text for f in shared_memory.facts(scope=chat))
+    assert any("Pixel" in f.text for f in shared_memory.facts(scope=chat))
+    # another task, or the chat-sharing mapping, on request
+    other = MembrainStore(memory=shared_memory, path=":memory:", task="notes")
+    assert other.scope_for(namespace) == Scope(dataset=dataset, task="notes", session="assistant")
+    shared = MembrainStore(
+        memory=shared_memory, path=":memory:", namespace_to_scope=scope_for_namespace
+    )
+    assert shared.scope_for(namespace) == chat
+    other.close()
+    shared.close()
+    with pytest.raises(ConfigurationError, match="task or namespace_to_scope"):
+        MembrainStore(
+            memory=shared_memory, path=":memory:", task="x", namespace_to_scope=scope_for_namespace
+        )
+    with pytest.raises(ConfigurationError, match="not a valid task"):
+        MembrainStore(memory=shared_memory, path=":memory:", task="")
+
+
+def test_items_are_spoken_by_the_users_display_name(shared_memory: Memory, tmp_path: Path) -> None:
+    dataset = f"names-{next(_counter)}"
+    with (
+        BackgroundWriter(shared_memory, idle_seconds=60) as writer,
+        MembrainStore(
+            memory=shared_memory,
+            writer=writer,
+            user_name=lambda namespace: namespace[1].title(),
+            path=tmp_path / "kv.sqlite",
+        ) as store,
+    ):
+        store.put((dataset, "sara"), "home", {"text": "I live in Porto."})
+        store.put((dataset, "sara"), "work", {"text": "I work in Braga.", "user_name": "Nate"})
+        assert writer.flush(timeout=20)
+        messages = {
+            m.message.source_id: m.message
+            for ns in [(dataset, "sara")]
+            for m in shared_memory.messages(scope=store.scope_for(ns))
+        }
+        speakers = sorted((m.speaker, m.text) for m in messages.values())
+        assert speakers == [("Nate", "I work in Braga."), ("Sara", "I live in Porto.")]
+        facts = [f.text for f in shared_memory.facts(scope=store.scope_for((dataset, "sara")))]
+    porto = [t for t in facts if "Porto" in t]
+    braga = [t for t in facts if "Braga" in t]
+    assert porto and all("Sara" in t and "User" not in t for t in porto)
+    assert braga and all("Nate" in t and "User" not in t for t in braga)
+    with MembrainStore(
+        memory=shared_memory, path=":memory:", user_name="Sara", extract=False
+    ) as store:
+        store.put((dataset, "x"), "k", {"text": "I swim."})
+        [stored] = shared_memory.messages(scope=store.scope_for((dataset, "x")))
+        assert stored.message.speaker == "Sara"
+    with MembrainStore(memory=shared_memory, path=":memory:", extract=False) as store:
+        store.put((dataset, "y"), "k", {"text": "I run."})
+        [stored] = shared_memory.messages(scope=store.scope_for((dataset, "y")))
+        assert stored.message.speaker == DEFAULT_USER_NAME
+    with pytest.raises(ConfigurationError, match="user_name or speaker"):
+        MembrainStore(memory=shared_memory, path=":memory:", user_name="A", speaker="B")

@@ -278,6 +278,11 @@ def test_memory_block_writes_each_message_so_the_next_session_remembers(
     section = _section(second.get("What is my cat called?"), "membrain")
     assert "Okabe adopted a grey cat named Miso." in section
 
+    reader = MembrainMemoryBlock(memory=memory, scope=scope, user_name="Okabe", record_reads=False)
+    third = ChatMemory.from_defaults(session_id="s3", memory_blocks=[reader], async_engine=engine)
+    assert "Miso" in _section(third.get("Tell me about my cat Miso"), "membrain")
+    assert "Tell me about my cat Miso" not in [m.message.text for m in memory.messages(scope=scope)]
+
 
 @pytest.mark.asyncio
 async def test_memory_block_put_and_get(memory: Memory) -> None:

@@ -1,0 +1,212 @@
+"""The SQLite sidecar and configuration helpers of :class:`~.store.MembrainStore`.
+
+- Where the sidecar lives (:func:`sidecar_location`): beside the memory's own store (a file in
+  an embedded memory's folder), an explicit ``path``, or ``":memory:"`` when asked for.
+- LangGraph's ``index=`` configuration checked against the memory (:func:`index_fields`).
+- Namespace rules and the SQL helpers of the key-value half.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from langgraph.store.base import InvalidNamespaceError, MatchCondition, tokenize_path
+
+from membrain import ConfigurationError, Memory
+from membrain.storage.edge import EdgeBackend
+
+__all__ = [
+    "IN_MEMORY",
+    "SIDECAR_NAME",
+    "configured_fields",
+    "connect",
+    "sidecar_location",
+    "strings",
+    "tokenized",
+]
+
+SIDECAR_NAME = "langgraph-store.sqlite"
+"""File name of the default sidecar, in an embedded memory's folder."""
+
+IN_MEMORY = ":memory:"
+"""The ``path`` that keeps the sidecar in RAM (items vanish with the process)."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS namespaces (
+    ns TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    source_id TEXT,
+    UNIQUE (ns, key)
+);
+CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
+"""
+
+_INDEX_KEYS = frozenset({"dims", "embed", "fields"})
+
+
+def sidecar_location(memory: Memory, path: str | Path | None) -> str:
+    """The sidecar's file: ``path``, else ``langgraph-store.sqlite`` in the memory's folder.
+
+    Raises:
+        ConfigurationError: ``path`` is ``None`` and the memory's store has no folder (a Qdrant
+            server): say where the items live.
+    """
+    if path is not None:
+        if str(path) == IN_MEMORY:
+            return IN_MEMORY
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return str(path)
+    backend = memory.store.backend
+    if isinstance(backend, EdgeBackend):
+        backend.path.mkdir(parents=True, exist_ok=True)
+        return str(backend.path / SIDECAR_NAME)
+    raise ConfigurationError(
+        "MembrainStore keeps its items' values in a SQLite file beside the memory's store, but "
+        f"this memory's store ({backend.engine}) has no folder; pass path='.../{SIDECAR_NAME}' "
+        f"(a file this process owns), or path={IN_MEMORY!r} to keep the items only for the "
+        "life of the process"
+    )
+
+
+def connect(location: str) -> sqlite3.Connection:
+    """Open (and create) the sidecar at ``location``."""
+    conn = sqlite3.connect(location, check_same_thread=False)
+    with conn:
+        if location != IN_MEMORY:
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(SCHEMA)
+    return conn
+
+
+def _is_memory_encoder(embed: object, dense: object) -> bool:
+    """Whether ``embed`` is the memory's own dense encoder (or the model it wraps, or its name)."""
+    if embed is dense:
+        return True
+    if isinstance(embed, str):
+        return embed == getattr(dense, "name", None)
+    return any(getattr(dense, a, None) is embed for a in ("_embeddings", "_embedding"))
+
+
+def configured_fields(
+    memory: Memory, index: Mapping[str, Any] | None, fields: Sequence[str] | None
+) -> list[str] | None:
+    """The JSON paths to index, from LangGraph's ``index=`` config and ``index_fields``.
+
+    Raises:
+        ConfigurationError: ``index`` has an unknown key, ``dims`` differs from the memory's
+            dense encoder, ``embed`` is not the memory's own encoder, or ``fields`` and
+            ``index_fields`` disagree.
+    """
+    if index is None:
+        return None if fields is None else list(fields)
+    if not isinstance(index, Mapping):
+        raise ConfigurationError(
+            f"index= takes LangGraph's IndexConfig (a dict), got {type(index).__name__}"
+        )
+    unknown = sorted(set(index) - _INDEX_KEYS)
+    if unknown:
+        raise ConfigurationError(
+            f"index= has unknown keys {unknown}; it takes 'dims', 'embed' and 'fields'"
+        )
+    dense = memory.store.dense
+    dims = index.get("dims")
+    if dims is not None and dims != dense.dim:
+        raise ConfigurationError(
+            f"index['dims'] is {dims}, but the memory's dense encoder ({dense.name}) makes "
+            f"{dense.dim}-dimensional vectors; MembrainStore's items are embedded by the memory's "
+            "encoder: omit 'dims' or give that dimension"
+        )
+    embed = index.get("embed")
+    if embed is not None and not _is_memory_encoder(embed, dense):
+        raise ConfigurationError(
+            "index['embed'] must be the memory's own dense encoder: MembrainStore's items are "
+            f"embedded, and queries searched, by the memory's encoder ({dense.name}); choose the "
+            "model with Memory(dense=...) (a LangChain Embeddings is accepted there) and omit "
+            "'embed' here"
+        )
+    wanted = index.get("fields")
+    if wanted is None:
+        return None if fields is None else list(fields)
+    if isinstance(wanted, str):
+        raise ConfigurationError("index['fields'] is a list of JSON paths, not a string")
+    if fields is not None and list(fields) != list(wanted):
+        raise ConfigurationError(
+            f"index['fields'] {list(wanted)} and index_fields {list(fields)} disagree; pass one"
+        )
+    return list(wanted)
+
+
+def check_namespace(namespace: tuple[str, ...]) -> None:
+    """LangGraph's namespace rules for writes."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {namespace}: labels must be non-empty "
+                "strings without periods ('.') or NUL bytes."
+            )
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+
+
+def ns_text(namespace: Sequence[str]) -> str:
+    """A namespace as the sidecar stores it (labels joined by ``.``)."""
+    return ".".join(namespace)
+
+
+def prefix_sql(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, list[Any]]:
+    """SQL condition (and parameters) of the namespaces under ``prefix``."""
+    if not prefix:
+        return "1", []
+    text = ns_text(prefix)
+    return f"({column} = ? OR substr({column}, 1, ?) = ?)", [text, len(text) + 1, text + "."]
+
+
+def does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """Whether a namespace passes a ``list_namespaces`` match condition."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
+    return all(wanted == "*" or label == wanted for label, wanted in pairs)
+
+
+def window(rows: list[Any], offset: int, limit: int) -> list[Any]:
+    """``rows[offset:offset + limit]``."""
+    return rows[offset : offset + limit]
+
+
+def tokenized(paths: Iterable[str]) -> list[tuple[str, Any]]:
+    """LangGraph JSON paths with their tokens (``"$"``: the whole value)."""
+    return [(p, ["$"] if p == "$" else tokenize_path(p)) for p in paths]
+
+
+def strings(value: Any) -> Iterable[str]:
+    """Every string leaf of a JSON value, in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)
