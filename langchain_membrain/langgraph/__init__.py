@@ -3,8 +3,12 @@
 - :func:`make_recall_node` puts a cited memory context for the latest human message into the
   state; :func:`make_writer_node` stores each turn as pending evidence and lets a
   :class:`~membrain.background.BackgroundWriter` extract it, so the graph never waits.
-- The scope of a run comes from ``config["configurable"]`` through a
-  :class:`~membrain.binding.ScopeBinding` (``ScopeTemplate`` is its LangGraph-flavoured name).
+- The scope of a run comes from its values, ``config["configurable"]`` and the LangGraph 1.x
+  runtime context (``graph.invoke(..., context=...)``; :func:`run_values`), through a
+  :class:`~membrain.binding.ScopeBinding` (``ScopeTemplate`` is its LangGraph-flavoured name;
+  ``ScopeBinding.from_namespace(("memories", "{user_id}"))`` reads langmem's namespaces). Any
+  string is a valid ``user_id`` (:func:`~membrain.binding.scope_part`); the user's speaker name
+  is ``user_name``, never the id.
 - :class:`MembrainStore` is a LangGraph store (``graph.compile(store=...)``) whose query search
   is MemBrain's hybrid retrieval.
 - :mod:`langchain_membrain.langgraph.example` wires them into a small agent.
@@ -24,12 +28,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from langchain_membrain.langgraph.nodes import (
     DEFAULT_SCOPE_TEMPLATE,
     ScopeTemplate,
+    UserName,
     make_recall_node,
     make_writer_node,
+    run_values,
 )
 from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
 from membrain.background import BackgroundWriter
-from membrain.binding import ScopeBinding
+from membrain.binding import ScopeBinding, scope_part
 
 __all__ = [
     "DEFAULT_SCOPE_TEMPLATE",
@@ -37,7 +43,10 @@ __all__ = [
     "MembrainStore",
     "ScopeBinding",
     "ScopeTemplate",
+    "UserName",
     "make_recall_node",
     "make_writer_node",
+    "run_values",
     "scope_for_namespace",
+    "scope_part",
 ]

@@ -30,7 +30,7 @@ from langchain_membrain.langgraph import (
 from langchain_membrain.langgraph.example import build_example_graph
 from membrain import ConfigurationError, Memory, MessageStatus, Role, Scope, ScopeError
 from membrain.background import BackgroundWriter
-from membrain.binding import DEFAULT_USER_NAME, ScopeBinding
+from membrain.binding import DEFAULT_USER_NAME, ScopeBinding, scope_part
 from membrain.testing import HashingEncoder, ScriptedChatModel
 from membrain.tokens import count_tokens
 
@@ -69,6 +69,7 @@ def config() -> RunnableConfig:
     return {
         "configurable": {
             "user_id": "Sara",
+            "user_name": "Sara",
             "thread_id": "t1",
             "assistant_id": f"agent-{next(_counter)}",
         }
@@ -111,8 +112,10 @@ def test_scope_template_custom_parts_and_defaults() -> None:
         dataset="{org}:{user_id}", task="tutor", session=None, defaults={"org": "acme"}
     )
     assert template.resolve(CONFIG) == Scope(dataset="acme:Sara", task="tutor")
-    with pytest.raises(ScopeError):  # not a valid scope part
-        ScopeTemplate().resolve({"configurable": {"user_id": "a/b"}})
+    # any user id: encoded for storage when it is not a valid scope part
+    assert ScopeTemplate().resolve({"configurable": {"user_id": "a/b"}}).dataset == scope_part(
+        "a/b"
+    )
 
 
 def test_scope_template_is_the_core_binding() -> None:
@@ -147,7 +150,7 @@ def test_nodes_accept_any_scope_binding(memory: Memory, writer: BackgroundWriter
         other({"messages": [HumanMessage("hi", id="h2")]}, RunnableConfig(configurable={}))
     other(
         {"messages": [HumanMessage("The demo moved to Friday.", id="h3")]},
-        RunnableConfig(configurable={"team": fixed.dataset, "user_id": "Nate"}),
+        RunnableConfig(configurable={"team": fixed.dataset, "user_id": "u-7", "user_name": "Nate"}),
     )
     assert [m.message.speaker for m in memory.messages(scope=fixed.without_session())] == [
         "User",

@@ -185,10 +185,11 @@ def test_missing_session_key_means_no_session() -> None:
 
 
 def test_resolved_parts_are_validated() -> None:
+    # values are encoded to fit (scope_part); a template's own text must be valid
     with pytest.raises(ScopeError, match="scope dataset"):
-        ScopeBinding().resolve({"user_id": "a/b"})
+        ScopeBinding(dataset="a/{user_id}").resolve({"user_id": "sara"})
     with pytest.raises(ScopeError, match="scope session"):
-        ScopeBinding().resolve({"user_id": "sara", "thread_id": "x" * 200})
+        ScopeBinding(session="{thread_id}|x").resolve({"user_id": "sara", "thread_id": "t1"})
 
 
 def test_malformed_templates_are_refused_at_construction() -> None:
