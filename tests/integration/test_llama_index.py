@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from llama_index.core.async_utils import asyncio_run
@@ -19,6 +20,7 @@ from membrain import ConfigurationError, Memory, RetrievalMode, Scope, ScopeErro
 from membrain.aio import AsyncMemory
 from membrain.background import BackgroundWriter
 from membrain.binding import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.testing import HashingEncoder
 from membrain.tokens import count_tokens
 
 CHAT = [
@@ -407,3 +409,23 @@ def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: A
     fixed = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, priority=0)
     chat.memory_blocks = [fixed]
     assert len(_fact_lines(_section(chat.get(question), "membrain"))) == len(MANY)
+
+
+def test_memory_model_calls_are_spans_under_the_retriever(tmp_path: Path) -> None:
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    handler = SimpleSpanHandler()
+    dispatcher = get_dispatcher()
+    dispatcher.add_span_handler(handler)
+    try:
+        scope = Scope(dataset="sara", task="traced")
+        with Memory(tmp_path, dense=HashingEncoder(dim=32), llm=MockLLM()) as mem:
+            mem.add("I have a cat.", scope=scope, user_name="Sara", extract=False)
+            MembrainRetriever(memory=mem, scope=scope, mode="expand").retrieve("Sara's pet?")
+    finally:
+        dispatcher.span_handlers.remove(handler)
+    parents = {span.id_: span.parent_id for span in handler.completed_spans}
+    chats = [i for i in parents if i.startswith("MockLLM.chat")]
+    assert chats, "the query rewrite called the model"
+    assert all((parents[c] or "").startswith("MembrainRetriever._retrieve") for c in chats)
