@@ -25,6 +25,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("langgraph", "langgraph") from exc
 
+from langchain_membrain.langgraph.namespaces import namespace_scopes
 from langchain_membrain.langgraph.nodes import (
     DEFAULT_SCOPE_TEMPLATE,
     ScopeTemplate,
@@ -46,6 +47,7 @@ __all__ = [
     "UserName",
     "make_recall_node",
     "make_writer_node",
+    "namespace_scopes",
     "run_values",
     "scope_for_namespace",
     "scope_part",

@@ -6,6 +6,7 @@ import itertools
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -309,3 +310,22 @@ def test_nodes_write_where_langmem_namespaces_point(
     _write(node, RunnableConfig(configurable={"user_id": user, "thread_id": "t1"}))
     stored = memory.messages(scope=Scope(dataset=scope_part(user), task="memories"))
     assert len(stored) == 2 and {m.scope.session for m in stored} == {None}
+
+
+def test_the_store_maps_langmems_namespaces_to_the_user(tmp_path: Path) -> None:
+    from langchain_membrain.langgraph import MembrainStore, namespace_scopes
+
+    with Memory(tmp_path / "m", dense=HashingEncoder(dim=64)) as mem:
+        store = MembrainStore(
+            memory=mem,
+            path=tmp_path / "items.sqlite",
+            extract=False,
+            namespace_to_scope=namespace_scopes(("memories", "{user_id}")),
+        )
+        with store:
+            store.put(("memories", "auth0|64b7f1"), "k1", {"text": "Likes green tea."})
+            scope = store.scope_for(("memories", "auth0|64b7f1"))
+            assert (scope.task, scope.dataset.startswith("auth0_64b7f1")) == ("memories", True)
+            assert [m.message.text for m in mem.messages(scope=scope)] == ["Likes green tea."]
+            with pytest.raises(ScopeError, match="does not match"):
+                store.put(("notes", "sara"), "k2", {"text": "x"})
