@@ -329,3 +329,39 @@ def test_the_store_maps_langmems_namespaces_to_the_user(tmp_path: Path) -> None:
             assert [m.message.text for m in mem.messages(scope=scope)] == ["Likes green tea."]
             with pytest.raises(ScopeError, match="does not match"):
                 store.put(("notes", "sara"), "k2", {"text": "x"})
+
+
+def test_memory_model_calls_inside_a_node_are_child_runs_of_the_graph(tmp_path: Path) -> None:
+    from uuid import UUID
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    from langchain_membrain.langgraph import make_recall_node
+
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.chat_parents: list[UUID | None] = []
+            self.chains: dict[UUID, str] = {}
+
+        def on_chain_start(self, serialized: Any, inputs: Any, **kw: Any) -> None:
+            self.chains[kw["run_id"]] = str(kw.get("name") or "")
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kw: Any) -> None:
+            self.chat_parents.append(kw.get("parent_run_id"))
+
+    rewrite = AIMessage('{"keywords": "cat", "hypothetical": "Sara has a cat.", "event": "cat"}')
+    model = GenericFakeChatModel(messages=iter([rewrite] * 5))
+    with Memory(tmp_path, dense=HashingEncoder(dim=64), llm=model) as mem:
+        graph = StateGraph(MessagesState)
+        graph.add_node("recall", make_recall_node(memory=mem, mode="expand"))
+        graph.add_edge(START, "recall")
+        graph.add_edge("recall", END)
+        runs = Runs()
+        graph.compile().invoke(
+            {"messages": [HumanMessage("What pet do I have?")]},
+            {"configurable": {"user_id": "sara", "thread_id": "t1"}, "callbacks": [runs]},
+        )
+    assert runs.chat_parents, "the query rewrite called the model"
+    assert all(runs.chains.get(parent) == "recall" for parent in runs.chat_parents if parent)
+    assert None not in runs.chat_parents
