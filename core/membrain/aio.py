@@ -181,6 +181,14 @@ class AsyncMemory:
             self._memory.extract_pending, scope=scope, on_progress=on_progress
         )
 
+    async def retry_failed(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Extract again the messages marked failed (see :meth:`Memory.retry_failed`)."""
+        return await asyncio.to_thread(
+            self._memory.retry_failed, scope=scope, on_progress=on_progress
+        )
+
     # -- read --------------------------------------------------------------------------------
     async def search(
         self,

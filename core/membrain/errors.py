@@ -61,14 +61,24 @@ class ExtractionError(MembrainError):
         message: What went wrong.
         raw_output: The model or extractor output that could not be used, verbatim.
         message_ids: The source messages that remain pending.
+        retryable: A later attempt may succeed (the default: the model failed, or answered
+            badly after every retry): the messages stay pending. ``False``: the messages
+            themselves cannot be extracted; they are tried one by one and those that fail alone
+            are marked failed, so the rest of the scope goes on.
     """
 
     def __init__(
-        self, message: str, *, raw_output: str = "", message_ids: tuple[str, ...] = ()
+        self,
+        message: str,
+        *,
+        raw_output: str = "",
+        message_ids: tuple[str, ...] = (),
+        retryable: bool = True,
     ) -> None:
         super().__init__(message)
         self.raw_output = raw_output
         self.message_ids = message_ids
+        self.retryable = retryable
 
 
 class BackendError(MembrainError):

@@ -92,6 +92,7 @@ def build_facts(
                 f"fact has a malformed time annotation: {exc}",
                 raw_output=text,
                 message_ids=draft.sources,
+                retryable=False,
             ) from exc
         new_id = fact_id(scope, extractor, draft)
         refs = tuple(entity_refs(text))

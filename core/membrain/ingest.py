@@ -12,11 +12,11 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from membrain.audit import Cause
 from membrain.entities import EntityResolver
-from membrain.errors import ExtractionError
+from membrain.errors import ExtractionError, MembrainError
 from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
 from membrain.extraction.llm import LLMClient
 from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
@@ -49,6 +49,10 @@ def message_id(scope: Scope, message: Message | str) -> str:
     identity = Message.identity_of(message) if isinstance(message, str) else message.identity()
     return scope.record_id(scope.session or "", *identity)
 
+
+_CONTENT_ERRORS = (ValueError, ArithmeticError, LookupError, TypeError)
+"""Errors a message's content can raise inside an extractor (a date past the calendar, text
+it does not expect): that message fails alone. Anything else propagates, the batch pending."""
 
 MAX_KNOWN = 24
 """Known facts shown to the extractor per batch, at most (the best matches of its messages)."""
@@ -158,6 +162,11 @@ class Ingestor(RecordListener):
         pending = list(self._store.iter_messages(scope, status=MessageStatus.PENDING))
         return self.extract(scope, pending, on_progress)
 
+    def retry_failed(self, scope: Scope, on_progress: Callable[[int], None] | None) -> AddResult:
+        """Extract again every message of the scope marked failed."""
+        failed = list(self._store.iter_messages(scope, status=MessageStatus.FAILED))
+        return self.extract(scope, failed, on_progress)
+
     def extract(
         self,
         scope: Scope,
@@ -195,75 +204,114 @@ class Ingestor(RecordListener):
         by: Actor | None,
     ) -> AddResult:
         entity_scope = scope.without_session()
-        participants = self.participants(entity_scope)
-        cause = self._cause(by)
-        fact_ids: list[str] = []
-        entity_ids: dict[str, None] = {}
-        errors: list[ExtractionError] = []
-        discarded = 0
+        run = _Run(self.participants(entity_scope), self._cause(by))
         size, window = self._batch_size, self._context_window
         for start in range(0, len(todo), size):
-            batch = todo[start : start + size]
+            batch = list(todo[start : start + size])
             context = [m.message for m in todo[max(0, start - window) : start]]
-            target = [m.message for m in batch]
-            batch_ids = [m.id for m in batch]
-            speakers = list(dict.fromkeys([*participants, *(m.speaker for m in target)]))
-            try:
-                extracted = self._run_extractor(entity_scope, target, context, participants)
-                recorded_at = now()
-                resolution = self._resolver.resolve(
-                    entity_scope,
-                    drafts_for_refs(extracted.facts, extracted.entities),
-                    speakers,
-                    recorded_at=recorded_at,
-                )
-                facts, mentions = build_facts(
-                    scope,
-                    extracted.facts,
-                    extractor=self._extractor.id,
-                    recorded_at=recorded_at,
-                    entity_ids=resolution.ids,
-                )
-            except ExtractionError as exc:
-                exc.message_ids = tuple(batch_ids)
-                errors.append(exc)
-                log.warning("extraction of %d messages failed: %s", len(batch_ids), exc)
-                self._store.set_message_status(
-                    scope,
-                    batch_ids,
-                    MessageStatus.PENDING,
-                    error=str(exc),
-                    raw_output=exc.raw_output,
-                    cause=Cause(cause.actor, str(exc).split(":", 1)[0], cause.details),
-                )
-                if on_progress is not None:
-                    on_progress(len(batch))
-                continue
-            entities = self._resolver.entities_to_write(
-                entity_scope, resolution, mentions, recorded_at=recorded_at
-            )
-            participants = speakers
-            self._participants_cache[entity_scope.key] = tuple(participants)
-            facts = _authored(facts, {m.id: m.added_by for m in batch})
-            self._store.put_entities(entity_scope, entities, cause=cause)
-            self._store.put_facts(scope, facts, participants, cause=cause)
-            self._record_changes(scope, extracted, facts, cause)
-            reasons: dict[str, list[tuple[str, str]]] = {}
-            for item in extracted.discarded:
-                reasons.setdefault(item.message_id, []).append((item.reason, item.text))
-            self._store.set_message_status(
-                scope, batch_ids, MessageStatus.PROCESSED, discarded=reasons, cause=cause
-            )
-            discarded += len(extracted.discarded)
-            fact_ids.extend(f.id for f in facts)
-            entity_ids.update(dict.fromkeys(e.id for e in entities))
+            self._extract_batch(scope, batch, context, run)
             if on_progress is not None:
                 on_progress(len(batch))
         return AddResult(
-            fact_ids=tuple(fact_ids),
-            entity_ids=tuple(entity_ids),
-            discarded=discarded,
-            errors=tuple(errors),
+            fact_ids=tuple(run.fact_ids),
+            entity_ids=tuple(run.entity_ids),
+            discarded=run.discarded,
+            errors=tuple(run.errors),
+        )
+
+    def _extract_batch(
+        self,
+        scope: Scope,
+        batch: list[StoredMessage],
+        context: list[Message],
+        run: _Run,
+    ) -> None:
+        """Extract one batch and write what it gives; isolate a failure to its messages.
+
+        A batch that fails for a reason of its own is extracted again message by message, so
+        one bad message never holds up the others; a message that fails alone is marked
+        ``failed`` with its error. A retryable failure (the model failed, or answered badly
+        after every retry) leaves the batch pending, for the next attempt.
+        """
+        entity_scope = scope.without_session()
+        target = [m.message for m in batch]
+        batch_ids = [m.id for m in batch]
+        speakers = list(dict.fromkeys([*run.participants, *(m.speaker for m in target)]))
+        try:
+            extracted = self._run_extractor(entity_scope, target, context, run.participants)
+            recorded_at = now()
+            resolution = self._resolver.resolve(
+                entity_scope,
+                drafts_for_refs(extracted.facts, extracted.entities),
+                speakers,
+                recorded_at=recorded_at,
+            )
+            facts, mentions = build_facts(
+                scope,
+                extracted.facts,
+                extractor=self._extractor.id,
+                recorded_at=recorded_at,
+                entity_ids=resolution.ids,
+            )
+        except MembrainError as exc:
+            if not isinstance(exc, ExtractionError):
+                raise  # the store or the configuration failed, not the messages
+            self._failed(scope, batch, context, exc, run)
+            return
+        except _CONTENT_ERRORS as exc:  # what a message's content can trip in an extractor
+            failure = ExtractionError(
+                f"the extractor raised {type(exc).__name__}: {exc}", retryable=False
+            )
+            failure.__cause__ = exc
+            self._failed(scope, batch, context, failure, run)
+            return
+        entities = self._resolver.entities_to_write(
+            entity_scope, resolution, mentions, recorded_at=recorded_at
+        )
+        run.participants = speakers
+        self._participants_cache[entity_scope.key] = tuple(speakers)
+        facts = _authored(facts, {m.id: m.added_by for m in batch})
+        self._store.put_entities(entity_scope, entities, cause=run.cause)
+        self._store.put_facts(scope, facts, speakers, cause=run.cause)
+        self._record_changes(scope, extracted, facts, run.cause)
+        reasons: dict[str, list[tuple[str, str]]] = {}
+        for item in extracted.discarded:
+            reasons.setdefault(item.message_id, []).append((item.reason, item.text))
+        self._store.set_message_status(
+            scope, batch_ids, MessageStatus.PROCESSED, discarded=reasons, cause=run.cause
+        )
+        run.discarded += len(extracted.discarded)
+        run.fact_ids.extend(f.id for f in facts)
+        run.entity_ids.update(dict.fromkeys(e.id for e in entities))
+
+    def _failed(
+        self,
+        scope: Scope,
+        batch: list[StoredMessage],
+        context: list[Message],
+        exc: ExtractionError,
+        run: _Run,
+    ) -> None:
+        transient = exc.retryable
+        if len(batch) > 1 and not transient:
+            log.info("extraction of %d messages failed (%s); one by one now", len(batch), exc)
+            for number, message in enumerate(batch):
+                before = [*context, *(m.message for m in batch[:number])]
+                window = before[max(0, len(before) - self._context_window) :]
+                self._extract_batch(scope, [message], window, run)
+            return
+        batch_ids = [m.id for m in batch]
+        exc.message_ids = tuple(batch_ids)
+        run.errors.append(exc)
+        status = MessageStatus.PENDING if transient else MessageStatus.FAILED
+        log.warning("extraction of %d messages failed (%s): %s", len(batch), status.value, exc)
+        self._store.set_message_status(
+            scope,
+            batch_ids,
+            status,
+            error=str(exc),
+            raw_output=exc.raw_output,
+            cause=Cause(run.cause.actor, str(exc).split(":", 1)[0], run.cause.details),
         )
 
     def _cause(self, by: Actor | None) -> Cause:
@@ -358,6 +406,18 @@ class Ingestor(RecordListener):
             cached = tuple(e.name for e in entities if e.participant)
             self._participants_cache[key] = cached
         return list(cached)
+
+
+@dataclass
+class _Run:
+    """What one extraction run carries from batch to batch."""
+
+    participants: list[str]
+    cause: Cause
+    fact_ids: list[str] = field(default_factory=list)
+    entity_ids: dict[str, None] = field(default_factory=dict)
+    errors: list[ExtractionError] = field(default_factory=list)
+    discarded: int = 0
 
 
 def _authored(facts: list[Fact], added_by: dict[str, str | None]) -> list[Fact]:

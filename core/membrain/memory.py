@@ -290,6 +290,16 @@ class Memory(AccountableMemory):
         check_scope(scope)
         return self._ingestor.extract_pending(scope, on_progress)
 
+    def retry_failed(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Extract again the scope's messages marked ``failed`` (each failed on its own).
+
+        What fails again stays failed, with the new error recorded.
+        """
+        check_scope(scope)
+        return self._ingestor.retry_failed(scope, on_progress)
+
     # -- read --------------------------------------------------------------------------------
     def search(
         self,

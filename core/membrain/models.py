@@ -161,8 +161,14 @@ class MessageStatus(StrEnum):
     """Where a message stands in the write path."""
 
     PENDING = "pending"
-    """Stored as evidence, not extracted yet (or its extraction failed: see ``error``)."""
+    """Stored as evidence, not extracted yet (or the model failed on it: see ``error``)."""
     PROCESSED = "processed"
+    FAILED = "failed"
+    """Extraction of this message alone failed (see ``error``); the rest of its scope went on.
+
+    Not extracted again by :meth:`membrain.Memory.extract_pending`; adding the message again or
+    :meth:`membrain.Memory.retry_failed` does.
+    """
 
 
 class Message(_Record):

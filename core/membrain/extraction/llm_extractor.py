@@ -266,6 +266,7 @@ class LLMExtractor:
                 f"{step} extraction failed after {self._max_attempts} attempts: {reason}",
                 raw_output=raw,
                 message_ids=message_ids,
+                retryable=True,
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or reraises")
 

@@ -393,6 +393,10 @@ def _context(text: str, reference: datetime, free: bool) -> Ctx:
 # --------------------------------------------------------------------------- public API
 
 
+_OUT_OF_CALENDAR = (OverflowError, ValueError)
+"""What date arithmetic raises past year 1 or 9999: the resolver declines such a time."""
+
+
 def resolve(expression: str, reference: datetime) -> TimeSpan | None:
     """Resolve one time expression against the time a message was sent.
 
@@ -422,11 +426,14 @@ def resolve(expression: str, reference: datetime) -> TimeSpan | None:
     ctx = _context(text, reference, free=False)
     if not text:
         return None
-    whole = [c for c in _candidates(text, ctx) if c.start == 0 and c.end == len(text)]
-    whole.sort(key=lambda c: (c.val is None, c.rank))
-    if not whole or whole[0].val is None:
+    try:
+        whole = [c for c in _candidates(text, ctx) if c.start == 0 and c.end == len(text)]
+        whole.sort(key=lambda c: (c.val is None, c.rank))
+        if not whole or whole[0].val is None:
+            return None
+        return to_span(whole[0].val, ctx)
+    except _OUT_OF_CALENDAR:  # "yesterday" said on 0001-01-01 has no date to give
         return None
-    return to_span(whole[0].val, ctx)
 
 
 def find_times(text: str, reference: datetime) -> list[TimeMatch]:
@@ -454,8 +461,15 @@ def find_times(text: str, reference: datetime) -> list[TimeMatch]:
     """
     ctx = _context(text, reference, free=True)
     found: list[TimeMatch] = []
-    for cand in _select(_candidates(text, ctx), bracket_regions(text)):
-        span = to_span(cand.val, ctx) if cand.val is not None else None
+    try:
+        candidates = _select(_candidates(text, ctx), bracket_regions(text))
+    except _OUT_OF_CALENDAR:  # a message at the calendar's edge: its times decline
+        return []
+    for cand in candidates:
+        try:
+            span = to_span(cand.val, ctx) if cand.val is not None else None
+        except _OUT_OF_CALENDAR:
+            span = None
         if span is not None:
             found.append(TimeMatch(text[cand.start : cand.end], cand.start, cand.end, span))
     return found

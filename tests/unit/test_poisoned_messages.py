@@ -1,0 +1,67 @@
+"""One bad message never holds up its scope: times at the calendar's edge, broken annotations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from membrain import Memory, MessageStatus, Scope
+from membrain.testing import HashingEncoder
+
+SCOPE = Scope(dataset="sara", task="assistant")
+
+
+def _message(text: str, timestamp: str, source_id: str) -> dict[str, str]:
+    return {"speaker": "Sara", "text": text, "timestamp": timestamp, "id": source_id}
+
+
+def test_times_at_the_edge_of_the_calendar_decline_instead_of_raising(tmp_path: Path) -> None:
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        result = mem.add(
+            [
+                _message("I met Bob yesterday.", "0001-01-01T00:00:00Z", "a"),
+                _message("I leave tomorrow.", "9999-12-31T00:00:00Z", "b"),
+                _message("We go next year.", "9999-12-31T00:00:00Z", "c"),
+                _message("I adopted a cat named Miso.", "2024-03-15T14:00:00Z", "d"),
+            ],
+            scope=SCOPE,
+        )
+        assert result.errors == ()
+        assert {m.status for m in mem.messages(scope=SCOPE)} == {MessageStatus.PROCESSED}
+        bob = next(f for f in mem.facts(scope=SCOPE) if "Bob" in f.text)
+        assert bob.valid_from is None  # "yesterday" of year 1 has no date: declined
+
+
+def test_a_broken_annotation_fails_its_message_only(tmp_path: Path) -> None:
+    with Memory(tmp_path, dense=HashingEncoder(64), batch_size=8) as mem:
+        result = mem.add(
+            [
+                _message("I went [x::not-a-date].", "2024-03-15T14:00:00Z", "bad"),
+                *(
+                    _message(
+                        f"I planted tree number {n} in the garden.",
+                        f"2024-03-15T14:0{n}:00Z",
+                        f"ok{n}",
+                    )
+                    for n in range(1, 5)
+                ),
+            ],
+            scope=SCOPE,
+        )
+        status = {m.message.source_id: m.status for m in mem.messages(scope=SCOPE)}
+        assert status["bad"] is MessageStatus.FAILED
+        assert all(status[f"ok{n}"] is MessageStatus.PROCESSED for n in range(1, 5))
+        assert [e.message_ids for e in result.errors] == [
+            tuple(m.id for m in mem.messages(scope=SCOPE) if m.message.source_id == "bad")
+        ]
+        (bad,) = [m for m in mem.messages(scope=SCOPE) if m.status is MessageStatus.FAILED]
+        assert bad.error and "annotation" in bad.error
+        assert len([f for f in mem.facts(scope=SCOPE) if "tree number" in f.text]) == 4
+        # Not extracted again by extract_pending; retry_failed does, and it fails again.
+        assert mem.extract_pending(scope=SCOPE).errors == ()
+        again = mem.retry_failed(scope=SCOPE)
+        assert len(again.errors) == 1
+        assert [m.status for m in mem.messages(scope=SCOPE) if m.message.source_id == "bad"] == [
+            MessageStatus.FAILED
+        ]
+        failed = mem.audit(scope=SCOPE, actions=["extraction_failed"])
+        assert len(failed) == 2
