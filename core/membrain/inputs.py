@@ -75,7 +75,7 @@ def as_messages(
     """
     if isinstance(messages, str):
         return [_one(messages, user_name, assistant_name)]
-    if isinstance(messages, Mapping) or _framework_message(messages):
+    if isinstance(messages, Message | Mapping) or _framework_message(messages):
         return [_one(messages, user_name, assistant_name)]
     if not isinstance(messages, Iterable):
         raise InputError(f"messages must be a string or an iterable, got {type(messages).__name__}")

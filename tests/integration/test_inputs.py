@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from llama_index.core.llms import ChatMessage, MessageRole
 
-from membrain import InputError, Memory, Role, Scope
+from membrain import InputError, Memory, Message, Role, Scope
 from membrain.inputs import as_messages
 from membrain.testing import HashingEncoder
 
@@ -63,6 +63,13 @@ def test_langchain_and_llamaindex_messages() -> None:
         ("Ada", Role.ASSISTANT, "Lovely name."),
     ]
     assert found[1].source_id == "h1"
+
+
+def test_one_message_alone_is_one_message() -> None:
+    alone = Message(speaker="Sara", text="Hi.", timestamp="2024-03-15T14:01:00Z")
+    assert as_messages(alone) == [alone]
+    (mapping,) = as_messages({"role": "user", "content": "Hi."}, user_name="Sara")
+    assert mapping.speaker == "Sara"
 
 
 def test_bad_input_is_refused_with_a_typed_error() -> None:
