@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from membrain.audit import Cause
 from membrain.entities import EntityResolver
-from membrain.errors import ExtractionError, MembrainError
+from membrain.errors import ExtractionError, InputError, MembrainError
 from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
 from membrain.extraction.llm import LLMClient
 from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
@@ -67,7 +67,7 @@ class AddResult:
     messages_stored: int = 0
     """Messages given that were new, and stored."""
     messages_skipped: int = 0
-    """Messages given that were already stored, so not stored again."""
+    """Messages given that were already stored (or given twice in one call): not stored again."""
     messages_retried: int = 0
     """Of those, messages an earlier call left pending, extracted again by this one."""
     fact_ids: tuple[str, ...] = ()
@@ -134,6 +134,7 @@ class Ingestor(RecordListener):
         """
         ids = [message_id(scope, m) for m in incoming]
         known = {m.id: m for m in self._store.get_messages(scope, ids)}
+        _check_reused_ids(ids, incoming, known)
         fresh: dict[str, StoredMessage] = {}
         for stored_id, message in zip(ids, incoming, strict=True):
             if stored_id not in known and stored_id not in fresh:
@@ -146,14 +147,15 @@ class Ingestor(RecordListener):
                 )
         stored_by = Cause(by or Actor(kind=ActorKind.API))
         self._store.put_messages(scope, list(fresh.values()), cause=stored_by)
+        skipped = len(incoming) - len(fresh)  # already stored, or given twice in this call
         if not extract:
-            return AddResult(messages_stored=len(fresh), messages_skipped=len(known))
+            return AddResult(messages_stored=len(fresh), messages_skipped=skipped)
         retried = [m for m in known.values() if m.status is not MessageStatus.PROCESSED]
         result = self.extract(scope, [*retried, *fresh.values()], on_progress, by=by)
         return replace(
             result,
             messages_stored=len(fresh),
-            messages_skipped=len(known),
+            messages_skipped=skipped,
             messages_retried=len(retried),
         )
 
@@ -406,6 +408,24 @@ class Ingestor(RecordListener):
             cached = tuple(e.name for e in entities if e.participant)
             self._participants_cache[key] = cached
         return list(cached)
+
+
+def _check_reused_ids(
+    ids: Sequence[str], incoming: Sequence[Message], known: dict[str, StoredMessage]
+) -> None:
+    """Refuse a caller's message id that already names another text (nothing is stored then).
+
+    Raises:
+        InputError: the id is stored with another text, or given twice with two texts.
+    """
+    seen = {i: (m.message.speaker, m.message.text) for i, m in known.items()}
+    for stored_id, message in zip(ids, incoming, strict=True):
+        said = (message.speaker, message.text)
+        if seen.setdefault(stored_id, said) != said:
+            raise InputError(
+                f"message id {message.source_id!r} already names another message "
+                f"({seen[stored_id][0]}: {seen[stored_id][1][:60]!r}); give the new one its own id"
+            )
 
 
 @dataclass

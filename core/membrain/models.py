@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -81,10 +82,12 @@ class Scope(_Record):
     def _check_part(cls, value: str | None, info: Any) -> str | None:
         if value is None and info.field_name == "session":
             return None
-        if not isinstance(value, str) or not _SCOPE_PART.match(value):
+        if isinstance(value, str):
+            value = unicodedata.normalize("NFC", value)  # "é" typed either way is one name
+        if not isinstance(value, str) or not _SCOPE_PART.match(value) or value in (".", ".."):
             raise ScopeError(
                 f"scope {info.field_name} must be 1-128 characters of letters, digits, spaces or "
-                f"'._@:+-' and not start with a space; got {value!r}"
+                f"'._@:+-', not start with a space and not be '.' or '..'; got {value!r}"
             )
         return value
 
@@ -195,6 +198,14 @@ class Message(_Record):
     def _check_content(self) -> Message:
         if not self.text.strip() and not (self.caption or "").strip():
             raise InputError(f"message from {self.speaker!r} has neither text nor caption")
+        for name in ("speaker", "text", "caption", "source_id", "addressee"):
+            value = getattr(self, name)
+            try:
+                (value or "").encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(
+                    f"message {name} {value!r} is not valid Unicode text (a lone surrogate?)"
+                ) from None
         return self
 
     def identity(self) -> tuple[str, ...]:

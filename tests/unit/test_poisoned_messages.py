@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from membrain import Memory, MessageStatus, Scope
 from membrain.testing import HashingEncoder
 
@@ -65,3 +67,42 @@ def test_a_broken_annotation_fails_its_message_only(tmp_path: Path) -> None:
         ]
         failed = mem.audit(scope=SCOPE, actions=["extraction_failed"])
         assert len(failed) == 2
+
+
+def test_idempotency_tells_the_truth(tmp_path: Path) -> None:
+    from membrain import InputError
+
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        first = mem.add(
+            [
+                _message("I adopted a cat.", "2024-03-15T14:00:00Z", "m1"),
+                _message("I adopted a cat.", "2024-03-15T14:00:00Z", "m1"),  # given twice
+            ],
+            scope=SCOPE,
+        )
+        assert (first.messages_stored, first.messages_skipped) == (1, 1)
+        with pytest.raises(InputError, match="'m1' already names another message"):
+            mem.add([_message("I sold my car.", "2024-03-15T14:05:00Z", "m1")], scope=SCOPE)
+        with pytest.raises(InputError, match="already names another message"):
+            mem.add(
+                [
+                    _message("One text.", "2024-03-15T14:06:00Z", "m2"),
+                    _message("Another text.", "2024-03-15T14:07:00Z", "m2"),
+                ],
+                scope=SCOPE,
+            )
+        assert [m.message.text for m in mem.messages(scope=SCOPE)] == ["I adopted a cat."]
+
+
+def test_scope_names_and_text_are_checked_as_unicode() -> None:
+    import unicodedata
+
+    from membrain import InputError, Message, ScopeError
+
+    decomposed = unicodedata.normalize("NFD", "José")
+    assert Scope(dataset=decomposed, task="t") == Scope(dataset="José", task="t")
+    for name in (".", ".."):
+        with pytest.raises(ScopeError):
+            Scope(dataset=name, task="t")
+    with pytest.raises(InputError, match="not valid Unicode"):
+        Message(speaker="Sara", text="hi \ud800", timestamp="2024-03-15T14:00:00Z")
