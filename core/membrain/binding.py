@@ -88,7 +88,7 @@ def scope_part(value: str) -> str:
     """``value`` as a valid scope part: unchanged when it is one, else a readable encoding.
 
     A value that :class:`~membrain.Scope` accepts (1-128 letters, digits, spaces and ``._@:+-``,
-    not starting with a space) is returned as it is, unless it already ends like an encoded
+    not starting with a space, not "." or "..") is returned as it is, unless it ends like an encoded
     value (``-h`` and 16 hex digits). Any other string, of any length, is encoded
     deterministically: each character outside that alphabet (and a leading space) becomes
     ``_``, the result is cut to 110 characters, and ``-h`` plus 16 hex digits of the SHA-256 of
@@ -104,7 +104,7 @@ def scope_part(value: str) -> str:
         >>> scope_part("auth0|64b7f1")
         'auth0_64b7f1-h0965fcf43ca6e13d'
     """
-    if _VALID_PART.match(value) and not _ENCODED.search(value):
+    if _VALID_PART.match(value) and value not in (".", "..") and not _ENCODED.search(value):
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
     suffix = f"-h{digest}"
