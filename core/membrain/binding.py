@@ -28,14 +28,12 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
 from membrain.errors import ConfigurationError, ScopeError
-from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.inputs import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, MonotonicClock
 from membrain.models import Scope
 
 __all__ = [
@@ -47,34 +45,7 @@ __all__ = [
     "scope_part",
 ]
 
-_TICK = timedelta(microseconds=1)
 _FORMATTER = string.Formatter()
-
-
-class MonotonicClock:
-    """A thread-safe UTC clock whose readings strictly increase, at least 1 µs apart.
-
-    Example:
-        >>> clock = MonotonicClock()
-        >>> first, second = clock.next(), clock.next()
-        >>> first < second
-        True
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last = datetime.min.replace(tzinfo=UTC)
-
-    def next(self) -> datetime:
-        """The current UTC time, or 1 µs after the previous reading if that is later."""
-        with self._lock:
-            moment = max(datetime.now(UTC), self._last + _TICK)
-            self._last = moment
-            return moment
-
-
-CLOCK = MonotonicClock()
-"""The process-wide clock of the adapters: no two of their messages share a timestamp."""
 
 
 _MAX_PART = 128

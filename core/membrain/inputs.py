@@ -17,13 +17,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from membrain.errors import InputError
 from membrain.models import Message, Role, now
 
-__all__ = ["DEFAULT_ASSISTANT_NAME", "DEFAULT_USER_NAME", "as_messages"]
+__all__ = [
+    "CLOCK",
+    "DEFAULT_ASSISTANT_NAME",
+    "DEFAULT_USER_NAME",
+    "MonotonicClock",
+    "as_messages",
+]
 
 DEFAULT_USER_NAME = "User"
 """Speaker name of a user's messages when the caller names nobody.
@@ -46,18 +52,33 @@ _ROLES = {
     "system": Role.SYSTEM,
     "developer": Role.SYSTEM,
 }
-_lock = threading.Lock()
-_last: list[datetime] = []
+_TICK = timedelta(microseconds=1)
 
 
-def _said_now() -> datetime:
-    """Now, later than every time this process gave before."""
-    with _lock:
-        moment = now()
-        if _last and moment <= _last[0]:
-            moment = _last[0] + timedelta(microseconds=1)
-        _last[:] = [moment]
-        return moment
+class MonotonicClock:
+    """A thread-safe UTC clock whose readings strictly increase, at least 1 µs apart.
+
+    Example:
+        >>> clock = MonotonicClock()
+        >>> first, second = clock.next(), clock.next()
+        >>> first < second
+        True
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = datetime.min.replace(tzinfo=UTC)
+
+    def next(self) -> datetime:
+        """The current UTC time, or 1 µs after the previous reading if that is later."""
+        with self._lock:
+            moment = max(now(), self._last + _TICK)
+            self._last = moment
+            return moment
+
+
+CLOCK = MonotonicClock()
+"""The process-wide clock of messages said now: no two of them share a timestamp."""
 
 
 def as_messages(
@@ -93,7 +114,7 @@ def _one(value: object, user_name: str, assistant_name: str) -> Message:
         return value
     if isinstance(value, str):
         return _validated(
-            {"speaker": user_name, "text": value, "role": Role.USER, "timestamp": _said_now()}
+            {"speaker": user_name, "text": value, "role": Role.USER, "timestamp": CLOCK.next()}
         )
     if isinstance(value, Mapping):
         fields = dict(value)
@@ -139,7 +160,7 @@ def _chat_fields(
         default = "System"
     speaker = rest.pop("name", None) or default
     fields = {"speaker": speaker, "text": _text(content), "role": role, **rest}
-    fields.setdefault("timestamp", fields.pop("created_at", None) or _said_now())
+    fields.setdefault("timestamp", fields.pop("created_at", None) or CLOCK.next())
     return fields
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from membrain import ConfigurationError, Scope, ScopeError
-from membrain import binding as binding_module
+from membrain import inputs as inputs_module
 from membrain.binding import (
     CLOCK,
     DEFAULT_ASSISTANT_NAME,
@@ -34,13 +34,8 @@ def test_clock_strictly_increases_when_the_wall_clock_stalls_or_goes_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     frozen = [datetime(2024, 3, 15, 12, 0, tzinfo=UTC)]
-
-    class StuckClock(datetime):
-        @classmethod
-        def now(cls, tz: object = None) -> StuckClock:  # type: ignore[override]
-            return frozen[0]  # type: ignore[return-value]
-
-    monkeypatch.setattr(binding_module, "datetime", StuckClock)
+    # The clock reads the wall clock through membrain.inputs.now.
+    monkeypatch.setattr(inputs_module, "now", lambda: frozen[0])
     clock = MonotonicClock()
     readings = [clock.next() for _ in range(5)]
     frozen[0] -= timedelta(seconds=1)  # the wall clock is set back

@@ -11,18 +11,18 @@ Everything above speaks in :mod:`membrain.models` records, :class:`FactFilter` a
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from membrain.audit import AuditAction, AuditEvent, Cause
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
 from membrain.errors import InputError
 from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
+from membrain.inputs import MonotonicClock
 from membrain.listeners import RecordListener
-from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage, now
+from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage
 from membrain.names import normalize_name
 from membrain.storage.base import (
     DENSE,
@@ -91,22 +91,6 @@ def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-class _Ticks:
-    """Strictly increasing record times, so audit events of one process keep their order."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: datetime | None = None
-
-    def next(self) -> datetime:
-        with self._lock:
-            moment = now()
-            if self._last is not None and moment <= self._last:
-                moment = self._last + timedelta(microseconds=1)
-            self._last = moment
-            return moment
-
-
 class RecordStore(TreeRecords):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
@@ -126,7 +110,7 @@ class RecordStore(TreeRecords):
         self.dense = dense
         self.sparse = sparse
         self._listeners: list[RecordListener] = []
-        self._ticks = _Ticks()
+        self._ticks = MonotonicClock()
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
         )
