@@ -32,6 +32,7 @@ from membrain.errors import (
     MembrainError,
     MissingDependencyError,
     ScopeError,
+    StoreInUseError,
 )
 from membrain.extraction.llm import ChatModel, LLMReply
 from membrain.extraction.prompts import Prompts
@@ -104,6 +105,7 @@ __all__ = [
     "Role",
     "Scope",
     "ScopeError",
+    "StoreInUseError",
     "SearchResult",
     "StoredMessage",
     "TimeCheck",

@@ -10,6 +10,7 @@ Every error the library raises on purpose derives from :class:`MembrainError`::
     ├── AnnotationError          a ``[raw::resolved]`` annotation that does not parse
     ├── ExtractionError          extraction failed; carries the raw model output
     └── BackendError             the storage engine failed; wraps the engine error
+        └── StoreInUseError      another process owns the embedded store
 """
 
 from __future__ import annotations
@@ -83,3 +84,7 @@ class ExtractionError(MembrainError):
 
 class BackendError(MembrainError):
     """The storage engine failed; the engine's exception is chained as ``__cause__``."""
+
+
+class StoreInUseError(BackendError):
+    """Another process owns the embedded store; the message names it."""

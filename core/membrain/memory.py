@@ -63,7 +63,7 @@ from membrain.retrieval.search import RRF_K, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, check_scope
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
-from membrain.store import FactFilter, RecordStore
+from membrain.store import FactFilter, LexicalSync, RecordStore
 
 __all__ = ["AddResult", "EvidenceHit", "Memory"]
 
@@ -151,7 +151,11 @@ class Memory(AccountableMemory):
         self._backend = backend or _open_backend(path, qdrant_url, qdrant_api_key)
         embedded = backend is None and qdrant_url is None
         lexical_path = (Path(path) if path is not None else DEFAULT_PATH) / "lexical"
-        self._lexical = open_lexical_index(lexical_path if embedded else None)
+        try:
+            self._lexical = open_lexical_index(lexical_path if embedded else None)
+        except BaseException:
+            self._backend.close()
+            raise
         self._store = RecordStore(
             self._backend,
             as_dense_encoder(dense) if dense is not None else default_dense_encoder(),
@@ -171,7 +175,10 @@ class Memory(AccountableMemory):
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
             rrf_k=RRF_K,
-            extra_paths={"C": EntityTreePath(self._tree), "D": BooleanPath(self._lexical)},
+            extra_paths={
+                "C": EntityTreePath(self._tree),
+                "D": BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
+            },
         )
         self._ingestor = Ingestor(
             self._store,
@@ -355,7 +362,6 @@ class Memory(AccountableMemory):
             as_of=as_of,
             valid_at=valid_at,
         )
-        self._sync_lexical(scope)
         run = self._searcher.search(requested, ctx, k=k, skip=exclude_paths)
         ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]
         paths = run.paths
@@ -370,18 +376,6 @@ class Memory(AccountableMemory):
             escalated=run.escalated,
             paths=paths,
         )
-
-    def _sync_lexical(self, scope: Scope) -> None:
-        """Rebuild the scope's lexical index from the store when it is missing or behind.
-
-        The index is derived: a new folder, another schema, or a store written without it.
-        """
-        if scope.key in self._lexical.synced:
-            return
-        whole = scope.without_session()
-        if self._lexical.count(whole) != self._store.count_facts(whole):
-            self._lexical.rebuild(whole, self._store.iter_facts(whole))
-        self._lexical.synced.add(scope.key)
 
     def context(
         self,
@@ -520,7 +514,6 @@ class Memory(AccountableMemory):
         check_scope(scope)
         for target in (scope, scope.bookkeeping()):
             self._store.delete_scope(target)
-            self._lexical.synced.discard(target.key)
 
 
 def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:

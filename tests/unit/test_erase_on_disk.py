@@ -267,6 +267,7 @@ def test_client_backend_compact_is_a_harmless_no_op() -> None:
 # -- the lexical index ---------------------------------------------------------------------------
 SARA = Scope(dataset="sara", task="assistant")
 TOM = Scope(dataset="tom", task="assistant")
+MARK = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 _FST_INPUTS = (
     b"te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHGWUV,YKJZXQ;)(~[]$!'*@"
 )
@@ -302,9 +303,10 @@ def test_erase_deletes_the_files_that_held_deleted_documents(tmp_path: Path) -> 
     with LexicalIndex(lexical_path) as index:
         index.add(SARA, [secret, kept])  # one segment: deleting one of them keeps the segment
         index.add(TOM, [tom])
-        index.synced.update({SARA.key, TOM.key})
+        index.catch_up(SARA, [], mark=MARK)
+        index.catch_up(TOM, [], mark=MARK)
         index.delete_scope(secret.scope)
-        assert index.synced == {TOM.key}  # a deleted scope must be rebuilt before it is trusted
+        assert index.mark(SARA) == index.mark(TOM) == MARK  # a session's documents went, no more
         assert index.search(SARA, SECRET, limit=5) == []
         assert index.count(SARA) == 1
         # Positive control: the deleted document's term and stored id are still in the files.
@@ -313,7 +315,7 @@ def test_erase_deletes_the_files_that_held_deleted_documents(tmp_path: Path) -> 
         assert before
 
         index.erase()
-        assert index.synced == set()
+        assert index.mark(SARA) is None and index.mark(TOM) is None  # rebuilt before trusted
         assert index.count(SARA) == index.count(TOM) == 0
         assert index.search(SARA, "bread", limit=5) == []
     assert segments(lexical_path) & before == set()
@@ -322,7 +324,7 @@ def test_erase_deletes_the_files_that_held_deleted_documents(tmp_path: Path) -> 
 
     with LexicalIndex(lexical_path) as reopened:
         assert not reopened.created  # the erased index is opened, empty, not recreated
-        assert reopened.synced == set()
+        assert reopened.mark(SARA) is None
         assert reopened.count(SARA) == reopened.count(TOM) == 0
         reopened.rebuild(SARA, [kept])  # what an owner does for a scope it uses again
         assert [i for i, _ in reopened.search(SARA, "bread", limit=5)] == [kept.id]
@@ -331,11 +333,12 @@ def test_erase_deletes_the_files_that_held_deleted_documents(tmp_path: Path) -> 
 def test_erase_in_memory_and_scope_deleted() -> None:
     with LexicalIndex(None) as index:
         index.add(SARA, [fact(SARA, "[Sara] bakes bread.")])
-        index.synced.update({SARA.key, TOM.key})
+        index.catch_up(SARA, [], mark=MARK)
+        index.catch_up(TOM, [], mark=MARK)
         index.scope_deleted(TOM)
-        assert index.synced == {SARA.key}
+        assert index.mark(SARA) == MARK and index.mark(TOM) is None
         index.erase()
-        assert index.synced == set() and index.count(SARA) == 0
+        assert index.mark(SARA) is None and index.count(SARA) == 0
         index.add(SARA, [fact(SARA, "[Sara] sings.")])  # the writer is live again
         assert index.count(SARA) == 1
     with pytest.raises(BackendError, match="closed"):

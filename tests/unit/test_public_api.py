@@ -46,6 +46,7 @@ EXPECTED = {
     "Role",
     "Scope",
     "ScopeError",
+    "StoreInUseError",
     "SearchResult",
     "StoredMessage",
     "TimeCheck",

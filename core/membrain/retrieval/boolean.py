@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient
-from membrain.models import Precision, TimeSpan
+from membrain.models import Precision, Scope, TimeSpan
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.storage.lexical import LexicalIndex, time_keys, validate_query
 
@@ -236,12 +236,17 @@ class BooleanPath:
 
     Args:
         index: The lexical index of facts.
+        sync: Brings the index up to date with the record store before it is searched
+            (:class:`~membrain.store.LexicalSync`); ``None`` trusts the index as it is.
     """
 
     name = "D"
 
-    def __init__(self, index: LexicalIndex) -> None:
+    def __init__(
+        self, index: LexicalIndex, *, sync: Callable[[Scope], object] | None = None
+    ) -> None:
         self.index = index
+        self.sync = sync
 
     def run(self, ctx: SearchContext) -> list[Ranked]:
         """Fact ids of ``ctx.scope`` matching the query, best BM25 score first.
@@ -250,6 +255,8 @@ class BooleanPath:
         """
         if ctx.limit <= 0:
             return []
+        if self.sync is not None:
+            self.sync(ctx.scope)
         if ctx.llm is not None:
             query = llm_query(ctx.llm, ctx.question, ctx.times, validate=self.index.validate)
             if query is not None:

@@ -117,6 +117,7 @@ DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
         "believed_until",
         "valid_start",
         "valid_end",
+        "revised_at",
     ),
     Collection.AUDIT: ("at",),
 }

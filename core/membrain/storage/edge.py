@@ -41,8 +41,9 @@ from membrain.storage.base import (
     VectorQuery,
     scored,
 )
+from membrain.storage.owner import FolderLock
 
-__all__ = ["EdgeBackend", "open_edge_backend"]
+__all__ = ["EdgeBackend", "holds_store", "open_edge_backend"]
 
 _META = "membrain.json"
 _FORMAT = 1
@@ -74,6 +75,11 @@ def _vector(value: Sequence[float] | SparseVector) -> Any:
 
 def _sibling(folder: Path, suffix: str) -> Path:
     return folder.with_name(folder.name + suffix)
+
+
+def holds_store(path: str | Path) -> bool:
+    """Whether ``path`` is the folder of an embedded store (an empty folder is not)."""
+    return (Path(path) / _META).is_file()
 
 
 def _holds_shard(folder: Path) -> bool:
@@ -145,6 +151,7 @@ class EdgeBackend(BaseBackend):
         self._optimize_threshold = optimize_threshold
         self._users = 0
         self._closed = False
+        self._owner = FolderLock(path)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _ensure(self, dense_dim: int, dense_model: str, sparse_model: str) -> None:
@@ -236,6 +243,7 @@ class EdgeBackend(BaseBackend):
                         shard.flush()
                         shard.close()
                 self._shards.clear()
+                self._owner.release()
 
     @property
     def location(self) -> str:
@@ -362,6 +370,7 @@ def open_edge_backend(path: str | Path, *, optimize_threshold: int = 20_000) -> 
         backend = _registry.get(resolved)
         if backend is None:
             backend = EdgeBackend(resolved, optimize_threshold=optimize_threshold)
+            backend._owner.acquire()
             _registry[resolved] = backend
         backend._users += 1
         return backend

@@ -15,6 +15,11 @@ year     ``"2023"`` for every year the fact's times cover (``month``: ``"2023-05
 status   ``active`` / ``superseded`` / ``forgotten`` (raw); layer: ``dialogue`` ... (raw)
 ======== ========================================================================================
 
+Besides its facts, a tenant has one *mark* document (status ``mark``): the record time up to
+which the index is known to hold every change of the record store (:meth:`LexicalIndex.mark`).
+It is written in the same commit as the documents it vouches for, so a crash cannot leave the
+mark ahead of them; whoever reconciles the index reads the facts revised since the mark.
+
 A query is tantivy syntax over ``text``, ``entities``, ``year``, ``month``, ``day`` (and
 ``layer``); every search is a conjunction of it with the scope (tenant, and session when the
 scope has one) and ``status:active``, so no query text reaches another tenant.
@@ -32,6 +37,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +48,7 @@ from typing import Any
 
 import tantivy
 
-from membrain.errors import BackendError, InputError, MembrainError, ScopeError
+from membrain.errors import BackendError, InputError, MembrainError, ScopeError, StoreInUseError
 from membrain.listeners import RecordListener
 from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan
 from membrain.names import entity_refs
@@ -77,11 +83,14 @@ _HEAP_BYTES = 50_000_000  # tantivy needs at least 15 MB per indexing thread
 _TANTIVY_FILE = re.compile(r"^(?:[0-9a-f]{32}\.\w+|meta\.json|\.managed\.json|\.tantivy-.+\.lock)$")
 _EPSILON = timedelta(microseconds=1)
 _NOT = re.compile(r"(?<![^\s(])NOT(?:\s+|(?=\())")
+_MARK_ID = "~mark"
+_MARK_STATUS = "mark"
 
 
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("revision", stored=True, tokenizer_name="raw", index_option="basic")
     for name in ("tenant", "session", "status", "layer", "year", "month", "day"):
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("text", tokenizer_name="en_stem", index_option="position")
@@ -175,6 +184,12 @@ def _document(scope: Scope, fact: Fact) -> tantivy.Document:
     )
 
 
+def _drop_files(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_file() and _TANTIVY_FILE.match(child.name):
+            child.unlink()
+
+
 def _nodes(ast: Any, depth: int = 0) -> Iterator[tuple[dict[str, Any], int]]:
     """Every node of a parsed query AST (a dict), with its depth (the root is 0)."""
     children: Iterable[Any] = ()
@@ -262,10 +277,8 @@ class LexicalIndex(RecordListener):
 
     Attributes:
         created: The index was created empty by this open (new directory, or an index of an
-            older schema that was discarded): rebuild it from the source of truth.
-        synced: Scope keys (``scope.key``) known to match the record store. The owners fill
-            it once they have rebuilt a scope; it lives here because the ``Memory`` objects of
-            a process share one index. Deleting a scope, or :meth:`erase`, takes keys out.
+            older schema that was discarded, or a damaged one): rebuild it from the source of
+            truth.
 
     Raises:
         BackendError: The directory cannot be opened, or another writer holds it.
@@ -277,7 +290,6 @@ class LexicalIndex(RecordListener):
         self._lock = threading.RLock()
         self._schema = _schema()
         self.created = True
-        self.synced: set[str] = set()
         with _engine(f"open the lexical index at {path}"):
             if path is None:
                 self._index = tantivy.Index(self._schema)
@@ -285,20 +297,35 @@ class LexicalIndex(RecordListener):
                 path.mkdir(parents=True, exist_ok=True)
                 self._index = self._open(path)
             self._index.config_reader("manual")
-            self._writer: tantivy.IndexWriter | None = self._index.writer(_HEAP_BYTES, 1)
+            self._writer: tantivy.IndexWriter | None = self._take_writer()
+
+    def _take_writer(self) -> tantivy.IndexWriter:
+        try:
+            return self._index.writer(_HEAP_BYTES, 1)
+        except ValueError as exc:
+            if "LockBusy" not in str(exc):
+                raise
+            raise StoreInUseError(
+                f"the lexical index at {self.path} is open for writing in another process; "
+                "one process owns a store's folder"
+            ) from exc
 
     def _open(self, path: Path) -> tantivy.Index:
         if not tantivy.Index.exists(str(path)):
             return tantivy.Index(self._schema, path=str(path))
         try:
             index = tantivy.Index(self._schema, path=str(path), reuse=True)
+            index.searcher()  # reads every segment's files: damage shows here, not mid-search
         except ValueError as exc:
             if "schema does not match" not in str(exc):
-                raise
-            # A derived index of another schema: drop its files, the owner rebuilds it.
-            for child in path.iterdir():
-                if child.is_file() and _TANTIVY_FILE.match(child.name):
-                    child.unlink()
+                warnings.warn(
+                    f"the lexical index at {path} is damaged ({str(exc)[:160]}); it is rebuilt "
+                    "from the record store as scopes are searched",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            # A derived index of another schema, or damaged: drop its files, owners rebuild it.
+            _drop_files(path)
             return tantivy.Index(self._schema, path=str(path))
         self.created = False
         return index
@@ -341,22 +368,50 @@ class LexicalIndex(RecordListener):
         """Drop the documents of a deleted scope (see :meth:`delete_scope`)."""
         self.delete_scope(scope)
 
-    def rebuild(self, scope: Scope, facts: Iterable[Fact]) -> None:
-        """Drop the scope's documents (one session's, when the scope has one), index ``facts``."""
-        self._write(scope, facts, drop_scope=True)
+    def rebuild(self, scope: Scope, facts: Iterable[Fact], *, mark: datetime | None = None) -> None:
+        """Drop the scope's documents (one session's, when the scope has one), index ``facts``.
+
+        With ``mark``, the tenant's mark becomes it in the same commit (see :meth:`mark`).
+        """
+        self._write(scope, facts, drop_scope=True, mark=mark)
+
+    def catch_up(self, scope: Scope, facts: Iterable[Fact], *, mark: datetime) -> None:
+        """Index ``facts`` (the ones revised since :meth:`mark`) and move the mark to ``mark``.
+
+        Both land in one commit: the mark never vouches for documents not written.
+        """
+        self._write(scope, facts, drop_scope=False, mark=mark)
+
+    def mark(self, scope: Scope) -> datetime | None:
+        """The record time up to which the tenant's documents match the store (``None``: never).
+
+        Facts revised after it may be missing or stale here; older ones are indexed as stored.
+        """
+        with _engine(f"read the mark of {scope.key!r}"):
+            self._live_writer()
+            searcher = self._index.searcher()
+            query = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, self._term("tenant", scope.key)),
+                    (tantivy.Occur.Must, self._term("status", _MARK_STATUS)),
+                ]
+            )
+            hits = searcher.search(query, 1).hits
+            if not hits:
+                return None
+            value = searcher.doc(hits[0][1]).get_first("revision")
+            return datetime.fromisoformat(str(value)) if value else None
 
     def delete_scope(self, scope: Scope) -> None:
         """Drop the scope's documents (one session's, when the scope has one)."""
-        with self._lock:
-            self.synced.discard(scope.key)
-            self._write(scope, (), drop_scope=True)
+        self._write(scope, (), drop_scope=True)
 
     def erased(self) -> None:
         """The record store erased purged records from disk: erase this index too (see below)."""
         self.erase()
 
     def erase(self) -> None:
-        """Drop every document, and delete every file that held one; empties :attr:`synced`.
+        """Drop every document (marks included), and delete every file that held one.
 
         Deleting documents leaves their terms in the segment files; this removes the segments
         themselves, so nothing of a purged fact stays in the directory. The owners rebuild
@@ -367,7 +422,6 @@ class LexicalIndex(RecordListener):
         """
         with self._lock, _engine("erase the lexical index"):
             writer = self._live_writer()
-            self.synced.clear()
             writer.delete_all_documents()
             writer.commit()
             self._writer = None
@@ -376,16 +430,45 @@ class LexicalIndex(RecordListener):
             self._writer = self._index.writer(_HEAP_BYTES, 1)
             self._writer.garbage_collect_files()
 
-    def _write(self, scope: Scope, facts: Iterable[Fact], *, drop_scope: bool) -> None:
+    def _write(
+        self,
+        scope: Scope,
+        facts: Iterable[Fact],
+        *,
+        drop_scope: bool,
+        mark: datetime | None = None,
+    ) -> None:
         with self._lock, _engine(f"index facts of {scope.key!r}"):
             writer = self._live_writer()
             try:
                 pending = self._stage(writer, scope, facts, drop_scope=drop_scope)
+                if mark is not None:
+                    self._stage_mark(writer, scope, mark)
+                    pending += 1
+                if pending:
+                    self._commit()
             except BaseException:
                 writer.rollback()  # nothing half-written reaches a later commit
                 raise
-            if pending:
-                self._commit()
+
+    def _stage_mark(self, writer: tantivy.IndexWriter, scope: Scope, mark: datetime) -> None:
+        writer.delete_documents_by_query(
+            tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, self._term("tenant", scope.key)),
+                    (tantivy.Occur.Must, self._term("status", _MARK_STATUS)),
+                ]
+            )
+        )
+        writer.add_document(
+            tantivy.Document(
+                id=_MARK_ID,
+                tenant=scope.key,
+                session="",
+                status=_MARK_STATUS,
+                revision=mark.isoformat(),
+            )
+        )
 
     def _stage(
         self, writer: tantivy.IndexWriter, scope: Scope, facts: Iterable[Fact], *, drop_scope: bool
@@ -412,15 +495,18 @@ class LexicalIndex(RecordListener):
     def _term(self, field: str, value: str) -> tantivy.Query:
         return tantivy.Query.term_query(self._schema, field, value)
 
-    def _scope_query(self, scope: Scope, *, active_only: bool) -> tantivy.Query:
+    def _scope_query(
+        self, scope: Scope, *, active_only: bool, facts_only: bool = False
+    ) -> tantivy.Query:
         terms = [self._term("tenant", scope.key)]
         if scope.session is not None:
             terms.append(self._term("session", scope.session))
         if active_only:
             terms.append(self._term("status", FactStatus.ACTIVE.value))
-        return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, tantivy.Query.const_score_query(t, 0.0)) for t in terms]
-        )
+        clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(t, 0.0)) for t in terms]
+        if facts_only:
+            clauses.append((tantivy.Occur.MustNot, self._term("status", _MARK_STATUS)))
+        return tantivy.Query.boolean_query(clauses)
 
     def validate(self, query: str) -> list[str]:
         """Problems of a query (see :func:`validate_query`); empty when it is valid."""
@@ -480,7 +566,8 @@ class LexicalIndex(RecordListener):
             self._live_writer()
             searcher = self._index.searcher()
             # ``SearchResult.count`` is missing from tantivy's type stubs.
-            result: Any = searcher.search(self._scope_query(scope, active_only=False), 1)
+            query = self._scope_query(scope, active_only=False, facts_only=True)
+            result: Any = searcher.search(query, 1)
             return int(result.count)
 
     def close(self) -> None:

@@ -1,12 +1,14 @@
 """Which facts a read returns (:class:`FactFilter`) and the fact payload fields it filters on.
 
-Besides the fact's own fields the store writes three derived datetime fields on every fact, so
-the bi-temporal reads are plain range conditions (Qdrant Edge matches no point on a missing
-field, so open ends are written as far-away times):
+Besides the fact's own fields the store writes derived datetime fields on every fact, so the
+bi-temporal reads are plain range conditions (Qdrant Edge matches no point on a missing field, so
+open ends are written as far-away times):
 
 * ``believed_until``: when the memory stopped holding the fact true (superseded, forgotten or
   retracted; the far future while it is active);
-* ``valid_start`` / ``valid_end``: the valid time with open or unknown ends made infinite.
+* ``valid_start`` / ``valid_end``: the valid time with open or unknown ends made infinite;
+* ``revised_at``: the record time of the latest write of the fact (creation or change), which
+  derived indexes use to find what changed since they last caught up (``revised_after``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ __all__ = ["DERIVED_FACT_FIELDS", "FactFilter", "fact_payload"]
 
 EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, tzinfo=UTC)
-DERIVED_FACT_FIELDS = ("believed_until", "valid_start", "valid_end")
+DERIVED_FACT_FIELDS = ("believed_until", "valid_start", "valid_end", "revised_at")
 """Payload fields the store derives from a fact (dropped when the fact is read)."""
 
 _READABLE = (FactStatus.ACTIVE, FactStatus.SUPERSEDED, FactStatus.FORGOTTEN)
@@ -33,9 +35,13 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def fact_payload(fact: Fact) -> dict[str, Any]:
-    """The payload of ``fact``: its fields (scope aside) and the derived time fields."""
+def fact_payload(fact: Fact, revised_at: datetime | None = None) -> dict[str, Any]:
+    """The payload of ``fact``: its fields (scope aside) and the derived time fields.
+
+    ``revised_at`` is the record time of this write (default: when the fact was recorded).
+    """
     data: dict[str, Any] = fact.model_dump(mode="json", exclude={"scope"})
+    data["revised_at"] = _iso(revised_at or fact.recorded_at)
     data["believed_until"] = _iso(fact.believed_until or LATEST)
     data["valid_start"] = _iso(fact.valid_from or EARLIEST)
     data["valid_end"] = _iso(fact.valid_to or LATEST)
@@ -60,6 +66,7 @@ class FactFilter:
         stated_after: Only facts stated after this moment (exclusive).
         stated_before: Only facts stated before this moment (exclusive).
         timed: Only facts with a resolved time.
+        revised_after: Only facts written (created or changed) after this record time.
     """
 
     status: FactStatus | tuple[FactStatus, ...] | None = FactStatus.ACTIVE
@@ -73,6 +80,7 @@ class FactFilter:
     stated_after: datetime | None = None
     stated_before: datetime | None = None
     timed: bool = False
+    revised_after: datetime | None = None
 
     @classmethod
     def as_of(cls, moment: datetime) -> FactFilter:
@@ -121,6 +129,8 @@ class FactFilter:
             where["stated_at"] = TimeRange(gt=self.stated_after, lt=self.stated_before)
         if self.timed:
             where["precision"] = [p.value for p in Precision]
+        if self.revised_after is not None:
+            where["revised_at"] = TimeRange(gt=self.revised_after)
         return where
 
     def admits(self, fact: Fact) -> bool:

@@ -252,9 +252,10 @@ class RecordStore(TreeRecords):
         """
         if not facts:
             return
+        revised = self.now()
         points = self._points(
             [f.id for f in facts],
-            [fact_payload(f) for f in facts],
+            [fact_payload(f, revised) for f in facts],
             [fact_sparse_text(f.text) for f in facts],
             [fact_dense_text(f.text, participants) for f in facts],
         )
@@ -293,8 +294,10 @@ class RecordStore(TreeRecords):
         """
         if not facts:
             return
+        revised = self.now()
         for fact in facts:
-            self.backend.set_payload(Collection.FACTS, scope, [fact.id], fact_payload(fact))
+            payload = fact_payload(fact, revised)
+            self.backend.set_payload(Collection.FACTS, scope, [fact.id], payload)
         about = tuple(targets) if targets is not None else tuple(f.id for f in facts)
         self._audit(scope, cause, [(action, about, {})])
         self._facts_written(scope, facts)

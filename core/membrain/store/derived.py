@@ -1,0 +1,69 @@
+"""Keeping the lexical index of path D in step with the record store.
+
+The lexical index (:class:`~membrain.storage.lexical.LexicalIndex`) is derived: the record store
+tells it of every write as it happens, but a write can reach Qdrant and not the index (the
+process killed between the two, a tantivy failure), and another process writing to the same
+Qdrant server tells only its own index. So before the index is searched, :class:`LexicalSync`
+reconciles it by content version, not by counting:
+
+1. every fact payload carries ``revised_at``, the record time of its latest write;
+2. the index keeps, per tenant, a *mark*: the record time up to which it holds every change;
+3. the facts revised after the mark are read (one indexed range query) and indexed again, and
+   the mark moves to a little before the reconciliation began (:data:`OVERLAP`, for writes
+   still landing);
+4. deleted facts leave no revision behind: if the index then counts another number of facts
+   than the store, the tenant is rebuilt.
+
+An index without a mark (new, of an older schema, erased or rebuilt after damage) is rebuilt.
+
+Example:
+    >>> sync = LexicalSync(store, index)  # doctest: +SKIP
+    >>> sync(scope)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from membrain.models import Scope
+from membrain.storage.lexical import LexicalIndex
+from membrain.store.filters import FactFilter
+from membrain.store.records import RecordStore
+
+__all__ = ["OVERLAP", "LexicalSync"]
+
+OVERLAP = timedelta(seconds=5)
+"""How far before a reconciliation its mark is set: changes stamped that close to it are read
+again next time, in case their write was still landing (or a writer's clock runs behind)."""
+
+
+class LexicalSync:
+    """Reconciles a lexical index with a record store, tenant by tenant (module docstring).
+
+    Args:
+        store: The source of truth.
+        index: The derived index to keep in step.
+    """
+
+    def __init__(self, store: RecordStore, index: LexicalIndex) -> None:
+        self.store = store
+        self.index = index
+
+    def __call__(self, scope: Scope) -> int:
+        """Bring the tenant of ``scope`` up to date; how many facts were indexed again."""
+        tenant = scope.without_session()
+        mark = self.index.mark(tenant)
+        new_mark = self.store.now() - OVERLAP
+        if mark is None:
+            return self._rebuild(tenant, new_mark)
+        changed = list(self.store.iter_facts(tenant, FactFilter(status=None, revised_after=mark)))
+        if changed:
+            self.index.catch_up(tenant, changed, mark=new_mark)
+        if self.index.count(tenant) != self.store.count_facts(tenant):
+            return self._rebuild(tenant, new_mark)
+        return len(changed)
+
+    def _rebuild(self, tenant: Scope, mark: datetime) -> int:
+        facts = list(self.store.iter_facts(tenant))
+        self.index.rebuild(tenant, facts, mark=mark)
+        return len(facts)

@@ -1,0 +1,163 @@
+"""Derived indexes are reconciled with the record store by content version, not by counting.
+
+A write can reach Qdrant and not the lexical index (a kill between the two), and a ``Memory``
+sharing a backend with another hears only its own writes: path D must still serve the store's
+current state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient
+
+from membrain import Memory, Scope
+from membrain.models import FactStatus
+from membrain.storage.client import QdrantClientBackend
+from membrain.storage.lexical import LexicalIndex
+from membrain.testing import HashingEncoder
+
+SCOPE = Scope(dataset="sara", task="assistant")
+REX = "I adopted a golden retriever named Rex."
+NURSE = "I work as a nurse at the Lisbon hospital."
+
+
+def _say(mem: Memory, text: str, minute: int) -> None:
+    mem.add(
+        [{"speaker": "Sara", "text": text, "timestamp": f"2024-03-15T10:{minute:02d}:00Z"}],
+        scope=SCOPE,
+    )
+
+
+def _fact_id(mem: Memory, word: str) -> str:
+    return next(f.id for f in mem.facts(scope=SCOPE) if word in f.text)
+
+
+def _lexical(mem: Memory, query: str) -> list[str]:
+    """Ids path D finds for ``query`` (after reconciling, as a deep search does)."""
+    index: LexicalIndex = mem._lexical
+    mem._searcher._extra["D"].sync(SCOPE)  # type: ignore[attr-defined]
+    return [i for i, _ in index.search(SCOPE, query, limit=10)]
+
+
+class _Killed(BaseException):
+    """Stands for the process dying: nothing after it runs."""
+
+
+def test_forget_interrupted_before_the_lexical_write_is_repaired_on_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = Memory(tmp_path, dense=HashingEncoder(64))
+    _say(mem, REX, 0)
+    _say(mem, NURSE, 1)
+    rex = _fact_id(mem, "Rex")
+    assert rex in _lexical(mem, "retriever")
+
+    def killed(self: LexicalIndex, scope: Scope, facts: object) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(LexicalIndex, "facts_written", killed)
+    with pytest.raises(_Killed):
+        mem.forget([rex], scope=SCOPE)
+    monkeypatch.undo()
+    mem.close()
+
+    with Memory(tmp_path, dense=HashingEncoder(64)) as reopened:
+        stored = reopened.facts(scope=SCOPE, include_inactive=True)
+        assert next(f for f in stored if f.id == rex).status is FactStatus.FORGOTTEN
+        # The index itself is repaired (not only filtered at read time) ...
+        assert rex not in _lexical(reopened, "retriever")
+        assert _fact_id(reopened, "nurse") in _lexical(reopened, "nurse")
+        # ... and no read serves the forgotten fact.
+        for mode in ("fast", "expand", "deep"):
+            hits = reopened.search("golden retriever Rex", scope=SCOPE, mode=mode)
+            assert rex not in [h.fact.id for h in hits]
+        assert "Rex" not in reopened.context("golden retriever Rex", scope=SCOPE, mode="deep").text
+
+
+def test_add_interrupted_before_the_lexical_write_is_indexed_on_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = Memory(tmp_path, dense=HashingEncoder(64))
+    _say(mem, NURSE, 0)
+    assert _lexical(mem, "nurse")
+
+    def killed(self: LexicalIndex, scope: Scope, facts: object) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(LexicalIndex, "facts_written", killed)
+    with pytest.raises(_Killed):
+        _say(mem, REX, 1)
+    monkeypatch.undo()
+    mem.close()
+
+    with Memory(tmp_path, dense=HashingEncoder(64)) as reopened:
+        reopened.extract_pending(scope=SCOPE)
+        rex = _fact_id(reopened, "Rex")
+        assert _lexical(reopened, "retriever") == [rex]
+        hits = reopened.search("golden retriever", scope=SCOPE, mode="deep")
+        assert "D" in next(h.paths for h in hits if h.fact.id == rex)
+
+
+def test_two_memories_on_one_backend_see_each_others_writes_on_path_d() -> None:
+    backend = QdrantClientBackend(QdrantClient(location=":memory:"))
+    writer = Memory(backend=backend, dense=HashingEncoder(64))
+    reader = Memory(backend=backend, dense=HashingEncoder(64))
+    try:
+        _say(writer, REX, 0)
+        rex = _fact_id(writer, "Rex")
+        assert _lexical(reader, "retriever") == [rex]  # the reader's index was built
+
+        writer.forget([rex], scope=SCOPE)  # a status change only: the counts still match
+        assert _lexical(reader, "retriever") == []
+        hits = reader.search("golden retriever Rex", scope=SCOPE, mode="deep")
+        assert rex not in [h.fact.id for h in hits]
+
+        _say(writer, NURSE, 1)  # a new fact, written by the other memory
+        nurse = _fact_id(writer, "nurse")
+        hits = reader.search("nurse at the hospital", scope=SCOPE, mode="deep")
+        assert "D" in next(h.paths for h in hits if h.fact.id == nurse)
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_stale_index_entry_is_never_served(tmp_path: Path) -> None:
+    """Even before reconciling, a hit is re-checked against the store's status."""
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        _say(mem, REX, 0)
+        rex = _fact_id(mem, "Rex")
+        forgotten = mem.forget([rex], scope=SCOPE)[0]
+        index: LexicalIndex = mem._lexical
+        index.add(SCOPE, [forgotten.model_copy(update={"status": FactStatus.ACTIVE})])
+        mem._searcher._extra["D"].sync = None  # type: ignore[attr-defined]
+        assert index.search(SCOPE, "retriever", limit=5)  # the index is stale ...
+        hits = mem.search("golden retriever Rex", scope=SCOPE, mode="deep")
+        assert rex not in [h.fact.id for h in hits]  # ... and the read is not
+
+
+def _damage(lexical: Path, how: str) -> None:
+    if how == "truncated meta.json":
+        meta = lexical / "meta.json"
+        meta.write_text(meta.read_text()[:20])
+    elif how == "missing .term":
+        next(lexical.glob("*.term")).unlink()
+    else:
+        store = next(lexical.glob("*.store"))
+        store.write_bytes(b"\0" * store.stat().st_size)
+
+
+@pytest.mark.parametrize("how", ["truncated meta.json", "missing .term", "zeroed .store"])
+def test_a_damaged_lexical_index_is_rebuilt_with_a_warning(tmp_path: Path, how: str) -> None:
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        _say(mem, REX, 0)
+        rex = _fact_id(mem, "Rex")
+        assert _lexical(mem, "retriever") == [rex]
+    _damage(tmp_path / "lexical", how)
+
+    with pytest.warns(RuntimeWarning, match="lexical index .* is damaged"):
+        reopened = Memory(tmp_path, dense=HashingEncoder(64))
+    with reopened:
+        hits = reopened.search("golden retriever", scope=SCOPE, mode="deep")
+        assert "D" in next(h.paths for h in hits if h.fact.id == rex)
