@@ -95,22 +95,24 @@ class WindowLine:
 
 def parse_window(prompt: str) -> list[WindowLine]:
     """The target lines of a prompt: the lines after the divider, or all lines without one."""
-    marker = "\nMessages:\n"
-    at = prompt.find(marker)
-    body = prompt[at + len(marker) :] if at >= 0 else prompt
+    at = prompt.find("\nMessages")
+    body = prompt[prompt.index("\n", at + 1) + 1 :] if at >= 0 else prompt
     lines: list[WindowLine] = []
     target_start = 0
     for raw in body.splitlines():
-        if raw.strip() == DIVIDER:
+        if raw[:1].isspace():  # an indented line continues the message above it
+            if lines and raw.strip():
+                last = lines[-1]
+                text = f"{last.text} {raw.strip()}"
+                lines[-1] = WindowLine(last.stamp, last.speaker, last.kind, text)
+            continue
+        if raw == DIVIDER:
             target_start = len(lines)
             continue
         match = _LINE.match(raw)
         if match:
             stamp, speaker, kind, text = match.groups()
             lines.append(WindowLine(stamp, speaker, kind or "said", text))
-        elif lines and raw.strip():  # a message text spanning several lines
-            last = lines[-1]
-            lines[-1] = WindowLine(last.stamp, last.speaker, last.kind, f"{last.text} {raw}")
     return lines[target_start:]
 
 

@@ -12,7 +12,7 @@ from membrain.errors import AnnotationError, ExtractionError
 from membrain.extraction.base import EntityDraft, FactDraft
 from membrain.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
 from membrain.names import entity_refs, normalize_name
-from membrain.temporal import find_annotations
+from membrain.temporal import check_times, find_annotations
 
 __all__ = ["build_facts", "drafts_for_refs", "entity_id", "fact_id", "replacements", "validity"]
 
@@ -73,7 +73,8 @@ def build_facts(
     """Facts for ``drafts`` (deduplicated by id), and entity id -> ids of the facts naming it.
 
     ``entity_ids`` maps refs to resolved entity ids; a ref missing from it gets the id of the
-    entity of that name.
+    entity of that name. A draft without a ``time_check`` is checked against the resolver at
+    its message time (:func:`~membrain.temporal.check_times`); a contradiction disputes it.
 
     Raises:
         ExtractionError: a draft has a malformed time annotation.
@@ -86,7 +87,7 @@ def build_facts(
         if not text:
             continue
         try:
-            times = tuple(a.span for a in find_annotations(text))
+            annotations = find_annotations(text)
         except AnnotationError as exc:
             raise ExtractionError(
                 f"fact has a malformed time annotation: {exc}",
@@ -94,11 +95,15 @@ def build_facts(
                 message_ids=draft.sources,
                 retryable=False,
             ) from exc
+        times = tuple(a.span for a in annotations)
+        check = draft.time_check
+        if check is None:  # every stored time is checked, whoever wrote it
+            check = check_times(annotations, draft.stated_at)[0]
         new_id = fact_id(scope, extractor, draft)
         refs = tuple(entity_refs(text))
         ids = tuple(resolved.get(ref) or entity_id(scope, ref) for ref in refs)
         valid_from, valid_to, precision = validity(times)
-        disputed = draft.time_check is TimeCheck.CONTRADICTS
+        disputed = check is TimeCheck.CONTRADICTS
         facts[new_id] = Fact(
             id=new_id,
             scope=scope,
@@ -115,7 +120,7 @@ def build_facts(
             extractor=extractor,
             trust=Trust.DISPUTED if disputed else Trust.STATED,
             layer=draft.layer,
-            time_check=draft.time_check,
+            time_check=check,
         )
         for ref_id in dict.fromkeys(ids):
             mentions.setdefault(ref_id, []).append(new_id)

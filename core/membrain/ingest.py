@@ -34,6 +34,7 @@ from membrain.models import (
     now,
 )
 from membrain.store import FactFilter, RecordStore
+from membrain.temporal import inert
 
 __all__ = ["AddResult", "Ingestor", "message_id"]
 
@@ -77,6 +78,13 @@ class AddResult:
     llm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+
+
+def _inert(message: Message) -> Message:
+    text, caption = inert(message.text), message.caption and inert(message.caption)
+    if text == message.text and caption == message.caption:
+        return message
+    return message.model_copy(update={"text": text, "caption": caption})
 
 
 class Ingestor(RecordListener):
@@ -332,6 +340,8 @@ class Ingestor(RecordListener):
         context: Sequence[Message],
         participants: Sequence[str],
     ) -> ExtractionBatch:
+        # What people typed is data: no bracket in it can pass for an entity ref or a time.
+        target, context = [_inert(m) for m in target], [_inert(m) for m in context]
         if not self._known:
             return self._extractor.extract(target, context, participants)
         extract: Callable[..., ExtractionBatch] = self._extractor.extract

@@ -216,8 +216,8 @@ def test_without_known_facts_the_prompt_says_none() -> None:
 
 def test_extractor_id_and_schema_carry_the_new_prompt_version() -> None:
     extractor = LLMExtractor(as_llm_client(ScriptedChatModel()))
-    assert PROMPT_VERSION == "2"
-    assert extractor.id == "llm-membrain-p2"
+    assert PROMPT_VERSION == "3"
+    assert extractor.id == "llm-membrain-p3"
     item = FACT_SCHEMA["properties"]["facts"]["items"]
     assert item["properties"]["replaces"]["type"] == "array"
     assert item["properties"]["replaces"]["items"] == {"type": "string"}

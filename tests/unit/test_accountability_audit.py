@@ -32,7 +32,7 @@ from membrain.facts import entity_id
 from membrain.models import now
 from membrain.testing import ScriptedChatModel
 
-EXTRACTOR = Actor(kind=ActorKind.EXTRACTOR, name="llm-membrain-p2")
+EXTRACTOR = Actor(kind=ActorKind.EXTRACTOR, name="llm-membrain-p3")
 API = Actor(kind=ActorKind.API)
 
 FIRST = Turn(
@@ -107,8 +107,8 @@ def test_the_write_path_is_audited(mem: Memory, switch: SwitchModel, scope: Scop
     assert [(e.targets, e.actor) for e in stored] == [((m1,), API), ((m2,), API)]
     processed = only(events, AuditAction.PROCESSED)
     assert [(e.targets, e.actor) for e in processed] == [((m1,), EXTRACTOR), ((m2,), EXTRACTOR)]
-    assert processed[0].details["extractor"] == "llm-membrain-p2"
-    assert processed[0].details["prompt_version"] == "2"
+    assert processed[0].details["extractor"] == "llm-membrain-p3"
+    assert processed[0].details["prompt_version"] == "3"
 
     (discarded,) = only(events, AuditAction.DISCARDED)
     assert discarded.targets == (m1,) and discarded.actor == EXTRACTOR
@@ -125,8 +125,8 @@ def test_the_write_path_is_audited(mem: Memory, switch: SwitchModel, scope: Scop
     for event, source in zip(facts, (m1, m1, m2, m2), strict=True):
         assert event.actor == EXTRACTOR
         assert event.details["sources"] == [source]
-        assert event.details["extractor"] == "llm-membrain-p2"
-        assert "p2" in event.details["extractor"]
+        assert event.details["extractor"] == "llm-membrain-p3"
+        assert "p3" in event.details["extractor"]
         assert event.details["trust"] == "stated"
     entities = {e.targets[0] for e in created if e.details["record"] == "entity"}
     names = ("Sara", "Nate", "Quixotic Gardens", "Crumbwhistle")

@@ -227,7 +227,7 @@ def test_a_time_contradiction_is_kept_disputed_and_queued(
     assert stored.status is FactStatus.ACTIVE
     (item,) = mem.review_queue(scope=scope)
     assert item.kind is ReviewKind.DISPUTE and item.fact_ids == (arm,)
-    assert item.requested_by == Actor(kind=ActorKind.EXTRACTOR, name="llm-membrain-p2")
+    assert item.requested_by == Actor(kind=ActorKind.EXTRACTOR, name="llm-membrain-p3")
     assert "contradict" in item.reason
     assert "(disputed)" in line_of(mem, scope, "When did Sara break her arm?", "arm")
     mem.resolve(item.id, scope=scope, accept=False)

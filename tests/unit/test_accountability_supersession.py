@@ -162,7 +162,7 @@ def test_history_of_berlin_shows_the_replacement(story: Story) -> None:
     (superseded,) = [e for e in history if e.action is AuditAction.SUPERSEDED]
     assert superseded.targets == (story.lisbon,)
     assert superseded.details["superseded_by"] == [story.berlin]
-    assert str(superseded.actor) == "extractor:llm-membrain-p2"
+    assert str(superseded.actor) == "extractor:llm-membrain-p3"
     created = [e.targets for e in history if e.action is AuditAction.CREATED]
     assert (story.lisbon,) in created and (story.berlin,) in created
     text = history.text()

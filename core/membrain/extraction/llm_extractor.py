@@ -53,8 +53,8 @@ from membrain.extraction.prompts import (
     PROMPT_VERSION,
     Prompts,
 )
-from membrain.models import Layer, Message, Role, TimeCheck, TimeSpan, utc
-from membrain.temporal import find_annotations, find_times, format_resolved, resolve
+from membrain.models import Layer, Message, Role, utc
+from membrain.temporal import check_times, find_annotations, find_times, format_resolved
 
 __all__ = ["LLMExtractor", "render_known", "render_window"]
 
@@ -76,19 +76,29 @@ def _stamp(moment: datetime) -> str:
     return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _line(head: str, text: str) -> str:
+    """One message line; its own line breaks become indented continuation lines.
+
+    So no text can start a line of its own: it cannot pass for another speaker's message or
+    for the divider.
+    """
+    first, *rest = [part for part in text.splitlines() if part.strip()] or [""]
+    return "\n".join([f"{head}: {first}", *(f"    {part}" for part in rest)])
+
+
 def _lines(message: Message) -> list[str]:
     if message.role is Role.SYSTEM:  # instructions to a model, not something anyone said
         return []
-    head = f"[{_stamp(message.timestamp)}] {message.speaker}"
+    head = f"[{_stamp(message.timestamp)}] {' '.join(message.speaker.split())}"
     parsed = parse_response(message.text)
     if not parsed.has_markup:
-        lines = [f"{head}: {message.text}"] if message.text.strip() else []
+        lines = [_line(head, message.text)] if message.text.strip() else []
     else:
-        lines = [f"{head}: {parsed.dialogue}"] if parsed.dialogue else []
-        lines += [f"{head} (action): {action}" for action in parsed.actions]
-        lines += [f"{head} (private thought): {thought}" for thought in parsed.thoughts]
+        lines = [_line(head, parsed.dialogue)] if parsed.dialogue else []
+        lines += [_line(f"{head} (action)", action) for action in parsed.actions]
+        lines += [_line(f"{head} (private thought)", thought) for thought in parsed.thoughts]
     if message.caption:
-        lines.append(f"{head} (shared an image): {message.caption}")
+        lines.append(_line(f"{head} (shared an image)", message.caption))
     return lines
 
 
@@ -114,13 +124,6 @@ def render_known(known: Sequence[KnownFact]) -> str:
 def _feedback(problems: list[str]) -> str:
     listed = "\n".join(f"- {p}" for p in problems[:12])
     return f"\nYour previous answer could not be used:\n{listed}\nAnswer again, fixing these.\n"
-
-
-def _overlaps(a: TimeSpan, b: TimeSpan) -> bool:
-    a_start = a.start or datetime.min.replace(tzinfo=a.end.tzinfo if a.end else None)
-    b_start = b.start or datetime.min.replace(tzinfo=b.end.tzinfo if b.end else None)
-    a_end, b_end = a.end, b.end
-    return (b_end is None or a_start < b_end) and (a_end is None or b_start < a_end)
 
 
 @dataclass
@@ -363,17 +366,12 @@ class LLMExtractor:
             result.problems.append(f"fact {number}: {exc}")
             return
         stated_at = sources[0].timestamp
-        check = TimeCheck.AGREES if annotations else None
-        for annotation in annotations:
-            expected = resolve(annotation.raw, stated_at)
-            if expected is None:
-                check = TimeCheck.UNCHECKED if check is TimeCheck.AGREES else check
-            elif not _overlaps(expected, annotation.span):
-                check = TimeCheck.CONTRADICTS
-                result.contradictions.append(
-                    f"fact {number}: [{annotation.raw}::{annotation.resolved}] contradicts the "
-                    f"message time {_stamp(stated_at)}, which gives {format_resolved(expected)}"
-                )
+        check, contradictions = check_times(annotations, stated_at)
+        for annotation, expected in contradictions:
+            result.contradictions.append(
+                f"fact {number}: [{annotation.raw}::{annotation.resolved}] contradicts the "
+                f"message time {_stamp(stated_at)}, which gives {format_resolved(expected)}"
+            )
         layer = Layer.THOUGHT if _THOUGHT_MARK in text.casefold() else Layer.DIALOGUE
         result.facts.append(FactDraft(text, message_ids, stated_at, layer, check, replaces))
 

@@ -29,7 +29,7 @@ __all__ = [
     "Prompts",
 ]
 
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "3"
 DIVIDER = "--- EXTRACT BELOW ---"
 
 ENTITY_SYSTEM = (
@@ -62,6 +62,7 @@ is, what the thing is).
 Answer with exactly this JSON shape:
 {{"entities": ["name", ...], "descriptions": {{"name": "description", ...}}}}
 {feedback}
+Each message starts with "[time] Speaker:"; an indented line continues the message above it.
 Messages:
 {window}
 """
@@ -113,6 +114,7 @@ Known facts:
 Answer with exactly this JSON shape ("replaces" only on facts that replace known facts):
 {{"facts": [{{"text": "...", "fact_ts": "...", "replaces": ["K1", ...]}}, ...]}}
 {feedback}
+Each message starts with "[time] Speaker:"; an indented line continues the message above it.
 Messages:
 {window}
 """
