@@ -32,6 +32,7 @@ from membrain.memory import Memory
 from membrain.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
 from membrain.retrieval.context import time_label
 from membrain.storage.base import Collection
+from membrain.storage.edge import holds_store
 
 __all__ = ["app", "main"]
 
@@ -66,13 +67,34 @@ BOOKKEEPING = "membrain.transcript:"
 """Task prefix of bookkeeping scopes (:meth:`Scope.bookkeeping`), hidden by ``scopes``."""
 
 
+_debug = {"on": False}
+"""``--debug``: print the traceback of a failure too."""
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    """Print ``exc`` as one line; the exit to raise (1: refused on purpose, 2: unexpected)."""
+    if _debug["on"]:
+        err.print_exception(show_locals=False)
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if isinstance(exc, MembrainError):
+        code = 1
+    else:
+        first, code = f"unexpected {type(exc).__name__}: {first}", 2
+        if not _debug["on"]:
+            first += " (run again with --debug for the traceback)"
+    err.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
 @contextmanager
 def _errors() -> Iterator[None]:
     try:
         yield
-    except MembrainError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise _fail(exc) from None
 
 
 def _settings(path: Path | None) -> MembrainSettings:
@@ -85,8 +107,8 @@ def _settings(path: Path | None) -> MembrainSettings:
 def _open(path: Path | None, *, create: bool = False) -> Memory:
     """The memory the settings name: ``--path`` when given, else ``MEMBRAIN_*``."""
     settings = _settings(path)
-    if not create and settings.qdrant_url is None and not settings.path.exists():
-        raise MembrainError(f"no store at {settings.path}; ingest something first or pass --path")
+    if not create and settings.qdrant_url is None and not holds_store(settings.path):
+        raise InputError(f"no store at {settings.path}; ingest something first or pass --path")
     return Memory.from_settings(settings)
 
 
@@ -162,8 +184,12 @@ def _main(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On a failure, print its traceback too.")
+    ] = False,
 ) -> None:
     """Options that apply before any command."""
+    _debug["on"] = debug
 
 
 @app.command()
@@ -457,5 +483,11 @@ def audit(
 
 
 def main() -> None:
-    """Entry point of the membrain script."""
-    app()
+    """Entry point of the membrain script: a failure is one line on stderr, never a traceback.
+
+    ``membrain --debug COMMAND`` prints the traceback as well.
+    """
+    try:
+        app()
+    except Exception as exc:  # what no command caught: still one line
+        sys.exit(_fail(exc).exit_code)

@@ -23,7 +23,8 @@ from membrain.models import Message
 
 __all__ = ["Conversation", "load_conversations", "locomo_conversations", "parse_locomo_time"]
 
-_SESSION = re.compile(r"^session_(\d+)$")
+_SESSION = re.compile(r"^session_(\d{1,9})$")
+_LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ def load_conversations(path: str | Path) -> list[Conversation]:
         data: Any = json.loads(raw)
     except json.JSONDecodeError:
         return [Conversation(None, list(_jsonl_messages(file, raw)))]
+    except RecursionError:
+        raise InputError(f"{file}: the JSON is nested too deeply to be messages") from None
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         data = data["messages"]
     if isinstance(data, list) and data and all(_is_locomo(d) for d in data):
@@ -76,6 +79,8 @@ def _jsonl_messages(file: Path, raw: str) -> Iterator[Message]:
             raise InputError(
                 f"{file} line {number}: neither JSON nor JSON Lines ({exc.msg})"
             ) from exc
+        except RecursionError:
+            raise InputError(f"{file} line {number}: the JSON is nested too deeply") from None
         yield _message(item, f"{file} line {number}")
 
 
@@ -125,15 +130,21 @@ def locomo_conversations(data: Sequence[dict[str, Any]]) -> list[Conversation]:
         speakers = tuple(str(conv[k]) for k in ("speaker_a", "speaker_b") if k in conv)
         sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION.match(key)))
         messages: list[Message] = []
-        for session_number, key in sessions:
+        for _, key in sessions:
             turns = conv[key]
             if not turns:
                 continue
+            if not isinstance(turns, list):
+                raise InputError(f"{name} {key}: a session must be a list of turns")
             when = conv.get(f"{key}_date_time")
             if not when:
                 raise InputError(f"{name} {key}: the session has no date_time")
             start = parse_locomo_time(str(when))
             for index, turn in enumerate(turns):
+                if not isinstance(turn, dict):
+                    raise InputError(f"{name} {key} turn {index}: a turn must be a JSON object")
+                if index > (_LAST_SECOND - start).total_seconds():
+                    raise InputError(f"{name} {key}: the session runs past the year 9999")
                 other = [s for s in speakers if s != turn.get("speaker")]
                 fields = {
                     "speaker": turn.get("speaker"),
@@ -144,6 +155,5 @@ def locomo_conversations(data: Sequence[dict[str, Any]]) -> list[Conversation]:
                     "addressee": other[0] if len(other) == 1 else None,
                 }
                 messages.append(_message(fields, f"{name} {key} turn {index}"))
-            del session_number
         conversations.append(Conversation(name, messages, speakers))
     return conversations

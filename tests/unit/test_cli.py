@@ -72,6 +72,21 @@ def test_ingest_then_search(tmp_path: Path) -> None:
         (None, "cannot read"),
         ('[{"speaker": "Sara", "text": "hi"}]', "no timestamp"),
         ('{"what": 1}', "unknown format"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (
+            '[{"speaker": "Sara", "text": "\\ud800", "timestamp": "2024-03-15T14:01:00Z"}]',
+            "Unicode",
+        ),
+        (
+            '[{"conversation": {"speaker_a": "A", "session_1": "hello", '
+            '"session_1_date_time": "1:56 pm on 8 May, 2023"}}]',
+            "must be a list of turns",
+        ),
+        (
+            '[{"conversation": {"speaker_a": "A", "session_1": ["hello"], '
+            '"session_1_date_time": "1:56 pm on 8 May, 2023"}}]',
+            "must be a JSON object",
+        ),
     ],
 )
 def test_bad_input_one_line_error(tmp_path: Path, content: str | None, message: str) -> None:
@@ -86,12 +101,46 @@ def test_bad_input_one_line_error(tmp_path: Path, content: str | None, message: 
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
 
 
-def test_search_without_store_fails_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("folder", ["none", "empty"])
+def test_search_without_store_fails_cleanly(tmp_path: Path, folder: str) -> None:
+    (tmp_path / "empty").mkdir()
     result = runner.invoke(
-        cli.app, ["search", "q", "-d", "a", "-t", "b", "--path", str(tmp_path / "none")]
+        cli.app, ["search", "q", "-d", "a", "-t", "b", "--path", str(tmp_path / folder)]
     )
     assert result.exit_code == 1
     assert "no store at" in result.stderr
+    assert not (tmp_path / "none").exists() and not any((tmp_path / "empty").iterdir())
+
+
+def _explode(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("disk on fire\nsecond line")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_an_unexpected_failure_is_one_line_unless_debugging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, debug: bool
+) -> None:
+    monkeypatch.setattr(cli, "load_conversations", _explode)
+    argv = ["ingest", str(tmp_path / "in.json"), "-d", "a", "-t", "b"]
+    result = runner.invoke(cli.app, ["--debug", *argv] if debug else argv)
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1] == "error: unexpected RuntimeError: disk on fire" + (
+        "" if debug else " (run again with --debug for the traceback)"
+    )
+    assert ("Traceback" in result.stderr) is debug
+    assert len(lines) == 1 or debug
+
+
+def test_the_script_entry_point_never_prints_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "app", _explode)
+    monkeypatch.setitem(cli._debug, "on", False)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("error: unexpected RuntimeError")
 
 
 def test_demo_answers_from_the_sample(tmp_path: Path) -> None:
