@@ -148,19 +148,20 @@ class Memory(AccountableMemory):
         if keep_messages is not None and keep_messages <= timedelta(0):
             raise ConfigurationError("keep_messages must be a positive duration or None")
         self.keep_messages = keep_messages
+        dense_encoder = as_dense_encoder(dense) if dense is not None else default_dense_encoder()
         self._backend = backend or _open_backend(path, qdrant_url, qdrant_api_key)
         embedded = backend is None and qdrant_url is None
         lexical_path = (Path(path) if path is not None else DEFAULT_PATH) / "lexical"
         try:
             self._lexical = open_lexical_index(lexical_path if embedded else None)
-        except BaseException:
+            try:
+                self._store = RecordStore(self._backend, dense_encoder, sparse or Bm25Encoder())
+            except BaseException:
+                release_lexical_index(self._lexical)
+                raise
+        except BaseException:  # a store that cannot open is released, lock and all
             self._backend.close()
             raise
-        self._store = RecordStore(
-            self._backend,
-            as_dense_encoder(dense) if dense is not None else default_dense_encoder(),
-            sparse or Bm25Encoder(),
-        )
         self.batch_size = batch_size
         self.context_window = context_window
         self._llm: LLMClient | None = as_llm_client(llm) if llm is not None else None

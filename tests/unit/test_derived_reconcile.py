@@ -14,6 +14,7 @@ from qdrant_client import QdrantClient
 
 from membrain import Memory, Scope
 from membrain.models import FactStatus
+from membrain.retrieval.tree import EntityTree
 from membrain.storage.client import QdrantClientBackend
 from membrain.storage.lexical import LexicalIndex
 from membrain.testing import HashingEncoder
@@ -161,3 +162,28 @@ def test_a_damaged_lexical_index_is_rebuilt_with_a_warning(tmp_path: Path, how: 
     with reopened:
         hits = reopened.search("golden retriever", scope=SCOPE, mode="deep")
         assert "D" in next(h.paths for h in hits if h.fact.id == rex)
+
+
+def test_an_entity_the_tree_never_heard_of_is_placed_on_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = Memory(tmp_path, dense=HashingEncoder(64))
+    _say(mem, NURSE, 0)
+    mem.search("Where does Sara work?", scope=SCOPE, mode="deep")  # the tree is built
+
+    def killed(self: EntityTree, scope: Scope, entities: object) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(EntityTree, "entities_written", killed)
+    with pytest.raises(_Killed):
+        _say(mem, REX, 1)
+    monkeypatch.undo()
+    mem.close()
+
+    with Memory(tmp_path, dense=HashingEncoder(64)) as reopened:
+        reopened.extract_pending(scope=SCOPE)
+        rex = next(e for e in reopened.entities(scope=SCOPE) if e.name == "Rex")
+        assert rex.id not in reopened.store.tree_ids(SCOPE)  # the write stopped before the tree
+        hits = reopened.search("golden retriever Rex", scope=SCOPE, mode="deep")
+        assert rex.id in reopened.store.tree_ids(SCOPE)
+        assert "C" in next(h.paths for h in hits if "Rex" in h.fact.text)

@@ -56,8 +56,7 @@ class EntityTreePath:
         self, ctx: SearchContext, vector: list[float] | None = None
     ) -> list[tuple[str, float]]:
         """The best entities for the question (ids and cosine similarity), best first."""
-        if self.tree.is_empty(ctx.scope):
-            self.tree.rebuild(ctx.scope)
+        self.tree.ensure(ctx.scope)
         if vector is None:
             vector = _question_vector(ctx)
         return self.tree.search(

@@ -73,6 +73,7 @@ class EntityTree(RecordListener):
         self.builder = TreeBuilder(store, branching=branching, llm=llm)
         self.store = store
         self._lock = _write_lock(store.backend)
+        self._repaired: set[str] = set()
 
     @property
     def branching(self) -> int:
@@ -138,6 +139,23 @@ class EntityTree(RecordListener):
         s = scope.without_session()
         with self._lock:
             self.builder.build(s, list(self.store.iter_entities(s)))
+
+    def ensure(self, scope: Scope) -> None:
+        """Build the scope's tree if it has none; once per process, place entities it misses.
+
+        An entity stored by a write that stopped before the tree heard of it (a killed
+        process) is found here and placed, so path C never misses it for good.
+        """
+        s = scope.without_session()
+        if self.is_empty(s):
+            self.rebuild(s)
+        elif s.key not in self._repaired:
+            placed = self.store.tree_ids(s)
+            missing = [e for e in self.store.iter_entities(s) if not e.participant]
+            missing = [e for e in missing if e.id not in placed]
+            if missing:
+                self.update(s, missing)
+        self._repaired.add(s.key)
 
     def update(self, scope: Scope, entities: Sequence[Entity]) -> None:
         """Place new or changed entities in the tree without rebuilding it.
