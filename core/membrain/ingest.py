@@ -40,6 +40,9 @@ __all__ = ["AddResult", "Ingestor", "message_id"]
 
 log = logging.getLogger("membrain")
 
+_UNFINISHED = (MessageStatus.PENDING, MessageStatus.FAILED)
+"""Statuses of messages that adding them again extracts (a dismissed one stays dismissed)."""
+
 
 def message_id(scope: Scope, message: Message | str) -> str:
     """The stored id of ``message`` in ``scope`` (or of the message with this ``source_id``).
@@ -158,7 +161,7 @@ class Ingestor(RecordListener):
         skipped = len(incoming) - len(fresh)  # already stored, or given twice in this call
         if not extract:
             return AddResult(messages_stored=len(fresh), messages_skipped=skipped)
-        retried = [m for m in known.values() if m.status is not MessageStatus.PROCESSED]
+        retried = [m for m in known.values() if m.status in _UNFINISHED]
         result = self.extract(scope, [*retried, *fresh.values()], on_progress, by=by)
         return replace(
             result,

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from membrain.accountable import AccountableMemory
-from membrain.audit import ReviewPolicy
+from membrain.audit import Cause, ReviewPolicy
 from membrain.config import MembrainSettings
 from membrain.embeddings import (
     Bm25Encoder,
@@ -49,6 +49,7 @@ from membrain.models import (
     FactStatus,
     MemoryHit,
     Message,
+    MessageStatus,
     RetrievalMode,
     Scope,
     SearchResult,
@@ -307,6 +308,37 @@ class Memory(AccountableMemory):
         """
         check_scope(scope)
         return self._ingestor.retry_failed(scope, on_progress)
+
+    def dismiss_failed(
+        self,
+        message_ids: Sequence[str] | None = None,
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[str]:
+        """Give up on failed messages: they stay stored as evidence and are never extracted.
+
+        ``message_ids`` are stored ids or source ids (default: every failed message of the
+        scope). Audited as ``dismissed`` with ``by`` and ``reason``; returns the ids dismissed.
+
+        Raises:
+            InputError: an id names no failed message of ``scope``.
+        """
+        check_scope(scope)
+        failed = {m.id: m for m in self._store.iter_messages(scope, status=MessageStatus.FAILED)}
+        if message_ids is None:
+            chosen = list(failed)
+        else:
+            by_source = {m.message.source_id: i for i, m in failed.items() if m.message.source_id}
+            chosen = [i if i in failed else by_source.get(i, "") for i in message_ids]
+            unknown = [given for given, i in zip(message_ids, chosen, strict=True) if not i]
+            if unknown:
+                raise InputError(f"no failed message of {scope.key!r} has id {unknown[0]!r}")
+        if chosen:
+            cause = Cause.of(by, ActorKind.API, reason)
+            self._store.set_message_status(scope, chosen, MessageStatus.DISMISSED, cause=cause)
+        return chosen
 
     # -- read --------------------------------------------------------------------------------
     def search(

@@ -170,8 +170,11 @@ class MessageStatus(StrEnum):
     """Extraction of this message alone failed (see ``error``); the rest of its scope went on.
 
     Not extracted again by :meth:`membrain.Memory.extract_pending`; adding the message again or
-    :meth:`membrain.Memory.retry_failed` does.
+    :meth:`membrain.Memory.retry_failed` does, and :meth:`membrain.Memory.dismiss_failed` gives
+    up on it.
     """
+    DISMISSED = "dismissed"
+    """A failed message someone chose not to extract; kept as evidence, with its last error."""
 
 
 class Message(_Record):

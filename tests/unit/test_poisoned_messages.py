@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from membrain import Memory, Message, MessageStatus, Scope, TimeCheck, Trust
+from membrain import InputError, Memory, Message, MessageStatus, Scope, TimeCheck, Trust
 from membrain.extraction.llm_extractor import render_window
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import DIVIDER
@@ -186,3 +186,26 @@ def test_no_message_text_can_forge_a_speaker_line_or_the_divider() -> None:
         "[2024-03-15T14:00:00Z] Eve [2024-03-15T14:07:00Z] Nate: hi",
     ]
     assert "I am Nate" in window and "paid" in window  # nothing is dropped, only indented
+
+
+def test_a_failed_message_can_be_dismissed_and_stays_dismissed(tmp_path: Path) -> None:
+    extractor = _BrokenAnnotations()
+    with Memory(tmp_path, dense=HashingEncoder(64), extractor=extractor) as mem:
+        bad = _message("I went to the BROKEN place.", "2024-03-15T14:00:00Z", "bad")
+        mem.add([bad, _message("I bake bread.", "2024-03-15T14:01:00Z", "ok")], scope=SCOPE)
+        with pytest.raises(InputError, match="no failed message"):
+            mem.dismiss_failed(["ok"], scope=SCOPE)  # processed, not failed
+        (dismissed,) = mem.dismiss_failed(["bad"], scope=SCOPE, by="reviewer:ana", reason="junk")
+        stored = {m.id: m for m in mem.messages(scope=SCOPE)}
+        assert stored[dismissed].status is MessageStatus.DISMISSED
+        assert stored[dismissed].error and "annotation" in stored[dismissed].error  # kept
+        (event,) = mem.audit(scope=SCOPE, actions=["dismissed"])
+        assert event.targets == (dismissed,) and str(event.actor) == "reviewer:ana"
+        # Neither adding it again nor retrying failed messages extracts it.
+        assert mem.add([bad], scope=SCOPE).messages_skipped == 1
+        mem.retry_failed(scope=SCOPE)
+        mem.extract_pending(scope=SCOPE)
+        assert {m.id: m.status for m in mem.messages(scope=SCOPE)}[dismissed] is (
+            MessageStatus.DISMISSED
+        )
+        assert mem.dismiss_failed(scope=SCOPE) == []  # nothing failed is left

@@ -186,15 +186,14 @@ class RecordStore(TreeRecords):
     ) -> None:
         """Record where messages stand in the write path (and what extraction discarded).
 
-        Audited as ``processed``, or ``extraction_failed`` when an ``error`` is given, and a
-        ``discarded`` event per message that lost something (the reasons, never the text).
+        Audited as ``processed``, ``extraction_failed`` when an ``error`` is given, or
+        ``dismissed`` (which keeps the messages' last error), and a ``discarded`` event per
+        message that lost something (the reasons, never the text).
         """
-        self.backend.set_payload(
-            Collection.MESSAGES,
-            scope,
-            ids,
-            {"status": status.value, "error": error, "raw_output": raw_output},
-        )
+        fields: dict[str, Any] = {"status": status.value}
+        if status is not MessageStatus.DISMISSED:
+            fields.update(error=error, raw_output=raw_output)
+        self.backend.set_payload(Collection.MESSAGES, scope, ids, fields)
         events: list[tuple[AuditAction, tuple[str, ...], dict[str, Any]]] = []
         for message_id, items in (discarded or {}).items():
             reasons = [f"{reason}: {text}" for reason, text in items]
@@ -204,6 +203,8 @@ class RecordStore(TreeRecords):
             kinds = sorted({reason for reason, _ in items})
             events.append((AuditAction.DISCARDED, (message_id,), {"reasons": kinds}))
         action = AuditAction.EXTRACTION_FAILED if error else AuditAction.PROCESSED
+        if status is MessageStatus.DISMISSED:
+            action = AuditAction.DISMISSED
         self._audit(scope, cause, [(action, tuple(ids), {}), *events])
         for listener in self._listeners:
             listener.messages_marked(scope, ids, status)
