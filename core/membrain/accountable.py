@@ -36,6 +36,25 @@ class PurgeResult:
     entity_ids: tuple[str, ...] = ()
 
 
+def as_ids(value: object, what: str = "fact ids") -> list[str]:
+    """Ids given as one string or a sequence of strings.
+
+    Raises:
+        InputError: anything else.
+    """
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence | set | frozenset) and all(isinstance(i, str) for i in value):
+        return list(value)
+    raise InputError(f"{what} must be a string or a list of strings, got {value!r:.80}")
+
+
+def _one_id(value: object) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"a fact id must be a string, got {value!r:.80}")
+    return value
+
+
 class AccountableMemory:
     """History, audit, review and erasure of :class:`membrain.Memory` (see the module doc)."""
 
@@ -64,7 +83,8 @@ class AccountableMemory:
             InputError: an id names no fact of ``scope``.
         """
         check_scope(scope)
-        return self._ledger.forget(scope, fact_ids, Cause.of(by, ActorKind.API, reason))
+        ids = as_ids(fact_ids)
+        return self._ledger.forget(scope, ids, Cause.of(by, ActorKind.API, reason))
 
     def supersede(
         self,
@@ -87,7 +107,7 @@ class AccountableMemory:
         """
         check_scope(scope)
         cause = Cause.of(by, ActorKind.API, reason)
-        (old,) = self._ledger.supersede(scope, [old_fact_id], list(new_fact_ids), cause)
+        (old,) = self._ledger.supersede(scope, [_one_id(old_fact_id)], as_ids(new_fact_ids), cause)
         return old
 
     def confirm(
@@ -95,7 +115,7 @@ class AccountableMemory:
     ) -> list[Fact]:
         """A person confirms facts: their trust becomes ``confirmed``; open disputes close."""
         check_scope(scope)
-        return self._ledger.confirm(scope, fact_ids, Cause.of(by, ActorKind.REVIEWER))
+        return self._ledger.confirm(scope, as_ids(fact_ids), Cause.of(by, ActorKind.REVIEWER))
 
     def dispute(
         self,
@@ -107,7 +127,8 @@ class AccountableMemory:
     ) -> ReviewItem:
         """Dispute facts: their trust becomes ``disputed`` and they wait in the review queue."""
         check_scope(scope)
-        return self._ledger.dispute(scope, fact_ids, Cause.of(by, ActorKind.REVIEWER, reason))
+        cause = Cause.of(by, ActorKind.REVIEWER, reason)
+        return self._ledger.dispute(scope, as_ids(fact_ids), cause)
 
     # -- review ------------------------------------------------------------------------------
     def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
@@ -154,7 +175,7 @@ class AccountableMemory:
             >>> print(mem.history(berlin.id, scope=scope).text())  # doctest: +SKIP
         """
         check_scope(scope)
-        return self._ledger.history(scope, fact_id)
+        return self._ledger.history(scope, _one_id(fact_id))
 
     def audit(
         self,
@@ -202,7 +223,8 @@ class AccountableMemory:
             InputError: nothing to purge, or an id names no fact or message of ``scope``.
         """
         check_scope(scope)
-        ids = [] if isinstance(messages, bool) else list(messages)
+        ids = [] if isinstance(messages, bool) else as_ids(messages, "message ids")
+        fact_ids = as_ids(fact_ids)
         if not fact_ids and not ids:
             raise InputError("purge needs fact ids or message ids")
         cause = Cause.of(by, ActorKind.API, reason)
@@ -222,10 +244,15 @@ class AccountableMemory:
         messages stay until extracted. Without ``scope``, every (dataset, task) of the store.
         Does nothing when messages are kept forever (the default).
         """
+        moment = utc(at) if at is not None else now()
+        chosen = [check_scope(scope)] if scope is not None else None
         if self.keep_messages is None:
             return PurgeResult()
-        cutoff = (utc(at) if at is not None else now()) - self.keep_messages
-        scopes = [check_scope(scope)] if scope is not None else self._store.message_tenants()
+        try:
+            cutoff = moment - self.keep_messages
+        except OverflowError:
+            raise InputError(f"{moment.isoformat()} minus the retention is before year 1") from None
+        scopes = chosen if chosen is not None else self._store.message_tenants()
         cause = Cause(Actor(kind=ActorKind.SYSTEM, name="retention"), "retention policy")
         erased: list[str] = []
         for target in scopes:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from membrain.errors import InputError
 from membrain.models import Message, Role, now
 
@@ -188,5 +190,10 @@ def _validated(fields: dict[str, Any]) -> Message:
         return Message.model_validate(fields)
     except InputError:
         raise
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(f"invalid message {fields!r:.200}: {problems}") from None
     except ValueError as exc:
-        raise InputError(f"invalid message {fields!r}: {exc}") from exc
+        raise InputError(f"invalid message {fields!r:.200}: {exc}") from exc

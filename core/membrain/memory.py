@@ -566,5 +566,9 @@ def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str 
 def _check_query(question: str, k: int) -> None:
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question must be a non-empty string")
-    if k < 1:
-        raise InputError(f"k must be at least 1, got {k}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("the question is not valid Unicode text (a lone surrogate?)") from None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"k must be an integer of at least 1, got {k!r}")

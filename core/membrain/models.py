@@ -47,10 +47,19 @@ _SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
 
 
 def utc(value: datetime) -> datetime:
-    """Return ``value`` as an aware UTC datetime (naive values are taken to be UTC)."""
+    """Return ``value`` as an aware UTC datetime (naive values are taken to be UTC).
+
+    Raises:
+        InputError: ``value`` is not a datetime, or its UTC time falls outside years 1-9999.
+    """
+    if not isinstance(value, datetime):
+        raise InputError(f"expected a datetime, got {type(value).__name__} {value!r:.60}")
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InputError(f"{value.isoformat()} is outside years 1-9999 in UTC") from None
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(utc)]
@@ -77,9 +86,9 @@ class Scope(_Record):
     task: str
     session: str | None = None
 
-    @field_validator("dataset", "task", "session")
+    @field_validator("dataset", "task", "session", mode="before")
     @classmethod
-    def _check_part(cls, value: str | None, info: Any) -> str | None:
+    def _check_part(cls, value: object, info: Any) -> str | None:
         if value is None and info.field_name == "session":
             return None
         if isinstance(value, str):
