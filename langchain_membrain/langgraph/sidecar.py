@@ -15,12 +15,13 @@ from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError, MatchCondition, tokenize_path
 
-from membrain import ConfigurationError, Memory
+from membrain import ConfigurationError, InputError, Memory
 from membrain.storage.edge import EdgeBackend
 
 __all__ = [
     "IN_MEMORY",
     "SIDECAR_NAME",
+    "check_key",
     "configured_fields",
     "connect",
     "sidecar_location",
@@ -147,6 +148,25 @@ def configured_fields(
     return list(wanted)
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_key(key: object) -> str:
+    """An item key: a string of valid Unicode text.
+
+    Raises:
+        InputError: anything else.
+    """
+    if not isinstance(key, str) or not _is_unicode(key):
+        raise InputError(f"an item key must be a string of valid Unicode text, got {key!r:.80}")
+    return key
+
+
 def check_namespace(namespace: tuple[str, ...]) -> None:
     """LangGraph's namespace rules for writes."""
     if not namespace:
@@ -156,6 +176,10 @@ def check_namespace(namespace: tuple[str, ...]) -> None:
             raise InvalidNamespaceError(
                 f"Invalid namespace label {label!r} in {namespace}: labels must be non-empty "
                 "strings without periods ('.') or NUL bytes."
+            )
+        if not _is_unicode(label):
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {namespace}: not valid Unicode text."
             )
     if namespace[0] == "langgraph":
         raise InvalidNamespaceError(

@@ -109,6 +109,7 @@ from langgraph.store.base import (
 
 from langchain_membrain.langgraph.filters import matches
 from langchain_membrain.langgraph.sidecar import (
+    check_key,
     check_namespace,
     configured_fields,
     connect,
@@ -332,7 +333,7 @@ class MembrainStore(BaseStore):
                     results[i] = self._list_namespaces(op)
                 elif isinstance(op, PutOp):
                     check_namespace(tuple(op.namespace))
-                    puts[(tuple(op.namespace), str(op.key))] = op
+                    puts[(tuple(op.namespace), check_key(op.key))] = op
                 else:
                     raise ValueError(f"Unknown operation type: {type(op)}")
         for i, op in queries:

@@ -24,7 +24,7 @@ from langgraph.store.base import (
 from langgraph.store.memory import InMemoryStore
 
 from langchain_membrain.langgraph import MembrainStore, scope_for_namespace
-from membrain import ConfigurationError, Memory, MessageStatus, Scope
+from membrain import ConfigurationError, InputError, Memory, MessageStatus, Scope
 from membrain.background import BackgroundWriter
 from membrain.binding import DEFAULT_USER_NAME
 from membrain.retrieval import RRF_K, Ranked, rrf
@@ -235,11 +235,15 @@ def test_documented_divergences_from_inmemory(stores: tuple[MembrainStore, InMem
 
 def test_namespace_rules(stores: tuple[MembrainStore, InMemoryStore]) -> None:
     ours, _ = stores
-    for bad in [(), ("langgraph", "x"), ("a.b",), ("a", "")]:
+    for bad in [(), ("langgraph", "x"), ("a.b",), ("a", ""), ("\ud800",)]:
         with pytest.raises(InvalidNamespaceError):
             ours.put(bad, "k", {"v": 1})
         with pytest.raises(InvalidNamespaceError):
             ours.batch([PutOp(bad, "k", {"v": 1})])
+    for key in ("\ud800", None):
+        with pytest.raises(InputError, match="item key"):
+            ours.batch([PutOp(("a",), key, {"v": 1})])  # type: ignore[arg-type]
+    assert ours.search(("a",)) == []
     with pytest.raises(NotImplementedError, match="TTL"):
         ours.put(("a",), "k", {"v": 1}, ttl=5)
 
