@@ -7,6 +7,7 @@ current state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,25 @@ class _Killed(BaseException):
     """Stands for the process dying: nothing after it runs."""
 
 
+def _die_in(
+    monkeypatch: pytest.MonkeyPatch,
+    listener: type,
+    event: str,
+    mem: Memory,
+    write: Callable[[], object],
+) -> None:
+    """Run ``write`` with ``listener.event`` dying, then close ``mem`` (as a restart would)."""
+
+    def killed(self: object, scope: Scope, records: object) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(listener, event, killed)
+    with pytest.raises(_Killed):
+        write()
+    monkeypatch.undo()
+    mem.close()
+
+
 def test_forget_interrupted_before_the_lexical_write_is_repaired_on_reopen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -55,14 +75,7 @@ def test_forget_interrupted_before_the_lexical_write_is_repaired_on_reopen(
     rex = _fact_id(mem, "Rex")
     assert rex in _lexical(mem, "retriever")
 
-    def killed(self: LexicalIndex, scope: Scope, facts: object) -> None:
-        raise _Killed
-
-    monkeypatch.setattr(LexicalIndex, "facts_written", killed)
-    with pytest.raises(_Killed):
-        mem.forget([rex], scope=SCOPE)
-    monkeypatch.undo()
-    mem.close()
+    _die_in(monkeypatch, LexicalIndex, "facts_written", mem, lambda: mem.forget([rex], scope=SCOPE))
 
     with Memory(tmp_path, dense=HashingEncoder(64)) as reopened:
         stored = reopened.facts(scope=SCOPE, include_inactive=True)
@@ -84,14 +97,7 @@ def test_add_interrupted_before_the_lexical_write_is_indexed_on_reopen(
     _say(mem, NURSE, 0)
     assert _lexical(mem, "nurse")
 
-    def killed(self: LexicalIndex, scope: Scope, facts: object) -> None:
-        raise _Killed
-
-    monkeypatch.setattr(LexicalIndex, "facts_written", killed)
-    with pytest.raises(_Killed):
-        _say(mem, REX, 1)
-    monkeypatch.undo()
-    mem.close()
+    _die_in(monkeypatch, LexicalIndex, "facts_written", mem, lambda: _say(mem, REX, 1))
 
     with Memory(tmp_path, dense=HashingEncoder(64)) as reopened:
         reopened.extract_pending(scope=SCOPE)
@@ -171,14 +177,7 @@ def test_an_entity_the_tree_never_heard_of_is_placed_on_the_next_process(
     _say(mem, NURSE, 0)
     mem.search("Where does Sara work?", scope=SCOPE, mode="deep")  # the tree is built
 
-    def killed(self: EntityTree, scope: Scope, entities: object) -> None:
-        raise _Killed
-
-    monkeypatch.setattr(EntityTree, "entities_written", killed)
-    with pytest.raises(_Killed):
-        _say(mem, REX, 1)
-    monkeypatch.undo()
-    mem.close()
+    _die_in(monkeypatch, EntityTree, "entities_written", mem, lambda: _say(mem, REX, 1))
 
     with Memory(tmp_path, dense=HashingEncoder(64)) as reopened:
         reopened.extract_pending(scope=SCOPE)
