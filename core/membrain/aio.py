@@ -189,6 +189,19 @@ class AsyncMemory:
             self._memory.retry_failed, scope=scope, on_progress=on_progress
         )
 
+    async def dismiss_failed(
+        self,
+        message_ids: Sequence[str] | None = None,
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[str]:
+        """Give up on failed messages (see :meth:`Memory.dismiss_failed`)."""
+        return await asyncio.to_thread(
+            self._memory.dismiss_failed, message_ids, scope=scope, by=by, reason=reason
+        )
+
     # -- read --------------------------------------------------------------------------------
     async def search(
         self,
