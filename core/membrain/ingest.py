@@ -267,6 +267,10 @@ class Ingestor(RecordListener):
                 entity_ids=resolution.ids,
             )
         except MembrainError as exc:
+            if isinstance(exc, InputError):  # a message the extractor refused: its content
+                refused = ExtractionError(f"the extractor refused it: {exc}", retryable=False)
+                refused.__cause__ = exc
+                exc = refused
             if not isinstance(exc, ExtractionError):
                 raise  # the store or the configuration failed, not the messages
             self._failed(scope, batch, context, exc, run)

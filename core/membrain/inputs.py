@@ -15,6 +15,7 @@ a conversation handed over at once keeps its order).
 
 from __future__ import annotations
 
+import reprlib
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -121,15 +122,14 @@ def _one(value: object, user_name: str, assistant_name: str) -> Message:
     if isinstance(value, Mapping):
         fields = dict(value)
         if "speaker" not in fields and "role" in fields and "content" in fields:
-            fields = _chat_fields(
-                str(fields.pop("role")), fields.pop("content"), fields, user_name, assistant_name
-            )
+            role = _label(fields.pop("role"), "role")
+            fields = _chat_fields(role, fields.pop("content"), fields, user_name, assistant_name)
         if "id" in fields and not fields.get("source_id"):
-            fields["source_id"] = str(fields.pop("id"))
+            fields["source_id"] = _label(fields.pop("id"), "id")
         return _validated(fields)
     if _framework_message(value):
-        role = getattr(value, "type", None) or getattr(value, "role", None)
-        role_name = str(getattr(role, "value", role))
+        kind = getattr(value, "type", None) or getattr(value, "role", None)
+        role_name = str(getattr(kind, "value", kind))
         extra: dict[str, Any] = {}
         name = getattr(value, "name", None)
         if isinstance(name, str) and name.strip():
@@ -185,6 +185,27 @@ def _text(content: object) -> str:
     )
 
 
+def _label(value: object, what: str) -> str:
+    """A message id or role given as text or a number."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**30:
+        return str(value)
+    raise InputError(f"a message {what} must be text or a small integer, got {_brief(value)}")
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, 80, 80, 40
+
+
+def _brief(value: object) -> str:
+    """A short repr, safe for any value (deep nesting, huge numbers)."""
+    try:
+        return _BRIEF.repr(value)
+    except (ValueError, RecursionError):  # an integer too long to print
+        return f"<{type(value).__name__} too large to show>"
+
+
 def _validated(fields: dict[str, Any]) -> Message:
     try:
         return Message.model_validate(fields)
@@ -194,6 +215,6 @@ def _validated(fields: dict[str, Any]) -> Message:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
         )
-        raise InputError(f"invalid message {fields!r:.200}: {problems}") from None
-    except ValueError as exc:
-        raise InputError(f"invalid message {fields!r:.200}: {exc}") from exc
+        raise InputError(f"invalid message {_brief(fields)}: {problems}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"invalid message {_brief(fields)}: {type(exc).__name__}") from None

@@ -45,17 +45,19 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     """
     file = Path(path)
     try:
-        raw = file.read_text(encoding="utf-8")
+        raw = file.read_text(encoding="utf-8-sig")  # a byte-order mark is not content
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {file}: {exc}") from exc
     try:
         data: Any = json.loads(raw)
     except json.JSONDecodeError:
         return [Conversation(None, list(_jsonl_messages(file, raw)))]
-    except RecursionError:
-        raise InputError(f"{file}: the JSON is nested too deeply to be messages") from None
+    except (ValueError, RecursionError) as exc:  # nested too deeply, a number too long
+        raise InputError(f"{file}: JSON that cannot be messages ({_reason(exc)})") from None
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         data = data["messages"]
+    elif isinstance(data, dict) and _is_message(data):
+        data = [data]  # JSON Lines of one message
     if isinstance(data, list) and data and all(_is_locomo(d) for d in data):
         return locomo_conversations(data)
     if isinstance(data, list):
@@ -69,7 +71,8 @@ def load_conversations(path: str | Path) -> list[Conversation]:
 
 
 def _jsonl_messages(file: Path, raw: str) -> Iterator[Message]:
-    lines = [(n, line) for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
+    # JSON Lines breaks lines at "\n" only; U+2028 and friends are text inside a message.
+    lines = [(n, line) for n, line in enumerate(raw.split("\n"), 1) if line.strip()]
     if not lines:
         raise InputError(f"{file}: the file holds no messages")
     for number, line in lines:
@@ -79,8 +82,8 @@ def _jsonl_messages(file: Path, raw: str) -> Iterator[Message]:
             raise InputError(
                 f"{file} line {number}: neither JSON nor JSON Lines ({exc.msg})"
             ) from exc
-        except RecursionError:
-            raise InputError(f"{file} line {number}: the JSON is nested too deeply") from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{file} line {number}: {_reason(exc)}") from None
         yield _message(item, f"{file} line {number}")
 
 
@@ -90,8 +93,13 @@ def _message(item: Any, where: str) -> Message:
     fields = dict(item)
     if "timestamp" not in fields:
         raise InputError(f"{where}: the message has no timestamp")
-    if "id" in fields and "source_id" not in fields:
-        fields["source_id"] = str(fields.pop("id"))
+    given_id = fields.pop("id", None)
+    if given_id is not None and "source_id" not in fields:
+        if not isinstance(given_id, str | int) or isinstance(given_id, bool):
+            raise InputError(f"{where}: a message id must be text or an integer")
+        if isinstance(given_id, int) and abs(given_id) >= 10**30:
+            raise InputError(f"{where}: a message id number is too long")
+        fields["source_id"] = str(given_id)
     try:
         return Message.model_validate(fields)
     except ValidationError as exc:
@@ -99,6 +107,18 @@ def _message(item: Any, where: str) -> Message:
             f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
         )
         raise InputError(f"{where}: {problems}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{where}: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).split(";")[0][:120]
+
+
+def _is_message(item: dict[str, Any]) -> bool:
+    return "timestamp" in item or "text" in item or ("role" in item and "content" in item)
 
 
 def _is_locomo(item: Any) -> bool:

@@ -330,6 +330,15 @@ class Actor(_Record):
     kind: ActorKind
     name: str = ""
 
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"actor name {value!r} is not valid Unicode text") from None
+        return value
+
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.name}" if self.name else self.kind.value
 
