@@ -32,6 +32,8 @@ __all__ = [
     "DEFAULT_USER_NAME",
     "MonotonicClock",
     "as_messages",
+    "message_label",
+    "validate_message",
 ]
 
 DEFAULT_USER_NAME = "User"
@@ -122,10 +124,10 @@ def _one(value: object, user_name: str, assistant_name: str) -> Message:
     if isinstance(value, Mapping):
         fields = dict(value)
         if "speaker" not in fields and "role" in fields and "content" in fields:
-            role = _label(fields.pop("role"), "role")
+            role = message_label(fields.pop("role"), "role")
             fields = _chat_fields(role, fields.pop("content"), fields, user_name, assistant_name)
         if "id" in fields and not fields.get("source_id"):
-            fields["source_id"] = _label(fields.pop("id"), "id")
+            fields["source_id"] = message_label(fields.pop("id"), "id")
         return _validated(fields)
     if _framework_message(value):
         kind = getattr(value, "type", None) or getattr(value, "role", None)
@@ -185,8 +187,12 @@ def _text(content: object) -> str:
     )
 
 
-def _label(value: object, what: str) -> str:
-    """A message id or role given as text or a number."""
+def message_label(value: object, what: str) -> str:
+    """A message id or role given as text or a number, as text.
+
+    Raises:
+        InputError: anything else (a number too long to be an id included).
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**30:
@@ -207,6 +213,16 @@ def _brief(value: object) -> str:
 
 
 def _validated(fields: dict[str, Any]) -> Message:
+    return validate_message(fields, f"invalid message {_brief(fields)}")
+
+
+def validate_message(fields: dict[str, Any], where: str) -> Message:
+    """The message ``fields`` describe.
+
+    Raises:
+        InputError: they do not describe one; the message starts with ``where`` and names every
+            problem on one line.
+    """
     try:
         return Message.model_validate(fields)
     except InputError:
@@ -215,6 +231,6 @@ def _validated(fields: dict[str, Any]) -> Message:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
         )
-        raise InputError(f"invalid message {_brief(fields)}: {problems}") from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"invalid message {_brief(fields)}: {type(exc).__name__}") from None
+        raise InputError(f"{where}: {problems}") from None
+    except (ValueError, RecursionError) as exc:  # an int too long to convert, deep nesting
+        raise InputError(f"{where}: {type(exc).__name__}") from None

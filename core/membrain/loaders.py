@@ -16,9 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from membrain.errors import InputError
+from membrain.inputs import message_label, validate_message
 from membrain.models import Message
 
 __all__ = ["Conversation", "load_conversations", "locomo_conversations", "parse_locomo_time"]
@@ -95,20 +94,11 @@ def _message(item: Any, where: str) -> Message:
         raise InputError(f"{where}: the message has no timestamp")
     given_id = fields.pop("id", None)
     if given_id is not None and "source_id" not in fields:
-        if not isinstance(given_id, str | int) or isinstance(given_id, bool):
-            raise InputError(f"{where}: a message id must be text or an integer")
-        if isinstance(given_id, int) and abs(given_id) >= 10**30:
-            raise InputError(f"{where}: a message id number is too long")
-        fields["source_id"] = str(given_id)
-    try:
-        return Message.model_validate(fields)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
-        )
-        raise InputError(f"{where}: {problems}") from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"{where}: {_reason(exc)}") from None
+        try:
+            fields["source_id"] = message_label(given_id, "id")
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    return validate_message(fields, where)
 
 
 def _reason(exc: BaseException) -> str:

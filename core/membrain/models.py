@@ -11,12 +11,13 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, overload
+from typing import Any, overload
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from membrain.checks import UtcDatetime, now, unicode_text, utc
 from membrain.errors import ConfigurationError, InputError, ScopeError
 
 __all__ = [
@@ -39,30 +40,14 @@ __all__ = [
     "TimeCheck",
     "TimeSpan",
     "Trust",
+    "UtcDatetime",
+    "now",
+    "unicode_text",
     "utc",
 ]
 
 _NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
 _SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
-
-
-def utc(value: datetime) -> datetime:
-    """Return ``value`` as an aware UTC datetime (naive values are taken to be UTC).
-
-    Raises:
-        InputError: ``value`` is not a datetime, or its UTC time falls outside years 1-9999.
-    """
-    if not isinstance(value, datetime):
-        raise InputError(f"expected a datetime, got {type(value).__name__} {value!r:.60}")
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise InputError(f"{value.isoformat()} is outside years 1-9999 in UTC") from None
-
-
-UtcDatetime = Annotated[datetime, AfterValidator(utc)]
 
 
 class _Record(BaseModel):
@@ -211,13 +196,7 @@ class Message(_Record):
         if not self.text.strip() and not (self.caption or "").strip():
             raise InputError(f"message from {self.speaker!r} has neither text nor caption")
         for name in ("speaker", "text", "caption", "source_id", "addressee"):
-            value = getattr(self, name)
-            try:
-                (value or "").encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(
-                    f"message {name} {value!r} is not valid Unicode text (a lone surrogate?)"
-                ) from None
+            unicode_text(getattr(self, name) or "", f"message {name}")
         return self
 
     def identity(self) -> tuple[str, ...]:
@@ -333,11 +312,7 @@ class Actor(_Record):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InputError(f"actor name {value!r} is not valid Unicode text") from None
-        return value
+        return unicode_text(value, "actor name")
 
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.name}" if self.name else self.kind.value
@@ -579,11 +554,6 @@ class SearchResult(_Record):
 
     def __bool__(self) -> bool:
         return bool(self.hits)
-
-
-def now() -> datetime:
-    """The current time, UTC."""
-    return datetime.now(UTC)
 
 
 class Context(_Record):

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
         frozenset(
             {
                 "errors",
+                "checks",
                 "models",
                 "audit",
                 "inputs",

@@ -1,0 +1,55 @@
+"""Value checks the records share: times as aware UTC datetimes, text as valid Unicode.
+
+:mod:`membrain.models` re-exports them; every input that reaches a record passes through them, so
+a bad value is an :class:`~membrain.errors.InputError`, never an ``OverflowError`` or a
+``UnicodeEncodeError`` from deep inside a write.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from membrain.errors import InputError
+
+__all__ = ["UtcDatetime", "now", "unicode_text", "utc"]
+
+
+def utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime (naive values are taken to be UTC).
+
+    Raises:
+        InputError: ``value`` is not a datetime, or its UTC time falls outside years 1-9999.
+    """
+    if not isinstance(value, datetime):
+        raise InputError(f"expected a datetime, got {type(value).__name__} {value!r:.60}")
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InputError(f"{value.isoformat()} is outside years 1-9999 in UTC") from None
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(utc)]
+
+
+def unicode_text(value: str, what: str) -> str:
+    """``value`` when it is valid Unicode text (no lone surrogate).
+
+    Raises:
+        InputError: it is not; the message names ``what``.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        problem = f"{what} {value!r} is not valid Unicode text (a lone surrogate?)"
+        raise InputError(problem) from None
+    return value
+
+
+def now() -> datetime:
+    """The current time, UTC."""
+    return datetime.now(UTC)
