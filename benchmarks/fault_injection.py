@@ -1,0 +1,595 @@
+"""Crash recovery of the embedded store: SIGKILL a process mid-operation, reopen, compare.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.fault_injection [--trials 50] [--seed 0] [--data FILE] \
+        [--messages 36] [--json OUT] [--tmp DIR] [--replay OP:N] [--keep DIR]
+    python benchmarks/fault_injection.py --trials 50
+
+What it does, for each of four operations and ``--trials`` seeded trials of each:
+
+1. A base store is built once: a two-speaker conversation (generated, or the first
+   ``--messages`` of ``--data``'s first conversation) stored and extracted in two scopes, then
+   searched in deep mode so the lexical index of path D holds a reconciliation mark.
+2. The trial's parameters are drawn from ``random.Random(f"{seed}:{op}:{trial}")``: ``ingest``
+   adds 3 or more new messages (and re-sends up to 2 stored ones) in extraction batches of 3;
+   ``forget`` forgets 1-4 facts; ``supersede`` supersedes 1-3 disjoint pairs of facts;
+   ``delete`` deletes one of the two scopes (the other must stay intact).
+3. Reference: the same operation runs without a kill on a copy of the base, in this process.
+   It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
+   delete), every compaction step (copy, swap) and every tantivy commit or erase.
+4. A child process (this module, ``--child``) opens another copy and runs the operation. In
+   three trials of four it SIGKILLs itself at a kill point drawn from the seed: first a kind
+   of moment (before the first write, between two Qdrant writes, after a Qdrant write and
+   before the tantivy one, after a tantivy write, during a compaction, after the operation
+   returned with the store not closed), then one point of that kind. Otherwise this process
+   SIGKILLs it after a random delay, which lands anywhere, also inside a write of Qdrant or
+   tantivy. The second table counts the trials of each kind.
+5. Once the child is dead, this process reopens the store and checks that no read serves a
+   fact the store does not hold as active (searches in fast and expand mode and a deep-mode
+   context block, for questions made of each probed fact's words); then resumes as an
+   application would (the same call again; ``extract_pending`` after an ingest) and compares
+   with the reference.
+
+Per trial:
+
+* resurrected facts: facts served by a search, a context block or ``facts()`` while not active
+  (before resuming: in the store; after: in the reference). Probed: the forgotten and
+  superseded facts, up to 3 facts of a deleted scope, up to 3 facts an ingest creates.
+* lost messages: reference messages (scope, caller id) missing after recovery.
+* duplicates: stored messages or facts (scope, text, sources) beyond the reference's count.
+* recovered exactly: the same message ids and statuses, fact ids, statuses, texts, sources,
+  supersession links and valid ends, entity ids, names, aliases and description versions as the
+  reference, no resurrection, and path D's tantivy index agreeing with the store after a deep
+  search (document counts, no inactive fact found).
+* audit gaps (informational): audit events of the reference (stored, processed, created,
+  forgotten, superseded, by target) missing after recovery.
+
+Damaged-file rows: a base with forgotten and superseded facts is closed, then one file of its
+lexical index is damaged (``meta.json`` truncated, a ``.term`` file deleted, a ``.store`` file
+zeroed; or the whole folder deleted). The store must open, with a ``RuntimeWarning`` (except for
+the deleted folder), deep search must find active facts through path D again and nothing
+forgotten or superseded may come back. ``max(1, trials // 10)`` trials per damage.
+
+Stores live under ``--tmp`` (default ``/dev/shm`` when it exists): a SIGKILL loses only what
+the process had not handed to the kernel yet, whatever the file system, so a RAM file system
+changes nothing measured here and makes trials about 2.5 times faster. A power loss (page cache
+not on disk) is not simulated. ``--replay OP:N`` runs one trial again (the printed failures
+give the command) and ``--keep DIR`` keeps its stores for inspection.
+
+The exit status is 1 when any resurrected fact, lost message or duplicate is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__" and not __package__:  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fault_injection_ops import (  # noqa: E402
+    CATEGORIES,
+    DAMAGES,
+    KILL_LINE,
+    MAIN,
+    OPERATIONS,
+    PROBES,
+    SCOPES,
+    TIMED_AFTER,
+    TIMED_MID,
+    Base,
+    KillSwitch,
+    Plan,
+    Probe,
+    StoreState,
+    Verdict,
+    Workload,
+    build_base,
+    compare,
+    copy_store,
+    damage,
+    describe_point,
+    found_by_d,
+    generate_workload,
+    kill_category,
+    kill_points,
+    lexical_problems,
+    load_workload,
+    make_plan,
+    open_memory,
+    plan_key,
+    point_label,
+    points_by_category,
+    recorded_warnings,
+    resume_operation,
+    run_child,
+    run_operation,
+    select_probes,
+    served_inactive,
+    snapshot,
+)
+from benchmarks.locomo_eval import format_table  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHILD_TIMEOUT_S = 300.0
+TIMED_SHARE = 0.25
+"""Share of trials killed by this process after a random delay instead of at a kill point."""
+MOVED = "kill point moved"
+"""The child passed other writes than the reference run: its kill point is not the planned one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """The clean run of one plan: final state, kill points passed, probes, and their control."""
+
+    state: StoreState
+    labels: list[str]
+    seconds: float
+    probes: list[Probe]
+    control: set[str]
+    """Facts the clean store serves while inactive: non-empty means the probes are unsound."""
+
+
+References = dict[str, Reference]
+"""Reference runs by :func:`plan_key`: trials with the same plan share one."""
+
+
+@dataclass(slots=True)
+class Trial:
+    row: str
+    index: int
+    kill: str
+    category: str
+    verdict: Verdict = field(default_factory=Verdict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def make_reference(base: Base, op: str, plan: Plan, folder: Path) -> Reference:
+    path = folder / "reference"
+    copy_store(base.path, path)
+    with recorded_warnings(), open_memory(path) as mem:
+        with kill_points(KillSwitch()) as switch:
+            started = time.perf_counter()
+            run_operation(mem, op, plan)
+            seconds = time.perf_counter() - started
+        state = snapshot(mem)
+        probes = select_probes(op, plan, base.state, state)
+        control = served_inactive(mem, probes, state.active, listing=True)
+    shutil.rmtree(path)
+    return Reference(state, switch.labels, seconds, probes, control)
+
+
+def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple[str, str, str]:
+    """Run the child until it dies; (where, kill category, problem or "")."""
+    spec_path = folder / "spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    command = [sys.executable, "-m", "benchmarks.fault_injection", "--child", str(spec_path)]
+    paths = [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    err_path = folder / "child.err"
+    hung = threading.Event()
+    with (
+        err_path.open("wb") as err,
+        subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        ) as proc,
+    ):
+
+        def stop() -> None:
+            hung.set()
+            proc.kill()
+
+        watchdog = threading.Timer(CHILD_TIMEOUT_S, stop)
+        watchdog.start()
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if delay is not None and first.strip() == "ready":
+            time.sleep(delay)
+            proc.kill()
+        rest, _ = proc.communicate()
+        watchdog.cancel()
+    lines = (first + rest).splitlines()
+    problem = f"the child hung for {CHILD_TIMEOUT_S:.0f} s" if hung.is_set() else ""
+    if proc.returncode != -signal.SIGKILL:
+        tail = err_path.read_text(encoding="utf-8", errors="replace").strip()[-400:]
+        problem = f"the child exited with status {proc.returncode}, not killed: {tail}"
+    if delay is not None:
+        category = TIMED_AFTER if "done" in lines else TIMED_MID
+        return f"SIGKILL after {delay * 1000:.0f} ms", category, problem
+    for line in lines:
+        if line.startswith(KILL_LINE + " "):
+            point = json.loads(line[len(KILL_LINE) + 1 :])
+            after, before = point["after"], point["before"]
+            return describe_point(after, before), kill_category(after, before), problem
+    return "no kill point reached", "none", problem or "the child never reached its kill point"
+
+
+def check_recovery(path: Path, op: str, plan: Plan, ref: Reference, trial: Trial) -> None:
+    """Reopen, probe, resume, probe and compare with the reference (into ``trial.verdict``)."""
+    verdict = trial.verdict
+    with recorded_warnings() as caught:
+        try:
+            mem = open_memory(path)
+        except Exception as exc:
+            verdict.differences.append(f"the store does not open: {exc!r}")
+            verdict.lost_messages += len(ref.state.messages)
+            return
+        try:
+            stored = snapshot(mem)
+            verdict.resurrected |= served_inactive(mem, ref.probes, stored.active, listing=False)
+            try:
+                resume_operation(mem, op, plan)
+            except Exception as exc:
+                verdict.differences.append(f"resuming failed: {exc!r}")
+            compare(ref.state, snapshot(mem), verdict)
+            verdict.resurrected |= served_inactive(mem, ref.probes, ref.state.active, listing=True)
+            verdict.differences += lexical_problems(mem, ref.probes, ref.state)
+        except Exception as exc:
+            verdict.differences.append(f"checking failed: {exc!r}")
+        finally:
+            mem.close()
+    trial.warnings += [f"{w.category.__name__}: {w.message}" for w in caught]
+
+
+def run_kill_trial(
+    base: Base, workload: Workload, op: str, index: int, seed: int, folder: Path, refs: References
+) -> Trial:
+    rng = random.Random(f"{seed}:{op}:{index}")
+    plan = make_plan(op, rng, sorted(base.state.active(MAIN)), workload)
+    key = plan_key(op, plan)
+    if key not in refs:
+        refs[key] = make_reference(base, op, plan, folder)
+    ref = refs[key]
+    delay, kill_at = None, None
+    if rng.random() < TIMED_SHARE:
+        delay = rng.uniform(0.0, 1.2 * ref.seconds)
+    else:  # a kind of moment first, so that rare ones (before a tantivy write) get trials too
+        points = points_by_category(ref.labels)
+        weights = [0.5 if len(p) == 1 else 1.0 for p in points.values()]
+        kill_at = rng.choice(points[rng.choices(list(points), weights)[0]])
+    store = folder / "store"
+    copy_store(base.path, store)
+    spec = {"store": str(store), "op": op, "plan": plan, "kill_at": kill_at}
+    where, category, problem = kill_child(spec, folder, delay)
+    trial = Trial(op, index, where, category)
+    if problem:
+        trial.verdict.differences.append(problem)
+    planned = describe_point(*point_label(ref.labels, kill_at)) if kill_at is not None else where
+    if where != planned:
+        trial.warnings.append(f"{MOVED}: planned {planned}")
+    check_recovery(store, op, plan, ref, trial)
+    return trial
+
+
+# -- damaged files ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DamageBase:
+    """The base with forgotten and superseded facts, and the probes of a damage trial."""
+
+    base: Base
+    forbidden: list[Probe]
+    findable: list[Probe]
+    """Active facts deep search finds through path D on the undamaged store."""
+
+
+def build_damage_base(base: Base, folder: Path, seed: int) -> DamageBase:
+    path = folder / "damage-base"
+    copy_store(base.path, path)
+    a, b, c, d = random.Random(f"{seed}:damage").sample(sorted(base.state.active(MAIN)), 4)
+    with recorded_warnings(), open_memory(path) as mem:
+        mem.forget([a, b], scope=MAIN)
+        mem.supersede(c, [d], scope=MAIN)
+        state = snapshot(mem)
+        forbidden = [state.probe(MAIN, i) for i in (a, b, c)]
+        candidates = [state.probe(MAIN, i) for i in sorted(state.active(MAIN))]
+        findable = [p for p in candidates if found_by_d(mem, p)][: 2 * PROBES]
+    return DamageBase(Base(path, state), forbidden, findable)
+
+
+def run_damage_trial(dbase: DamageBase, kind: str, index: int, seed: int, folder: Path) -> Trial:
+    """Damage a copy, reopen it: no resurrection, path D finds again, same records."""
+    trial = Trial(kind, index, kind, kind)
+    verdict, ref = trial.verdict, dbase.base.state
+    store = folder / "store"
+    copy_store(dbase.base.path, store)
+    damage(store / "lexical", kind, random.Random(f"{seed}:{kind}:{index}"))
+    with recorded_warnings() as caught:
+        try:
+            mem = open_memory(store)
+        except Exception as exc:
+            verdict.differences.append(f"the store does not open: {exc!r}")
+            return trial
+        try:
+            verdict.resurrected |= served_inactive(mem, dbase.forbidden, ref.active, listing=True)
+            for probe in dbase.findable:
+                if not found_by_d(mem, probe):
+                    verdict.differences.append(f"path D does not find {probe.question!r}")
+            compare(ref, snapshot(mem), verdict)
+            verdict.differences += lexical_problems(mem, dbase.forbidden, ref)
+        except Exception as exc:
+            verdict.differences.append(f"checking failed: {exc!r}")
+        finally:
+            mem.close()
+    trial.warnings += [f"{w.category.__name__}: {w.message}" for w in caught]
+    warned = any(issubclass(w.category, RuntimeWarning) for w in caught)
+    if warned != (kind != "missing lexical folder"):
+        verdict.differences.append(f"RuntimeWarning {'raised' if warned else 'missing'}")
+    return trial
+
+
+# -- the run ----------------------------------------------------------------------------------
+def default_tmp() -> Path | None:
+    """``/dev/shm`` when it is a writable folder (a RAM file system), else the system's default."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+@contextmanager
+def workspace(keep: Path | None, tmp: Path | None) -> Iterator[Path]:
+    """A temporary folder under ``tmp`` for the stores, or ``keep`` (then nothing is deleted)."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    with tempfile.TemporaryDirectory(prefix="fault-injection-", dir=tmp) as folder:
+        yield Path(folder)
+
+
+def run(
+    *,
+    trials: int,
+    seed: int = 0,
+    data: Path | None = None,
+    messages: int = 36,
+    replay: tuple[str, int] | None = None,
+    keep: Path | None = None,
+    tmp: Path | None = None,
+    log: bool = True,
+) -> dict[str, Any]:
+    """Every trial; the report as a JSON-able dict."""
+
+    def say(text: str) -> None:
+        if log:
+            print(text, file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    workload = load_workload(data, messages) if data else generate_workload()
+    results: list[Trial] = []
+    refs: References = {}
+    kills = [(op, i) for op in OPERATIONS for i in range(trials)]
+    damages = [(kind, i) for kind in DAMAGES for i in range(max(1, trials // 10))]
+    if replay is not None:
+        kills, damages = ([replay], []) if replay[0] in OPERATIONS else ([], [replay])
+    with workspace(keep, tmp) as work:
+        say(f"building the base store ({len(workload.base)} messages x {len(SCOPES)} scopes) ...")
+        base = build_base(work / "base", workload)
+        for op, index in kills:
+            folder = work / f"{op}-{index}"
+            folder.mkdir()
+            begun = time.perf_counter()
+            trial = run_kill_trial(base, workload, op, index, seed, folder, refs)
+            trial.seconds = time.perf_counter() - begun
+            say(f"  {op} #{index}: {trial.kill} -> {'ok' if trial.verdict.exact else 'FAILED'}")
+            results.append(trial)
+            if keep is None:
+                shutil.rmtree(folder)
+        dbase = build_damage_base(base, work, seed) if damages else None
+        for kind, index in damages:
+            assert dbase is not None
+            folder = work / f"damage-{DAMAGES.index(kind)}-{index}"
+            folder.mkdir()
+            begun = time.perf_counter()
+            trial = run_damage_trial(dbase, kind, index, seed, folder)
+            trial.seconds = time.perf_counter() - begun
+            say(f"  {kind} #{index}: {'ok' if trial.verdict.exact else 'FAILED'}")
+            results.append(trial)
+            if keep is None:
+                shutil.rmtree(folder)
+    rep = report(results, refs, trials, seed, data, time.perf_counter() - started)
+    rep["replay"] = f"replay of {replay[0]}:{replay[1]}" if replay else None
+    rep["probe_power"] = base.probe_power
+    rep["damage_probes"] = {"forbidden": 3, "found_by_d": len(dbase.findable) if dbase else 0}
+    return rep
+
+
+def _row(name: str, group: Sequence[Trial]) -> dict[str, Any]:
+    return {
+        "operation": name,
+        "trials": len(group),
+        "recovered_exactly": sum(t.verdict.exact for t in group),
+        "resurrected_facts": sum(len(t.verdict.resurrected) for t in group),
+        "lost_messages": sum(t.verdict.lost_messages for t in group),
+        "duplicates": sum(t.verdict.duplicates for t in group),
+        "audit_gaps": sum(len(t.verdict.unaudited) for t in group),
+        "seconds": sum(t.seconds for t in group),
+    }
+
+
+def report(
+    results: Sequence[Trial],
+    refs: References,
+    trials: int,
+    seed: int,
+    data: Path | None,
+    wall_s: float,
+) -> dict[str, Any]:
+    names = [*OPERATIONS, *DAMAGES]
+    rows = [_row(n, [t for t in results if t.row == n]) for n in names]
+    coverage = {
+        c: {op: sum(t.category == c for t in results if t.row == op) for op in OPERATIONS}
+        for c in CATEGORIES
+    }
+    exact_by_category = {
+        c: sum(t.verdict.exact for t in results if t.category == c) for c in CATEGORIES
+    }
+    failures = [
+        {
+            "operation": t.row,
+            "trial": t.index,
+            "kill": t.kill,
+            "resurrected": sorted(t.verdict.resurrected),
+            "lost_messages": t.verdict.lost_messages,
+            "duplicates": t.verdict.duplicates,
+            "differences": t.verdict.differences[:8],
+            "warnings": t.warnings[:4],
+            "replay": f"python -m benchmarks.fault_injection --seed {seed} --replay "
+            f"'{t.row}:{t.index}'" + (f" --data {data}" if data else ""),
+        }
+        for t in results
+        if not t.verdict.exact
+    ]
+    gaps = [
+        {"operation": t.row, "trial": t.index, "kill": t.kill, "missing": t.verdict.unaudited}
+        for t in results
+        if t.verdict.unaudited
+    ]
+    return {
+        "rows": [r for r in rows if r["trials"]],
+        "total": _row("total", results),
+        "coverage": coverage,
+        "recovered_exactly_by_kill": exact_by_category,
+        "failures": failures,
+        "audit_gaps": gaps,
+        "unsound_probes": sorted({i for r in refs.values() for i in r.control}),
+        "kill_points_per_reference": {
+            op: sorted({len(r.labels) for k, r in refs.items() if k.startswith(op)})
+            for op in OPERATIONS
+        },
+        "kill_points_moved": sum(any(w.startswith(MOVED) for w in t.warnings) for t in results),
+        "warnings": sorted({w[:200] for t in results for w in t.warnings}),
+        "trials_per_operation": trials,
+        "seed": seed,
+        "data": str(data) if data else "generated",
+        "wall_s": wall_s,
+    }
+
+
+def format_report(rep: dict[str, Any]) -> str:
+    keys = ("trials", "recovered_exactly", "resurrected_facts", "lost_messages", "duplicates")
+    header = ["operation", "trials", "recovered exactly", "resurrected facts", "lost messages"]
+    header += ["duplicates", "audit gaps"]
+    table = [[r["operation"], *(r[k] for k in keys), r["audit_gaps"]] for r in rep["rows"]]
+    total = rep["total"]
+    table.append(["total", *(total[k] for k in keys), total["audit_gaps"]])
+    cover_rows = [
+        [c, *(n[op] for op in OPERATIONS), rep["recovered_exactly_by_kill"][c]]
+        for c, n in rep["coverage"].items()
+        if any(n.values())
+    ]
+    runs = f"{rep['trials_per_operation']} SIGKILL trials per operation"
+    lines = [
+        f"Crash recovery: {rep['replay'] or runs}, seed {rep['seed']}, data {rep['data']}",
+        format_table(header, [[str(x) for x in row] for row in table]),
+        "",
+        "kill points",
+        format_table(
+            ["kill point", *OPERATIONS, "recovered exactly"],
+            [[str(x) for x in row] for row in cover_rows],
+        ),
+    ]
+    if rep["kill_points_moved"]:
+        lines.append(f"{rep['kill_points_moved']} trials died elsewhere than planned ({MOVED})")
+    if rep["unsound_probes"]:
+        lines.append(f"WARNING: the clean reference serves inactive {rep['unsound_probes']}")
+    for failure in rep["failures"]:
+        lines += ["", f"FAILED {failure['operation']} #{failure['trial']}: {failure['kill']}"]
+        lines += [f"  {d}" for d in failure["differences"]]
+        if failure["resurrected"]:
+            lines.append(f"  resurrected: {failure['resurrected']}")
+        lines.append(f"  replay: {failure['replay']}")
+    if rep["audit_gaps"]:
+        lines += ["", "audit gaps (the records recovered, these audit events did not)"]
+    for op in OPERATIONS:
+        gaps = [g for g in rep["audit_gaps"] if g["operation"] == op]
+        missing = Counter(a for g in gaps for a in g["missing"])
+        if gaps:
+            what = ", ".join(f"{n} {action}" for action, n in sorted(missing.items()))
+            lines.append(f"  {op}: {len(gaps)} trials, missing {what}; e.g. {gaps[0]['kill']}")
+    found, probed = rep["probe_power"]
+    lines += ["", f"probes find their fact while active: {found}/{probed} (fast, expand, deep)"]
+    lines += [f"wall time {rep['wall_s']:.0f} s"]
+    return "\n".join(lines)
+
+
+def failed(rep: dict[str, Any]) -> bool:
+    total = rep["total"]
+    return bool(total["resurrected_facts"] or total["lost_messages"] or total["duplicates"])
+
+
+def _replay(text: str) -> tuple[str, int]:
+    name, _, index = text.rpartition(":")
+    if name not in (*OPERATIONS, *DAMAGES) or not index.isdigit():
+        raise argparse.ArgumentTypeError(f"expected OPERATION:N, got {text!r}")
+    return name, int(index)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.fault_injection",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument("--trials", type=int, default=50, help="kill trials per operation")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    parser.add_argument("--data", type=Path, default=None, help="conversation file (LoCoMo...)")
+    parser.add_argument("--messages", type=int, default=36, help="messages taken from --data")
+    parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument("--replay", type=_replay, default=None, help="run only OPERATION:N")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the stores under DIR")
+    parser.add_argument(
+        "--tmp", type=Path, default=default_tmp(), help="where stores are built (/dev/shm)"
+    )
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.trials < 1 or args.messages < 6:
+        parser.error("--trials must be positive and --messages at least 6")
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep} is not empty")
+    return args
+
+
+def main(argv: Sequence[str] | None = None, *, log: bool = True) -> int:
+    args = parse_args(argv)
+    if args.child is not None:
+        run_child(json.loads(args.child.read_text(encoding="utf-8")))
+        return 0
+    rep = run(
+        trials=args.trials,
+        seed=args.seed,
+        data=args.data,
+        messages=args.messages,
+        replay=args.replay,
+        keep=args.keep,
+        tmp=args.tmp,
+        log=log,
+    )
+    print(format_report(rep))
+    if args.json is not None:
+        args.json.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    return 1 if failed(rep) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,552 @@
+"""The store side of ``benchmarks.fault_injection``: workload, operations, kill points, checks.
+
+* :class:`Workload`, :func:`build_base`: the messages every trial starts from (stored and
+  extracted in two scopes) and the ones an ``ingest`` trial adds.
+* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the four operations,
+  their seeded parameters and how an interrupted one is re-run.
+* :class:`KillSwitch`, :func:`kill_points`, :func:`run_child`: every Qdrant write, compaction
+  step and tantivy commit is a numbered kill point; the switch counts them (reference run) or
+  SIGKILLs its own process when the chosen one is reached (child process).
+* :func:`snapshot`, :func:`compare`: what the store holds and how it differs from the reference.
+* :class:`Probe`, :func:`served_inactive`, :func:`lexical_problems`, :func:`found_by_d`: whether
+  a read serves a fact that is not active, and whether path D's index agrees with the store.
+* :func:`damage`: the damaged-file cases.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from membrain import Memory, Scope
+from membrain.models import Message
+from membrain.storage import edge
+from membrain.storage.edge import EdgeBackend
+from membrain.storage.lexical import LexicalIndex
+from membrain.temporal import plain_text
+from membrain.testing import HashingEncoder, file_extents
+
+MAIN = Scope(dataset="u1", task="bench")
+OTHER = Scope(dataset="u2", task="bench")
+SCOPES = (MAIN, OTHER)
+OPERATIONS = ("ingest", "forget", "supersede", "delete")
+BATCH_SIZE = 3
+"""Messages per extraction batch: an ``ingest`` of a few messages runs several batches."""
+KILL_LINE = "kill"
+MODES = ("fast", "expand")
+"""Searched directly by a probe; deep mode runs through ``context`` (its hits and text)."""
+PROBES = 3
+"""Facts probed per trial when an operation touches more (a deleted scope, an ingest)."""
+DAMAGES = (
+    "damaged lexical meta.json",
+    "missing lexical .term",
+    "zeroed lexical .store",
+    "missing lexical folder",
+)
+
+_SPEAKERS = ("Sara", "Tom")
+_STATEMENTS = (
+    "I adopted a beagle named Rex last week.",
+    "I moved to Lisbon in May 2023.",
+    "My sister Ana works as a nurse at the Riverside hospital.",
+    "I started learning the cello in January.",
+    "I bought a red tandem bicycle yesterday.",
+    "My brother Leo lives in Berlin with his husband Jonas.",
+    "Haha, nice!",
+    "I ran the Porto half marathon in October 2023.",
+    "I teach chemistry at Lincoln High School.",
+    "My favourite dish is green papaya salad.",
+    "I visited Kyoto with my cousin Mei in April 2022.",
+    "I have two tabby cats named Miso and Tofu.",
+    "I play chess every Sunday with my neighbour Omar.",
+    "Thanks, that sounds great!",
+    "I am allergic to peanuts and shellfish.",
+    "My daughter Lily turned seven on 3 March 2024.",
+    "I sold my old sailboat to a collector from Brighton.",
+    "I volunteer at the Oak Street food bank on Fridays.",
+    "My grandmother Rosa taught me to bake sourdough bread.",
+    "Wow, good luck!",
+    "I am training for a climbing trip to Yosemite in June.",
+    "My colleague Priya recommended a podcast about volcanoes.",
+    "I broke my left wrist skiing in Banff in 2021.",
+    "I am reading a novel by Chimamanda Adichie.",
+    "I planted tomatoes and basil in the community garden.",
+    "My uncle Victor owns a bakery in Marseille.",
+    "Sounds fun!",
+    "I learned to surf in Biarritz last summer.",
+    "I collect vintage film cameras from the 1970s.",
+    "My best friend Kwame is getting married in Accra in August.",
+    "I switched to a standing desk for my back pain.",
+    "I am learning Japanese with an app every morning.",
+    "My son Hugo scored two goals in his football match.",
+    "Cool, see you then!",
+    "I repaired the antique grandfather clock from my aunt Clara.",
+    "I saw a humpback whale near Reykjavik in 2022.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What every trial starts from (``base``) and what an ``ingest`` trial adds (``extra``)."""
+
+    base: tuple[Message, ...]
+    extra: tuple[Message, ...]
+
+
+def generate_workload() -> Workload:
+    """A fixed two-speaker conversation with one distinct statement (or a filler) per message."""
+    start = datetime(2024, 3, 15, 9, 0, tzinfo=UTC)
+    messages = [
+        Message(
+            speaker=_SPEAKERS[i % 2],
+            text=text,
+            timestamp=start + timedelta(minutes=7 * i),
+            source_id=f"m{i:02d}",
+        )
+        for i, text in enumerate(_STATEMENTS)
+    ]
+    return Workload(base=tuple(messages[:24]), extra=tuple(messages[24:]))
+
+
+def load_workload(path: Path, count: int) -> Workload:
+    """The first ``count`` messages of the file's first conversation, two thirds of them base."""
+    from membrain.loaders import load_conversations
+
+    messages = load_conversations(path)[0].messages[:count]
+    if len(messages) < 6:
+        raise ValueError(f"{path}: need at least 6 messages, got {len(messages)}")
+    cut = len(messages) * 2 // 3
+    return Workload(base=tuple(messages[:cut]), extra=tuple(messages[cut:]))
+
+
+@contextmanager
+def recorded_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Record warnings instead of showing (or, under pytest, raising) them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def open_memory(path: Path) -> Memory:
+    """The store every process of the benchmark opens (same encoder, same batching)."""
+    return Memory(path, dense=HashingEncoder(64), batch_size=BATCH_SIZE)
+
+
+def copy_store(source: Path, target: Path) -> None:
+    """Copy a closed store folder, keeping Qdrant's preallocated files sparse."""
+    for path in sorted(source.rglob("*")):
+        dest = target / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with dest.open("wb") as out:
+            for offset, chunk in file_extents(path):
+                out.seek(offset)
+                out.write(chunk)
+            out.truncate(path.stat().st_size)
+
+
+# -- operations -------------------------------------------------------------------------------
+Plan = dict[str, Any]
+"""An operation's parameters, JSON-able (it is handed to the child process as is)."""
+
+
+def make_plan(op: str, rng: random.Random, active: Sequence[str], workload: Workload) -> Plan:
+    """Seeded parameters of one trial; ``active`` are the main scope's active fact ids."""
+    if op == "ingest":
+        count = rng.randint(min(3, len(workload.extra)), len(workload.extra))
+        again = rng.sample(workload.base, rng.randint(0, 2))  # already stored: skipped
+        messages = [*again, *workload.extra[:count]]
+        return {"messages": [m.model_dump(mode="json", exclude_none=True) for m in messages]}
+    if op == "forget":
+        return {"facts": rng.sample(sorted(active), rng.randint(1, 4))}
+    if op == "supersede":
+        chosen = rng.sample(sorted(active), 2 * rng.randint(1, 3))
+        return {"pairs": [chosen[i : i + 2] for i in range(0, len(chosen), 2)]}
+    if op == "delete":
+        return {"scope": rng.choice([s.dataset for s in SCOPES])}
+    raise ValueError(f"unknown operation {op!r}")
+
+
+def plan_key(op: str, plan: Plan) -> str:
+    """Trials with equal keys share one reference run."""
+    return op + json.dumps(plan, sort_keys=True)
+
+
+def _scope(dataset: str) -> Scope:
+    return next(s for s in SCOPES if s.dataset == dataset)
+
+
+def run_operation(mem: Memory, op: str, plan: Plan) -> None:
+    """Run the operation once, as an application would."""
+    if op == "ingest":
+        messages = [Message.model_validate(m) for m in plan["messages"]]
+        mem.add(messages, scope=MAIN)
+    elif op == "forget":
+        mem.forget(plan["facts"], scope=MAIN)
+    elif op == "supersede":
+        for old, new in plan["pairs"]:
+            mem.supersede(old, [new], scope=MAIN)
+    elif op == "delete":
+        mem.delete_scope(_scope(plan["scope"]))
+    else:
+        raise ValueError(f"unknown operation {op!r}")
+
+
+def resume_operation(mem: Memory, op: str, plan: Plan) -> None:
+    """What an application does after a crash: run the same call again (and extract leftovers)."""
+    run_operation(mem, op, plan)
+    if op == "ingest":
+        mem.extract_pending(scope=MAIN)
+
+
+# -- kill points ------------------------------------------------------------------------------
+class KillSwitch:
+    """Numbers the kill points an operation passes; SIGKILLs this process at ``kill_at``.
+
+    Point ``k`` is just before the ``k``-th hooked call (counting from 0); point ``len(labels)``
+    is after the operation returned. Without ``kill_at`` it only records the labels.
+    """
+
+    def __init__(self, kill_at: int | None = None) -> None:
+        self.kill_at = kill_at
+        self.labels: list[str] = []
+
+    def reached(self, label: str) -> None:
+        if self.kill_at is not None and len(self.labels) == self.kill_at:
+            self._die(label)
+        self.labels.append(label)
+
+    def finish(self) -> None:
+        """The operation returned: die here if the chosen point is past every hooked call."""
+        if self.kill_at is not None:
+            self._die(None)
+
+    def _die(self, before: str | None) -> None:
+        after = self.labels[-1] if self.labels else None
+        print(KILL_LINE, json.dumps({"after": after, "before": before}), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _collection_label(what: str) -> Callable[[tuple[Any, ...]], str]:
+    return lambda args: f"Qdrant {what} {args[1].value}"
+
+
+_HOOKS: tuple[tuple[object, str, Callable[[tuple[Any, ...]], str]], ...] = (
+    (EdgeBackend, "_upsert", _collection_label("upsert")),
+    (EdgeBackend, "_set_payload", _collection_label("set_payload")),
+    (EdgeBackend, "_delete", _collection_label("delete")),
+    (EdgeBackend, "_compact", lambda args: f"compaction of {args[1].value}"),
+    (edge, "_copy_points", lambda args: "compaction copy"),
+    (edge, "_recover", lambda args: f"compaction swap {args[0].name}"),
+    (LexicalIndex, "_commit", lambda args: "tantivy commit"),
+    (LexicalIndex, "erase", lambda args: "tantivy erase"),
+)
+
+
+def _hooked(
+    original: Callable[..., Any], label: Callable[[tuple[Any, ...]], str], switch: KillSwitch
+) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        switch.reached(label(args))
+        return original(*args, **kwargs)
+
+    return call
+
+
+@contextmanager
+def kill_points(switch: KillSwitch) -> Iterator[KillSwitch]:
+    """Route every Qdrant write, compaction step and tantivy commit through ``switch``."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in _HOOKS]
+    for (owner, name, original), (_, _, label) in zip(saved, _HOOKS, strict=True):
+        setattr(owner, name, _hooked(original, label, switch))
+    try:
+        yield switch
+    finally:
+        for owner, name, original in reversed(saved):
+            setattr(owner, name, original)
+
+
+TIMED_MID, TIMED_AFTER = "timed SIGKILL, mid-operation", "timed SIGKILL, after the operation"
+CATEGORIES = (
+    "before the first write",
+    "between two Qdrant writes",
+    "after a Qdrant write, before the tantivy write",
+    "after a tantivy write, before a Qdrant write",
+    "during a compaction / erase",
+    "after the last write",
+    TIMED_MID,
+    TIMED_AFTER,
+)
+"""Kinds of kill moment: those of :func:`kill_category`, then those of a timed SIGKILL."""
+
+
+def kill_category(after: str | None, before: str | None) -> str:
+    """Which kind of moment a kill point is, from the hooked calls around it."""
+    if after is None:
+        return "before the first write"
+    if before is None:
+        return "after the last write"
+    if any(w in f"{after} {before}" for w in ("compaction", "erase")):
+        return "during a compaction / erase"
+    if after.startswith("Qdrant") and before.startswith("Qdrant"):
+        return "between two Qdrant writes"
+    if after.startswith("Qdrant"):
+        return "after a Qdrant write, before the tantivy write"
+    return "after a tantivy write, before a Qdrant write"
+
+
+def point_label(labels: Sequence[str], point: int) -> tuple[str | None, str | None]:
+    """The hooked calls just before and just after kill point ``point`` (``None``: none)."""
+    return labels[point - 1] if point else None, labels[point] if point < len(labels) else None
+
+
+def describe_point(after: str | None, before: str | None) -> str:
+    return f"after {after or 'opening'}, before {before or 'the end'}"
+
+
+def points_by_category(labels: Sequence[str]) -> dict[str, list[int]]:
+    """Every kill point of an operation, grouped by :func:`kill_category`."""
+    found: dict[str, list[int]] = {}
+    for point in range(len(labels) + 1):
+        found.setdefault(kill_category(*point_label(labels, point)), []).append(point)
+    return found
+
+
+def run_child(spec: dict[str, Any]) -> None:
+    """The killed process: open the store, run the operation, die at the chosen point."""
+    mem = open_memory(Path(spec["store"]))
+    print("ready", flush=True)
+    with kill_points(KillSwitch(spec["kill_at"])) as switch:
+        run_operation(mem, spec["op"], spec["plan"])
+        switch.finish()
+    print("done", flush=True)
+    signal.pause()  # a timed kill is on its way: the store is never closed
+
+
+# -- state and checks -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StoreState:
+    """What the record store holds in both scopes, as comparable rows."""
+
+    messages: dict[str, tuple[str, str, str]]
+    """Stored id -> (scope, source id, status)."""
+    facts: dict[str, tuple[Any, ...]]
+    """Fact id -> (scope, status, text, sources, supersedes, superseded_by, valid_to)."""
+    entities: dict[str, tuple[Any, ...]]
+    """Entity id -> (scope, name, aliases, description versions)."""
+    audited: frozenset[tuple[str, str]]
+    """(action, target id) of every audit event about a message or fact change."""
+
+    def active(self, scope: Scope) -> set[str]:
+        return {i for i, f in self.facts.items() if f[0] == scope.key and f[1] == "active"}
+
+    def probe(self, scope: Scope, fact_id: str) -> Probe:
+        return probe_for(scope, fact_id, self.facts[fact_id][2])
+
+
+_AUDITED = ("stored", "processed", "created", "forgotten", "superseded")
+
+
+def snapshot(mem: Memory) -> StoreState:
+    messages: dict[str, tuple[str, str, str]] = {}
+    facts: dict[str, tuple[Any, ...]] = {}
+    entities: dict[str, tuple[Any, ...]] = {}
+    audited: set[tuple[str, str]] = set()
+    for scope in SCOPES:
+        for m in mem.messages(scope=scope):
+            messages[m.id] = (scope.key, m.message.source_id or "", m.status.value)
+        for f in mem.facts(scope=scope, include_inactive=True):
+            valid_to = f.valid_to.isoformat() if f.valid_to else ""
+            row = (scope.key, f.status.value, f.text, f.sources, f.supersedes, f.superseded_by)
+            facts[f.id] = (*row, valid_to)
+        for e in mem.entities(scope=scope):
+            entities[e.id] = (scope.key, e.name, e.aliases, len(e.versions))
+        for event in mem.audit(scope=scope, actions=_AUDITED):
+            audited.update((event.action.value, t) for t in event.targets)
+    return StoreState(messages, facts, entities, frozenset(audited))
+
+
+@dataclass(slots=True)
+class Verdict:
+    """How a recovered store compares with the reference."""
+
+    lost_messages: int = 0
+    duplicates: int = 0
+    resurrected: set[str] = field(default_factory=set)
+    unaudited: list[str] = field(default_factory=list)
+    """Actions of the reference's audit events missing after recovery (one per target)."""
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return not (self.differences or self.resurrected or self.lost_messages or self.duplicates)
+
+
+def _surplus(got: Counter[Any], want: Counter[Any]) -> int:
+    return sum(max(0, n - want[key]) for key, n in got.items())
+
+
+def compare(reference: StoreState, recovered: StoreState, verdict: Verdict) -> None:
+    """Count lost messages, duplicates and audit gaps; list every other difference."""
+    ref_messages = Counter((s, src) for s, src, _ in reference.messages.values())
+    got_messages = Counter((s, src) for s, src, _ in recovered.messages.values())
+    ref_facts = Counter((f[0], f[2], f[3]) for f in reference.facts.values())
+    got_facts = Counter((f[0], f[2], f[3]) for f in recovered.facts.values())
+    verdict.lost_messages += _surplus(ref_messages, got_messages)
+    verdict.duplicates += _surplus(got_messages, ref_messages) + _surplus(got_facts, ref_facts)
+    verdict.unaudited += sorted(action for action, _ in reference.audited - recovered.audited)
+    for kind, want, got in (
+        ("message", reference.messages, recovered.messages),
+        ("fact", reference.facts, recovered.facts),
+        ("entity", reference.entities, recovered.entities),
+    ):
+        for key in sorted(want.keys() | got.keys()):
+            expected, found = want.get(key), got.get(key)
+            if expected != found:
+                verdict.differences.append(
+                    f"{kind} {key[:8]}: expected {_brief(expected)}, got {_brief(found)}"
+                )
+
+
+def _brief(row: tuple[Any, ...] | None) -> str:
+    return "nothing" if row is None else repr(row)[:160]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A question that finds one fact: its words without time annotations or brackets."""
+
+    scope: Scope
+    fact_id: str
+    question: str
+    text: str
+    """The fact's readable text, looked for in the context block."""
+
+
+_ANNOTATION = re.compile(r"\[[^\[\]]*::[^\[\]]*\]")
+
+
+def probe_for(scope: Scope, fact_id: str, text: str) -> Probe:
+    # A time in the question would make superseded facts of that time legitimate answers.
+    words = _ANNOTATION.sub(" ", text).replace("[", "").replace("]", "")
+    words = re.sub(r"\s+([.,;!?])", r"\1", re.sub(r"\s+", " ", words))
+    return Probe(scope, fact_id, words.strip(), plain_text(text).rstrip(". "))
+
+
+def served_inactive(
+    mem: Memory, probes: Sequence[Probe], allowed: Callable[[Scope], set[str]], *, listing: bool
+) -> set[str]:
+    """Fact ids a read serves that ``allowed`` says are not active (searches, context, facts)."""
+    found: set[str] = set()
+    for probe in probes:
+        active = allowed(probe.scope)
+        for mode in MODES:
+            hits = mem.search(probe.question, scope=probe.scope, mode=mode)
+            found |= {h.fact.id for h in hits} - active
+        context = mem.context(probe.question, scope=probe.scope, mode="deep")
+        found |= {h.fact.id for h in context.hits} - active
+        same_text = any(h.fact.id in active and probe.text in h.text for h in context.hits)
+        if probe.fact_id not in active and probe.text in context.text and not same_text:
+            found.add(probe.fact_id)
+    if listing:
+        for scope in SCOPES:
+            found |= {f.id for f in mem.facts(scope=scope)} - allowed(scope)
+    return found
+
+
+def lexical_problems(mem: Memory, probes: Sequence[Probe], reference: StoreState) -> list[str]:
+    """How path D's tantivy index disagrees with the store, once a deep search reconciled it."""
+    index: LexicalIndex = mem._lexical
+    problems = []
+    for scope in SCOPES:
+        mem.search("what happened", scope=scope, mode="deep")
+        stored, indexed = mem.store.count_facts(scope), index.count(scope)
+        if stored != indexed:
+            problems.append(f"lexical index of {scope.key}: {indexed} documents, {stored} facts")
+    for probe in probes:
+        ids = {i for i, _ in index.search(probe.scope, probe.question, limit=50)}
+        stale = ids - reference.active(probe.scope)
+        if stale:
+            problems.append(f"lexical index serves inactive facts {sorted(stale)}")
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """A closed store every trial copies, what it holds, and how many probes find their fact."""
+
+    path: Path
+    state: StoreState
+    probe_power: tuple[int, int] = (0, 0)
+
+
+def build_base(path: Path, workload: Workload) -> Base:
+    """Store and extract the base messages in both scopes; a deep search marks path D's index."""
+    with recorded_warnings(), open_memory(path) as mem:
+        for scope in SCOPES:
+            mem.add(list(workload.base), scope=scope)
+            mem.search("what happened", scope=scope, mode="deep")  # index and mark of path D
+        state = snapshot(mem)
+        # The probes are worth something only if they find their fact while it is active.
+        sample = random.Random(0).sample(sorted(state.active(MAIN)), 2 * PROBES)
+        probes = [state.probe(MAIN, i) for i in sample]
+        served = served_inactive(mem, probes, lambda scope: set(), listing=False)
+        return Base(path, state, (sum(p.fact_id in served for p in probes), len(probes)))
+
+
+def _sample(ids: Sequence[str], key: str) -> list[str]:
+    return random.Random(key).sample(sorted(ids), min(PROBES, len(ids)))
+
+
+def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> list[Probe]:
+    """The facts whose resurrection a trial looks for: those the operation retires or adds."""
+    key = plan_key(op, plan)
+    if op == "forget":
+        ids, scope = list(plan["facts"]), MAIN
+    elif op == "supersede":
+        ids, scope = [old for old, _ in plan["pairs"]], MAIN
+    elif op == "delete":
+        scope = _scope(plan["scope"])
+        ids = _sample([i for i, f in base.facts.items() if f[0] == scope.key], key)
+    else:
+        ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), MAIN
+    return [(done if i in done.facts else base).probe(scope, i) for i in ids]
+
+
+def found_by_d(mem: Memory, probe: Probe) -> bool:
+    """Whether a deep search for the probe finds its fact through path D (tantivy)."""
+    hits = mem.search(probe.question, scope=probe.scope, mode="deep")
+    return any(h.fact.id == probe.fact_id and "D" in h.paths for h in hits)
+
+
+def damage(lexical: Path, kind: str, rng: random.Random) -> None:
+    """Damage the lexical index folder of a closed store as ``kind`` (one of DAMAGES) says."""
+    if kind == "damaged lexical meta.json":
+        meta = lexical / "meta.json"
+        text = meta.read_text(encoding="utf-8")
+        meta.write_text(text[: rng.randrange(1, len(text) // 2)], encoding="utf-8")
+    elif kind == "missing lexical .term":
+        rng.choice(sorted(lexical.glob("*.term"))).unlink()
+    elif kind == "zeroed lexical .store":
+        store = rng.choice([p for p in sorted(lexical.glob("*.store")) if p.stat().st_size])
+        store.write_bytes(b"\0" * store.stat().st_size)
+    elif kind == "missing lexical folder":
+        shutil.rmtree(lexical)
+    else:
+        raise ValueError(f"unknown damage {kind!r}")
