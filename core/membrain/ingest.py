@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from membrain.audit import Cause
+from membrain.audit import AuditAction, Cause
 from membrain.entities import EntityResolver
 from membrain.errors import ExtractionError, InputError, MembrainError
 from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
@@ -158,6 +158,7 @@ class Ingestor(RecordListener):
                 )
         stored_by = Cause(by or Actor(kind=ActorKind.API))
         self._store.put_messages(scope, list(fresh.values()), cause=stored_by)
+        self._store.audit_missing(scope, AuditAction.STORED, list(known), cause=stored_by)
         skipped = len(incoming) - len(fresh)  # already stored, or given twice in this call
         if not extract:
             return AddResult(messages_stored=len(fresh), messages_skipped=skipped)

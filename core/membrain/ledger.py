@@ -178,6 +178,8 @@ class Ledger:
         live = (FactStatus.ACTIVE, FactStatus.SUPERSEDED)
         changed = [f.model_copy(update=update) for f in facts if f.status in live]
         self.store.update_facts(scope, changed, action=AuditAction.FORGOTTEN, cause=cause)
+        done_before = [f.id for f in facts if f.status is FactStatus.FORGOTTEN]
+        self.store.audit_missing(scope, AuditAction.FORGOTTEN, done_before, cause=cause)
         done = {f.id: f for f in changed}
         return [done.get(f.id, f) for f in facts]
 

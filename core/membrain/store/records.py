@@ -463,6 +463,23 @@ class RecordStore(TreeRecords):
         (event,) = self._audit(scope, cause, [(action, tuple(targets), details or {})])
         return event
 
+    def audit_missing(
+        self, scope: Scope, action: AuditAction, targets: Sequence[str], *, cause: Cause
+    ) -> list[str]:
+        """Audit a change already stored whose event was never written; the ids audited now.
+
+        A write reaches the record before its audit event; a process killed in between leaves
+        a change without an event. When the same call runs again and finds the change done, it
+        calls this: each target without an ``action`` event gets one, marked ``recovered``.
+        """
+        if not targets:
+            return []
+        audited = self.iter_audit(scope, targets=targets, actions=[action])
+        seen = {t for event in audited for t in event.targets}
+        missing = tuple(t for t in dict.fromkeys(targets) if t not in seen)
+        self._audit(scope, cause, [(action, missing, {"recovered": True})])
+        return list(missing)
+
     def _append_audit(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
         """Append events to the scope's audit log (it has no update and no delete but a scope's)."""
         if not events:
