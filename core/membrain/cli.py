@@ -482,6 +482,57 @@ def audit(
             out.print("  (no events)")
 
 
+@app.command()
+def serve(
+    path: PathOption = None,
+    qdrant_url: Annotated[
+        str | None, typer.Option("--qdrant-url", help="Serve a Qdrant server's memory instead.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (loopback unless --keys).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 9574,
+    keys: Annotated[
+        Path | None, typer.Option("--keys", help="API keys file (TOML, see `membrain keys`).")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the memory over HTTP (the `server` extra): one process owns the store."""
+    with _errors():
+        from membrain.server import serve as run_server
+
+        settings = _settings(path)
+        url = qdrant_url or settings.qdrant_url
+        run_server(
+            path=None if url else settings.path,
+            qdrant_url=url,
+            host=host,
+            port=port,
+            keys_file=keys,
+            log_level=log_level,
+        )
+
+
+keys_app = typer.Typer(help="API keys of `membrain serve`: each bound to datasets and a role.")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("add")
+def keys_add(
+    keys: Annotated[Path, typer.Option("--keys", help="The keys file (created if missing).")],
+    dataset: Annotated[
+        list[str], typer.Option("--dataset", "-d", help="A dataset the key may use ('*': all).")
+    ],
+    role: Annotated[str, typer.Option(help="read, write or admin.")] = "read",
+    name: Annotated[str | None, typer.Option(help="Who the audit log names for it.")] = None,
+) -> None:
+    """Create a key and print it once: the file keeps only its hash."""
+    with _errors():
+        from membrain.server import add_key
+
+        _say(add_key(keys, dataset, role, name))
+
+
 def main() -> None:
     """Entry point of the membrain script: a failure is one line on stderr, never a traceback.
 

@@ -112,6 +112,19 @@ def test_search_without_store_fails_cleanly(tmp_path: Path, folder: str) -> None
     assert not (tmp_path / "none").exists() and not any((tmp_path / "empty").iterdir())
 
 
+def test_keys_add_prints_a_key_once_and_serve_refuses_an_open_host(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.toml"
+    result = runner.invoke(
+        cli.app, ["keys", "add", "--keys", str(keys), "-d", "sara", "--role", "write"]
+    )
+    assert result.exit_code == 0, result.output
+    key = result.stdout.strip()
+    assert key.startswith("mb_") and key not in keys.read_text()  # only its hash is kept
+    result = runner.invoke(cli.app, ["serve", "--host", "0.0.0.0", "--path", str(tmp_path / "s")])
+    assert result.exit_code == 1 and "without API keys" in result.stderr
+    assert not (tmp_path / "s").exists()  # refused before anything was opened
+
+
 def _explode(*args: object, **kwargs: object) -> None:
     raise RuntimeError("disk on fire\nsecond line")
 

@@ -69,8 +69,8 @@ class FolderLock:
             handle.close()
             raise StoreInUseError(
                 f"the store at {self.folder} is open in {holder}. An embedded store has one "
-                "owning process: close it there, or share one memory between processes through "
-                "a Qdrant server (qdrant_url=..., MEMBRAIN_QDRANT_URL)."
+                "owning process: close it there, serve it from one process (`membrain serve`) "
+                "and reach it over HTTP, or share a Qdrant server (qdrant_url=...)."
             ) from None
         handle.seek(0)
         handle.truncate()

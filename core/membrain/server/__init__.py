@@ -1,0 +1,43 @@
+"""MemBrain as a service: the memory behind an HTTP API with per-dataset API keys.
+
+Needs the ``server`` extra (``pip install 'membrain-memory[server]'``: FastAPI and uvicorn).
+Nothing else in :mod:`membrain` imports this package, so the core works without them.
+
+Example:
+    >>> from membrain.server import add_key, serve
+    >>> key = add_key("keys.toml", ["sara"], "write", name="sara-app")  # doctest: +SKIP
+    >>> serve(path=".membrain", keys_file="keys.toml")  # doctest: +SKIP
+"""
+
+from membrain.errors import MissingDependencyError
+
+try:
+    import fastapi  # noqa: F401
+    import uvicorn  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingDependencyError(exc.name or "fastapi", "server") from exc
+
+from membrain.server.app import create_app
+from membrain.server.keys import (
+    AuthError,
+    Forbidden,
+    Grant,
+    KeyRing,
+    Role,
+    Unauthenticated,
+    add_key,
+)
+from membrain.server.run import serve, serve_in_thread
+
+__all__ = [
+    "AuthError",
+    "Forbidden",
+    "Grant",
+    "KeyRing",
+    "Role",
+    "Unauthenticated",
+    "add_key",
+    "create_app",
+    "serve",
+    "serve_in_thread",
+]

@@ -1,0 +1,385 @@
+"""The HTTP API over one :class:`~membrain.Memory`: a FastAPI application.
+
+Every route under ``/api/memory`` names a scope (``dataset``, ``task``, optional ``session``:
+in the JSON body of a POST, in the query of a GET or DELETE) and declares the role it needs.
+One dependency, :func:`authorize`, is attached to the whole router: it reads the route's
+role, checks the bearer key against the keys file for the scope's dataset and hands the route
+the checked scope (:data:`Granted`), so no route can skip the check. A route that declares no
+role needs ``admin``.
+
+Errors answer as JSON ``{"error": "<one line>", "type": "<ErrorClass>"}``: bad input 422, an
+unknown fact 404, a missing or unknown key 401, a key without the dataset or role 403, a store
+that cannot serve 503, anything unexpected 500 with a generic message (the traceback goes to
+the log, never to the client).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import metadata
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Message as AsgiMessage
+from starlette.types import Scope as AsgiScope
+
+from membrain.audit import AuditEvent, FactHistory
+from membrain.background import BackgroundWriter
+from membrain.errors import BackendError, ConfigurationError, InputError, MembrainError, ScopeError
+from membrain.inputs import as_messages
+from membrain.memory import Memory
+from membrain.models import Actor, ActorKind, Context, Fact, Scope, StoredMessage
+from membrain.server.keys import AuthError, Grant, KeyRing, Role
+from membrain.server.schemas import (
+    AddRequest,
+    AddResponse,
+    ContextRequest,
+    DeleteScopeResponse,
+    ErrorBody,
+    ForgetRequest,
+    HealthResponse,
+    SearchRequest,
+    SearchResponse,
+    SupersedeRequest,
+)
+from membrain.tokens import count_tokens
+
+__all__ = ["ROLE_FIELD", "Access", "FactNotFound", "Granted", "authorize", "create_app"]
+
+log = logging.getLogger("membrain.server")
+
+ROLE_FIELD = "x-membrain-role"
+"""The OpenAPI extension field in which a route declares the role it needs."""
+API_PREFIX = "/api/memory"
+MAX_ERROR_CHARS = 300
+"""Error messages are cut to this length (they may quote a caller's input)."""
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from the server's keys file.")
+
+
+class FactNotFound(InputError):
+    """A fact id that names no fact of the scope (HTTP 404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A request that passed the key check: its scope and the key's grant.
+
+    ``grant`` is ``None`` when the server runs without keys (loopback only).
+    """
+
+    scope: Scope
+    grant: Grant | None
+
+    @property
+    def actor(self) -> Actor:
+        """Who the audit log records for changes made by this request."""
+        return self.grant.actor if self.grant is not None else Actor(kind=ActorKind.API)
+
+
+def needs(role: Role) -> dict[str, Any]:
+    """The ``openapi_extra`` that declares the role a route needs."""
+    return {ROLE_FIELD: role.value}
+
+
+def route_role(route: object) -> Role:
+    """The role ``route`` declares (``admin`` when it declares none: fail closed)."""
+    extra = route.openapi_extra if isinstance(route, APIRoute) else None
+    declared = (extra or {}).get(ROLE_FIELD)
+    return Role(declared) if isinstance(declared, str) and declared in set(Role) else Role.ADMIN
+
+
+def _scope_query(
+    dataset: Annotated[str, Query(description="Whose memory; the key must cover it.")],
+    task: Annotated[str, Query(description="Which agent or application.")],
+    session: Annotated[str | None, Query(description="Optional session within the task.")] = None,
+) -> None:
+    """Documents the scope query parameters; ``authorize`` reads and checks them."""
+
+
+async def authorize(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Access:
+    """Check the request's key for its scope's dataset and its route's role.
+
+    The key is checked first (401), then the scope is read (422 when malformed), then the
+    key's datasets and role (403).
+
+    Raises:
+        Unauthenticated: no key, or an unknown key.
+        ScopeError: a missing or malformed scope.
+        Forbidden: the key does not cover the dataset, or its role is below the route's.
+    """
+    keys: KeyRing | None = request.app.state.keys
+    role = route_role(request.scope.get("route"))
+    grant = None
+    if keys is not None:
+        grant = keys.authenticate(credentials.credentials if credentials else None)
+    scope = Scope(**await _scope_fields(request))
+    if grant is not None:
+        grant.check(scope.dataset, role)
+    return Access(scope=scope, grant=grant)
+
+
+Granted = Annotated[Access, Depends(authorize)]
+"""A route parameter receiving the checked scope and grant (the check runs once)."""
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody} for status in (401, 403, 404, 422, 500, 503)
+}
+
+
+def create_app(
+    memory: Memory,
+    *,
+    keys: KeyRing | None,
+    writer: BackgroundWriter | None = None,
+    close_memory: bool = False,
+) -> FastAPI:
+    """The HTTP API over ``memory``.
+
+    Args:
+        memory: The memory to serve.
+        keys: The API keys; ``None`` serves every request without a key (loopback only:
+            :func:`membrain.server.serve` refuses any other host then).
+        writer: Extracts what ``add`` stores with ``extract=false``; without one such
+            messages stay pending until an ``add`` extracts them.
+        close_memory: At shutdown, after the writer has flushed, close ``memory``.
+
+    Example:
+        >>> app = create_app(Memory(path="/tmp/mem"), keys=KeyRing.load("keys.toml"))
+        ... # doctest: +SKIP
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.closed = False
+        yield
+        await run_in_threadpool(_shutdown, memory, writer, close_memory)
+        app.state.closed = close_memory
+
+    app = FastAPI(
+        title="MemBrain",
+        summary="Accountable long-term memory for LLM agents.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+
+    app.state.keys = keys
+    router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(authorize)], responses=ERRORS)
+    in_query = [Depends(_scope_query)]
+
+    @router.post("/add", openapi_extra=needs(Role.WRITE))
+    def add(body: AddRequest, access: Granted) -> AddResponse:
+        """Store messages, then extract their facts (or hand extraction to the writer)."""
+        messages = as_messages(body.messages)
+        result = memory.add(messages, scope=access.scope, extract=body.extract, by=access.actor)
+        scheduled = not body.extract and writer is not None and result.messages_stored > 0
+        if scheduled and writer is not None:
+            writer.schedule(access.scope, tokens=sum(count_tokens(m.text) for m in messages))
+        return AddResponse.of(result, scheduled=scheduled)
+
+    @router.post("/search", openapi_extra=needs(Role.READ))
+    def search(body: SearchRequest, access: Granted) -> SearchResponse:
+        """The ``k`` facts that best answer the question, with their sources."""
+        result = memory.search(
+            body.question,
+            scope=access.scope,
+            mode=body.mode,
+            k=body.k,
+            reference=body.reference,
+            as_of=body.as_of,
+            valid_at=body.valid_at,
+        )
+        return SearchResponse.of(result)
+
+    @router.post("/context", openapi_extra=needs(Role.READ))
+    def context(body: ContextRequest, access: Granted) -> Context:
+        """A cited context block for the question that fits ``max_tokens``."""
+        return memory.context(
+            body.question,
+            scope=access.scope,
+            max_tokens=body.max_tokens,
+            mode=body.mode,
+            k=body.k,
+            reference=body.reference,
+            as_of=body.as_of,
+            valid_at=body.valid_at,
+        )
+
+    @router.get("/facts", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def facts(access: Granted, include_inactive: bool = False) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``)."""
+        return memory.facts(scope=access.scope, include_inactive=include_inactive)
+
+    @router.get("/messages", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def messages(access: Granted) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status."""
+        return memory.messages(scope=access.scope)
+
+    @router.post("/forget", openapi_extra=needs(Role.WRITE))
+    def forget(body: ForgetRequest, access: Granted) -> list[Fact]:
+        """Tombstone facts: kept for audit, out of every search; returns them as updated."""
+        return memory.forget(body.fact_ids, scope=access.scope, by=access.actor, reason=body.reason)
+
+    @router.post("/supersede", openapi_extra=needs(Role.WRITE))
+    def supersede(body: SupersedeRequest, access: Granted) -> Fact:
+        """Record that new facts replace an old one; returns the old fact as updated."""
+        return memory.supersede(
+            body.old_fact_id,
+            body.new_fact_ids,
+            scope=access.scope,
+            by=access.actor,
+            reason=body.reason,
+        )
+
+    @router.delete("/scope", openapi_extra=needs(Role.ADMIN), dependencies=in_query)
+    def delete_scope(access: Granted) -> DeleteScopeResponse:
+        """Delete everything stored under the scope (every session when it names none)."""
+        memory.delete_scope(access.scope)
+        scope = access.scope
+        return DeleteScopeResponse(dataset=scope.dataset, task=scope.task, session=scope.session)
+
+    @router.get("/history", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def history(access: Granted, fact_id: Annotated[str, Query()]) -> FactHistory:
+        """A fact's life: the facts it replaced and that replaced it, and every event."""
+        found = memory.history(fact_id, scope=access.scope)
+        if not found.facts and not found.events:
+            raise FactNotFound(f"no fact with id {fact_id} in scope {access.scope.key!r}")
+        return found
+
+    @router.get("/audit", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def audit(
+        access: Granted,
+        since: datetime | None = None,
+        actions: Annotated[list[str] | None, Query()] = None,
+    ) -> list[AuditEvent]:
+        """The scope's audit log, oldest first (from ``since``, of ``actions``)."""
+        return memory.audit(scope=access.scope, since=since, actions=actions)
+
+    @app.get("/api/health")
+    def health() -> HealthResponse:
+        """The server is up (no key needed)."""
+        return HealthResponse(version=_version())
+
+    app.include_router(router)
+    app.add_exception_handler(MembrainError, _membrain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_middleware(_UnexpectedErrors)
+    return app
+
+
+async def _scope_fields(request: Request) -> dict[str, Any]:
+    """The ``dataset``, ``task`` and ``session`` the request names (query, else JSON body)."""
+    names = ("dataset", "task", "session")
+    if request.method in ("GET", "HEAD", "DELETE"):
+        return {name: request.query_params.get(name) for name in names}
+    try:
+        body = await request.json()
+    except ValueError:
+        raise InputError("the request body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise InputError("the request body must be a JSON object")
+    return {name: body.get(name) for name in names}
+
+
+def _shutdown(memory: Memory, writer: BackgroundWriter | None, close_memory: bool) -> None:
+    if writer is not None and not writer.shutdown(timeout=60.0):
+        log.warning("the background writer did not finish; unextracted messages stay pending")
+    if close_memory:
+        memory.close()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("membrain-memory")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# -- errors ------------------------------------------------------------------------------------
+def status_of(exc: MembrainError) -> int:
+    """The HTTP status a MemBrain error answers with."""
+    if isinstance(exc, AuthError):
+        return exc.status
+    if isinstance(exc, FactNotFound) or (
+        isinstance(exc, InputError) and str(exc).startswith("no fact with id")
+    ):
+        return 404
+    if isinstance(exc, InputError | ScopeError | ConfigurationError):
+        return 422
+    return 503  # the store failed, or the memory cannot serve now (its writer is shut down)
+
+
+def _body(status: int, message: str, kind: str) -> JSONResponse:
+    text = " ".join(message.split()) or kind
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    return JSONResponse({"error": text, "type": kind}, status_code=status)
+
+
+async def _membrain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, MembrainError)
+    status = status_of(exc)
+    if isinstance(exc, AuthError):
+        client = request.client.host if request.client else "?"
+        log.warning("refused %s %s from %s: %s", request.method, request.url.path, client, exc)
+    elif isinstance(exc, BackendError) or status == 503:
+        log.error("%s %s failed: %r", request.method, request.url.path, exc)
+    return _body(status, str(exc).strip().split("\n", 1)[0], type(exc).__name__)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    more = len(exc.errors()) - len(problems)
+    summary = "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+    return _body(422, summary or "invalid request", "ValidationError")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _body(exc.status_code, str(exc.detail), "HTTPError")
+
+
+class _UnexpectedErrors:
+    """Answers an unexpected exception with a generic 500 and logs its traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: AsgiMessage) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            response = _body(500, "internal server error", "InternalError")
+            await response(scope, receive, send)

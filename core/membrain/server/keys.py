@@ -1,0 +1,283 @@
+"""API keys bound to datasets: who may read, write or administer which memories.
+
+A keys file is TOML with one ``[[key]]`` table per key; only the key's SHA-256 is stored::
+
+    [[key]]
+    name = "sara-app"
+    hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    datasets = ["sara"]          # or ["*"] for every dataset
+    role = "write"               # read, write or admin
+
+:func:`add_key` appends a new key to the file and returns it, the only time it is shown.
+Roles nest: a ``write`` key also reads, an ``admin`` key also writes and deletes whole scopes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from membrain.errors import ConfigurationError, MembrainError, ScopeError
+from membrain.models import Actor, ActorKind, Scope
+
+__all__ = [
+    "ALL_DATASETS",
+    "AuthError",
+    "Forbidden",
+    "Grant",
+    "KeyRing",
+    "Role",
+    "Unauthenticated",
+    "add_key",
+    "hash_key",
+]
+
+ALL_DATASETS = "*"
+"""The dataset name that grants a key every dataset."""
+KEY_PREFIX = "mb_"
+"""Every generated key starts with this, so a leaked key is easy to recognise."""
+
+_HASH = re.compile(r"^[0-9a-f]{64}\Z")
+_NAME = re.compile(r"^[\w.@:+-]{1,64}\Z")
+
+
+class AuthError(MembrainError):
+    """A request the keys do not allow; ``status`` is the HTTP status to answer with."""
+
+    status = 401
+
+
+class Unauthenticated(AuthError):
+    """No key, or a key the keys file does not hold (HTTP 401)."""
+
+    status = 401
+
+
+class Forbidden(AuthError):
+    """A known key asking for a dataset or a role it does not have (HTTP 403)."""
+
+    status = 403
+
+
+class Role(StrEnum):
+    """What a key may do; each role includes the ones before it."""
+
+    READ = "read"
+    """Search, build context, list facts, messages, history and audit."""
+    WRITE = "write"
+    """Also add messages, forget and supersede facts."""
+    ADMIN = "admin"
+    """Also delete whole scopes."""
+
+    def includes(self, needed: Role) -> bool:
+        """Whether this role may do what ``needed`` may."""
+        order = list(Role)
+        return order.index(self) >= order.index(needed)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one key may do: its role over its datasets.
+
+    Attributes:
+        name: The key's name in the keys file, or a prefix of its hash when it has none.
+        role: The key's role.
+        datasets: The datasets it may use (``"*"``: every dataset).
+    """
+
+    name: str
+    role: Role
+    datasets: frozenset[str]
+
+    def covers(self, dataset: str) -> bool:
+        """Whether the key may use ``dataset``."""
+        return ALL_DATASETS in self.datasets or dataset in self.datasets
+
+    def check(self, dataset: str, needs: Role) -> None:
+        """Refuse unless the key may act on ``dataset`` with role ``needs``.
+
+        Raises:
+            Forbidden: the key does not cover ``dataset``, or its role is below ``needs``.
+        """
+        if not self.covers(dataset):
+            raise Forbidden(f"key {self.name!r} may not use dataset {dataset!r}")
+        if not self.role.includes(needs):
+            raise Forbidden(f"key {self.name!r} has role {self.role.value}; this needs {needs}")
+
+    @property
+    def actor(self) -> Actor:
+        """The actor the audit log records for changes made with this key."""
+        return Actor(kind=ActorKind.API, name=self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    digest: str
+    grant: Grant
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest a keys file stores for ``key``."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+class KeyRing:
+    """The keys of a keys file; answers whether a key may do something to a dataset.
+
+    Example:
+        >>> ring = KeyRing.load("keys.toml")  # doctest: +SKIP
+        >>> ring.authorize("mb_...", "sara", Role.READ).name  # doctest: +SKIP
+        'sara-app'
+    """
+
+    def __init__(self, entries: Iterable[tuple[str, Grant]] = ()) -> None:
+        self._entries = tuple(_Entry(digest, grant) for digest, grant in entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @classmethod
+    def load(cls, path: str | Path) -> KeyRing:
+        """The keys of the TOML file at ``path``.
+
+        Raises:
+            ConfigurationError: the file is missing, is not TOML, or a key table is malformed.
+        """
+        source = Path(path)
+        try:
+            document = tomllib.loads(source.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigurationError(f"keys file {str(source)!r} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"cannot read keys file {str(source)!r}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(
+                f"keys file {str(source)!r} is not valid TOML: {exc}"
+            ) from None
+        unknown = set(document) - {"key"}
+        if unknown:
+            raise ConfigurationError(
+                f"keys file {str(source)!r} has unknown tables {sorted(unknown)}; only [[key]]"
+            )
+        tables = document.get("key", [])
+        if not isinstance(tables, list):
+            raise ConfigurationError(f"keys file {str(source)!r}: 'key' must be [[key]] tables")
+        entries = [_parse_entry(table, index, source) for index, table in enumerate(tables, 1)]
+        digests = [digest for digest, _ in entries]
+        if len(set(digests)) != len(digests):
+            raise ConfigurationError(f"keys file {str(source)!r} lists the same key twice")
+        return cls(entries)
+
+    def authenticate(self, key: str | None) -> Grant:
+        """The grant of ``key``.
+
+        Every stored hash is compared, in constant time, whatever matches.
+
+        Raises:
+            Unauthenticated: no key, or a key this ring does not hold.
+        """
+        if not key:
+            raise Unauthenticated("missing API key: send 'Authorization: Bearer <key>'")
+        digest = hash_key(key)
+        found: Grant | None = None
+        for entry in self._entries:
+            if hmac.compare_digest(entry.digest, digest):
+                found = entry.grant
+        if found is None:
+            raise Unauthenticated("unknown API key")
+        return found
+
+    def authorize(self, key: str | None, dataset: str, needs: Role) -> Grant:
+        """The grant of ``key`` when it may act on ``dataset`` with role ``needs``.
+
+        Raises:
+            Unauthenticated: no key, or an unknown key.
+            Forbidden: the key does not cover ``dataset``, or its role is below ``needs``.
+        """
+        grant = self.authenticate(key)
+        grant.check(dataset, needs)
+        return grant
+
+
+def _parse_entry(table: object, index: int, source: Path) -> tuple[str, Grant]:
+    where = f"keys file {str(source)!r}, key #{index}"
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{where}: not a table")
+    unknown = set(table) - {"hash", "datasets", "role", "name"}
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown fields {sorted(unknown)}")
+    digest = table.get("hash")
+    if not isinstance(digest, str) or not _HASH.match(digest):
+        raise ConfigurationError(f"{where}: 'hash' must be 64 lowercase hex digits (SHA-256)")
+    role_name = table.get("role")
+    if not isinstance(role_name, str) or role_name not in Role._value2member_map_:
+        known = ", ".join(r.value for r in Role)
+        raise ConfigurationError(f"{where}: 'role' must be one of {known}")
+    role = Role(role_name)
+    datasets = _check_datasets(table.get("datasets"), where)
+    name = table.get("name")
+    if name is None:
+        name = f"key-{digest[:12]}"
+    elif not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigurationError(f"{where}: 'name' must be 1-64 letters, digits or '._@:+-'")
+    return digest, Grant(name=name, role=role, datasets=frozenset(datasets))
+
+
+def _check_datasets(value: Any, where: str) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ConfigurationError(f"{where}: 'datasets' must be a non-empty list of names or ['*']")
+    for dataset in value:
+        if dataset == ALL_DATASETS:
+            continue
+        try:
+            Scope(dataset=dataset, task="keys")
+        except ScopeError as exc:
+            raise ConfigurationError(f"{where}: bad dataset name: {exc}") from None
+    return list(value)
+
+
+def add_key(
+    path: str | Path, datasets: Sequence[str], role: Role | str, name: str | None = None
+) -> str:
+    """Create a key for ``datasets`` with ``role``, append it to the keys file, return it.
+
+    The file (created with mode 0600 when missing) keeps only the key's hash: the returned key
+    cannot be shown again.
+
+    Raises:
+        ConfigurationError: a bad role, dataset list or name, or an existing keys file that does
+            not load.
+    """
+    target = Path(path)
+    try:
+        chosen = Role(role)
+    except ValueError:
+        raise ConfigurationError(f"unknown role {role!r}; known: read, write, admin") from None
+    where = f"new key for {str(target)!r}"
+    names = _check_datasets(list(datasets) if not isinstance(datasets, str) else datasets, where)
+    if name is not None and not _NAME.match(name):
+        raise ConfigurationError(f"{where}: the name must be 1-64 letters, digits or '._@:+-'")
+    if target.exists():
+        KeyRing.load(target)  # never append to a file that does not load
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    lines = ["", "[[key]]"]
+    if name is not None:
+        lines.append(f'name = "{name}"')
+    lines.append(f'hash = "{hash_key(key)}"')
+    lines.append("datasets = [" + ", ".join(f'"{d}"' for d in names) + "]")
+    lines.append(f'role = "{chosen.value}"')
+    # dataset and key names hold no quote, backslash or control character: safe as TOML strings
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(descriptor, "a", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    KeyRing.load(target)
+    return key

@@ -1,0 +1,173 @@
+"""Request and response bodies of the HTTP API.
+
+Responses are the Python API's own records serialised (:class:`~membrain.models.MemoryHit`,
+:class:`~membrain.models.Context`, :class:`~membrain.models.Fact`, ...), so a client reads the
+same fields as ``Memory`` returns. Every request names its scope with ``dataset``, ``task`` and
+an optional ``session``; unknown fields are refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from membrain.ingest import AddResult
+from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
+
+__all__ = [
+    "AddRequest",
+    "AddResponse",
+    "ContextRequest",
+    "DeleteScopeResponse",
+    "ErrorBody",
+    "ForgetRequest",
+    "HealthResponse",
+    "ScopedRequest",
+    "SearchRequest",
+    "SearchResponse",
+    "SupersedeRequest",
+]
+
+MAX_K = 1000
+"""The most facts one search or context request may ask for."""
+
+
+class ScopedRequest(BaseModel):
+    """The scope every request names: whose memory, which task, optionally which session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(description="Whose memory (user, persona); the key must cover it.")
+    task: str = Field(description="Which agent or application.")
+    session: str | None = Field(default=None, description="Optional session within the task.")
+
+
+class AddRequest(ScopedRequest):
+    """Messages to store, and whether to extract their facts before answering."""
+
+    messages: list[Message | dict[str, Any]] = Field(
+        min_length=1,
+        description=(
+            "Messages with speaker, text and timestamp, or OpenAI-style {role, content} dicts."
+        ),
+    )
+    extract: bool = Field(
+        default=True,
+        description=(
+            "False stores the messages as pending evidence and extracts them in the background."
+        ),
+    )
+
+
+class _Query(ScopedRequest):
+    question: str = Field(description="What to look for.")
+    mode: RetrievalMode = Field(default=RetrievalMode.EXPAND, description="Retrieval mode.")
+    reference: datetime | None = Field(
+        default=None, description="'Now' for relative times in the question (default: now)."
+    )
+    as_of: datetime | None = Field(
+        default=None, description="Search what the memory believed at this record time."
+    )
+    valid_at: datetime | None = Field(
+        default=None, description="Search the beliefs about this valid time."
+    )
+
+
+class SearchRequest(_Query):
+    """A search: the ``k`` facts that best answer ``question``."""
+
+    k: int = Field(default=10, ge=1, le=MAX_K, description="How many facts.")
+
+
+class ContextRequest(_Query):
+    """A cited context block for ``question`` within ``max_tokens``."""
+
+    k: int = Field(default=50, ge=1, le=MAX_K, description="Candidate facts searched.")
+    max_tokens: int = Field(default=2000, ge=1, le=1_000_000, description="Token budget.")
+
+
+class ForgetRequest(ScopedRequest):
+    """Facts to tombstone (kept for audit, out of every search)."""
+
+    fact_ids: list[str] = Field(min_length=1)
+    reason: str = ""
+
+
+class SupersedeRequest(ScopedRequest):
+    """Facts that replace an older fact; nothing is overwritten."""
+
+    old_fact_id: str
+    new_fact_ids: list[str] = Field(min_length=1)
+    reason: str = ""
+
+
+class SearchResponse(BaseModel):
+    """The hits of a search (best first), the mode that ran and the paths it ran."""
+
+    hits: list[MemoryHit]
+    mode: RetrievalMode
+    paths: list[str]
+
+    @classmethod
+    def of(cls, result: SearchResult) -> SearchResponse:
+        """The response for ``result``."""
+        return cls(hits=list(result.hits), mode=result.mode, paths=list(result.paths))
+
+
+class AddResponse(BaseModel):
+    """What an add did: the :class:`~membrain.ingest.AddResult` fields, errors as text."""
+
+    messages_stored: int
+    messages_skipped: int
+    messages_retried: int
+    fact_ids: list[str]
+    entity_ids: list[str]
+    discarded: int
+    errors: list[str] = Field(description="Extraction errors; their messages stay pending.")
+    llm_calls: int
+    input_tokens: int
+    output_tokens: int
+    scheduled: bool = Field(
+        default=False, description="Extraction was handed to the background writer."
+    )
+
+    @classmethod
+    def of(cls, result: AddResult, *, scheduled: bool = False) -> AddResponse:
+        """The response for ``result``."""
+        return cls(
+            messages_stored=result.messages_stored,
+            messages_skipped=result.messages_skipped,
+            messages_retried=result.messages_retried,
+            fact_ids=list(result.fact_ids),
+            entity_ids=list(result.entity_ids),
+            discarded=result.discarded,
+            errors=[str(error) for error in result.errors],
+            llm_calls=result.llm_calls,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            scheduled=scheduled,
+        )
+
+
+class DeleteScopeResponse(BaseModel):
+    """The scope that was deleted (every session of it when ``session`` is null)."""
+
+    dataset: str
+    task: str
+    session: str | None
+
+
+class HealthResponse(BaseModel):
+    """The server is up."""
+
+    status: str = "ok"
+    version: str
+
+
+class ErrorBody(BaseModel):
+    """Every error response: one line saying what went wrong, and the error's class."""
+
+    error: str
+    type: str
