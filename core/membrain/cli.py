@@ -16,7 +16,7 @@ from datetime import datetime
 from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import ValidationError
@@ -510,6 +510,44 @@ def serve(
             port=port,
             keys_file=keys,
             log_level=log_level,
+        )
+
+
+@app.command("mcp")
+def mcp_command(
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    path: PathOption = None,
+    qdrant_url: Annotated[
+        str | None, typer.Option("--qdrant-url", help="Serve a Qdrant server's memory instead.")
+    ] = None,
+    transport: Annotated[
+        str, typer.Option(help="stdio (what agent hosts launch) or http (streamable HTTP).")
+    ] = "stdio",
+    host: Annotated[str, typer.Option(help="Address to bind over HTTP (loopback only).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to bind over HTTP.")] = 9575,
+) -> None:
+    """Serve one memory scope to an agent host over MCP (the `mcp` extra)."""
+    with _errors():
+        from membrain.mcp_server import run as run_mcp
+
+        if transport not in ("stdio", "http"):
+            raise ConfigurationError(f"--transport must be stdio or http, not {transport!r}")
+        mode: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
+        settings = _settings(path)
+        url = qdrant_url or settings.qdrant_url
+        run_mcp(
+            path=None if url else settings.path,
+            qdrant_url=url,
+            dataset=dataset,
+            task=task,
+            session=session,
+            transport=mode,
+            host=host,
+            port=port,
         )
 
 

@@ -43,7 +43,17 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
     (frozenset({"memory", "accountable"}),),
     (
         frozenset(
-            {"aio", "background", "binding", "loaders", "testing", "cli", "server", "transfer"}
+            {
+                "aio",
+                "background",
+                "binding",
+                "loaders",
+                "testing",
+                "cli",
+                "server",
+                "transfer",
+                "mcp_server",
+            }
         ),
     ),
     (frozenset({"__init__"}),),

@@ -1,0 +1,331 @@
+"""An MCP server that gives an agent host one memory scope (the ``mcp`` extra).
+
+Four tools: ``search_memory``, ``add_memory``, ``get_context`` and ``forget_memory``. The scope
+is fixed when the server starts (``--dataset --task [--session]``): no tool takes a dataset or a
+task, so the model an agent host drives can read and write this memory and no other.
+
+Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
+
+    python -m membrain.mcp_server --path .membrain --dataset sara --task assistant
+
+A :class:`~membrain.errors.MembrainError` a tool raises reaches the model as a tool error with
+its one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from membrain.errors import ConfigurationError, MembrainError, MissingDependencyError
+from membrain.indexing import render_fact
+from membrain.memory import Memory
+from membrain.models import MemoryHit, Scope
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+__all__ = ["AddedMemory", "FoundFact", "ForgetOutcome", "build_server", "main", "run"]
+
+DEFAULT_PORT = 9575
+MAX_LIMIT = 50
+"""Most facts one ``search_memory`` call returns."""
+AGENT = "agent:mcp"
+"""Who the audit log names for what the server's tools change."""
+
+Transport = Literal["stdio", "http"]
+
+INSTRUCTIONS = """\
+Long-term memory of one user, kept across conversations: facts stated in earlier \
+conversations, each with when it was said and the message it came from. Search it before \
+answering anything that may depend on what the user told you before; add what the user says \
+about themselves, their plans and their preferences; forget facts the user asks you to drop."""
+
+
+class FoundFact(BaseModel):
+    """A fact ``search_memory`` returns."""
+
+    id: str = Field(description="Fact id; pass it to forget_memory to forget the fact.")
+    text: str = Field(description="The fact, as a sentence.")
+    stated_at: str = Field(description="When it was said (ISO 8601, UTC).")
+    valid_from: str | None = Field(None, description="When it became true, if known.")
+    valid_to: str | None = Field(None, description="When it stopped being true, if known.")
+    sources: list[str] = Field(description="Ids of the messages the fact was taken from.")
+
+
+class AddedMemory(BaseModel):
+    """What ``add_memory`` stored and extracted."""
+
+    stored: bool = Field(description="False when the same message was already stored.")
+    facts: list[str] = Field(description="The facts extracted from the message.")
+    fact_ids: list[str] = Field(description="Their ids, in the same order.")
+    pending: str | None = Field(
+        None, description="Why extraction did not finish (the message stays stored)."
+    )
+
+
+class ForgetOutcome(BaseModel):
+    """What ``forget_memory`` did with one fact."""
+
+    id: str
+    status: str = Field(description="'forgotten', or the unchanged status if held for review.")
+
+
+SEARCH = """\
+Search the user's long-term memory for facts that answer a question.
+
+Call it before answering anything that may depend on what the user said in earlier \
+conversations: their name, people, pets, plans, preferences, past events. Ask a full question \
+("What is the user's cat called?"); relative times ("last summer") are read from now.
+
+Returns the best facts first, each with its id, its text, when it was stated (ISO 8601), when \
+it was true if known, and the ids of its source messages. An empty list means nothing is \
+known."""
+
+ADD = """\
+Store something the user said now in long-term memory, and extract facts from it.
+
+Call it when the user tells you something worth remembering across conversations: facts about \
+themselves or people they know, decisions, plans, preferences, corrections of earlier facts. \
+Pass the user's statement in their own words (first person is fine: "I adopted a cat named \
+Miso."). A newer fact supersedes the one it contradicts; nothing is stored twice.
+
+Returns the facts extracted (text and id); an empty list means nothing durable was found."""
+
+CONTEXT = """\
+Get a ready-to-read memory briefing for a question: the relevant facts grouped by the people \
+and things they are about, in time order, each citing its source, within a token budget.
+
+Call it once at the start of a task that needs background on the user, instead of several \
+searches. Returns plain text (empty of facts when nothing relevant is known)."""
+
+FORGET = """\
+Forget facts in long-term memory, by the ids search_memory returned.
+
+Call it when the user asks you to forget something, or a fact is wrong and the user confirms \
+it. Forgotten facts are never returned by a search again (they stay in the audit log). Give \
+the user's reason when there is one.
+
+Returns each fact's status: 'forgotten', or its unchanged status when a person must review \
+the request first."""
+
+
+def build_server(
+    memory: Memory, *, scope: Scope, k: int = 5, max_tokens: int = 1500
+) -> MCPServer[object]:
+    """An MCP server whose four tools read and write ``scope`` of ``memory``.
+
+    The caller keeps ownership of ``memory`` (it closes it). Tool calls run one at a time.
+
+    Args:
+        memory: An open memory.
+        scope: The only scope the tools use; no tool argument can change it.
+        k: Facts ``search_memory`` returns unless the model asks for another number.
+        max_tokens: Budget of ``get_context`` unless the model asks for another one.
+
+    Raises:
+        MissingDependencyError: the ``mcp`` package is not installed.
+        ConfigurationError: ``k`` or ``max_tokens`` below 1.
+    """
+    server_class, tool_error, tool_annotations = _sdk()
+    if not 1 <= k <= MAX_LIMIT or max_tokens < 1:
+        raise ConfigurationError(f"k must be 1-{MAX_LIMIT} and max_tokens >= 1")
+    server = server_class("membrain", instructions=INSTRUCTIONS, log_level="WARNING")
+    lock = threading.Lock()  # the SDK runs sync tools in worker threads
+
+    @contextmanager
+    def calling() -> Iterator[None]:
+        with lock:
+            try:
+                yield
+            except MembrainError as exc:
+                raise tool_error(_one_line(exc)) from None
+
+    def search_memory(
+        question: Annotated[str, Field(description="What to look for, as a question.")],
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many facts.")] = k,
+    ) -> list[FoundFact]:
+        with calling():
+            hits = memory.search(question, scope=scope, k=limit)
+        return [_found(hit) for hit in hits]
+
+    def add_memory(
+        text: Annotated[str, Field(description="What the user said, in their words.")],
+        speaker: Annotated[str, Field(description="The user's name, if known.")] = "User",
+    ) -> AddedMemory:
+        with calling():
+            result = memory.add(text, scope=scope, user_name=speaker, by=AGENT)
+            facts = memory.store.get_facts(scope, list(result.fact_ids))
+        return AddedMemory(
+            stored=result.messages_stored > 0,
+            facts=[render_fact(fact.text, {}) for fact in facts],
+            fact_ids=[fact.id for fact in facts],
+            pending=_one_line(result.errors[0]) if result.errors else None,
+        )
+
+    def get_context(
+        question: Annotated[str, Field(description="The task or question to brief for.")],
+        max_tokens: Annotated[
+            int | None, Field(ge=1, description="Token budget (default the server's).")
+        ] = None,
+    ) -> str:
+        with calling():
+            found = memory.context(question, scope=scope, max_tokens=max_tokens or budget)
+        return found.text
+
+    def forget_memory(
+        fact_ids: Annotated[list[str], Field(min_length=1, description="Ids of the facts.")],
+        reason: Annotated[str, Field(description="Why, in the user's words.")] = "",
+    ) -> list[ForgetOutcome]:
+        with calling():
+            facts = memory.forget(fact_ids, scope=scope, by=AGENT, reason=reason)
+        return [ForgetOutcome(id=fact.id, status=fact.status.value) for fact in facts]
+
+    budget = max_tokens
+    read_only = tool_annotations(readOnlyHint=True, openWorldHint=False)
+    tools: Sequence[tuple[Callable[..., object], str, ToolAnnotations]] = (
+        (search_memory, SEARCH, read_only),
+        (add_memory, ADD, tool_annotations(readOnlyHint=False, idempotentHint=True)),
+        (get_context, CONTEXT, read_only),
+        (forget_memory, FORGET, tool_annotations(readOnlyHint=False, destructiveHint=True)),
+    )
+    for fn, description, hints in tools:
+        server.add_tool(fn, description=description, annotations=hints)
+    return server
+
+
+def run(
+    *,
+    path: str | Path | None = None,
+    qdrant_url: str | None = None,
+    dataset: str,
+    task: str,
+    session: str | None = None,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    dense: object | None = None,
+) -> None:
+    """Open the memory, serve ``dataset/task[/session]`` over MCP until stopped, then close it.
+
+    Args:
+        path: Folder of the embedded store (default ``./.membrain``).
+        qdrant_url: Use a Qdrant server instead of the embedded store.
+        dataset: Whose memory.
+        task: Which agent or application.
+        session: Optional session within the task.
+        transport: ``stdio`` (what agent hosts launch) or ``http`` (streamable HTTP at
+            ``http://HOST:PORT/mcp``, loopback only: it asks for no credentials).
+        host: Address to bind over HTTP.
+        port: Port to bind over HTTP.
+        dense: Dense encoder (see :class:`~membrain.Memory`); default the packaged model.
+
+    Raises:
+        MissingDependencyError: the ``mcp`` package is not installed.
+        ConfigurationError: an unknown transport or a non-loopback host.
+        ScopeError: a malformed dataset, task or session.
+        StoreInUseError: another process owns the embedded store.
+    """
+    _sdk()
+    if transport not in ("stdio", "http"):
+        raise ConfigurationError(f"transport must be 'stdio' or 'http', not {transport!r}")
+    if transport == "http" and not _is_loopback(host):
+        raise ConfigurationError(
+            f"refusing to serve MCP on {host!r}: it asks for no credentials; bind to 127.0.0.1"
+        )
+    scope = Scope(dataset=dataset, task=task, session=session)
+    with Memory(path, qdrant_url=qdrant_url, dense=dense) as memory:
+        server = build_server(memory, scope=scope)
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=host, port=port)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m membrain.mcp_server``: serve one scope; a failure is one line on stderr."""
+    parser = argparse.ArgumentParser(
+        prog="python -m membrain.mcp_server", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--path", help="Folder of the embedded store (default .membrain).")
+    parser.add_argument("--qdrant-url", help="Use a Qdrant server instead.")
+    parser.add_argument("--dataset", "-d", required=True, help="Whose memory.")
+    parser.add_argument("--task", "-t", required=True, help="Which agent or application.")
+    parser.add_argument("--session", "-s", help="Optional session within the task.")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="Address to bind over HTTP.")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to bind over HTTP.")
+    # For tests only: the hashing encoder of membrain.testing instead of the embedding model.
+    parser.add_argument("--test-encoder", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    dense: object | None = None
+    if args.test_encoder:
+        from membrain.testing import HashingEncoder
+
+        dense = HashingEncoder(64)
+    try:
+        run(
+            path=args.path,
+            qdrant_url=args.qdrant_url,
+            dataset=args.dataset,
+            task=args.task,
+            session=args.session,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            dense=dense,
+        )
+    except MembrainError as exc:
+        parser.exit(1, f"error: {_one_line(exc)}\n")
+    except KeyboardInterrupt:
+        pass
+
+
+def _sdk() -> tuple[type[MCPServer[object]], type[ToolError], type[ToolAnnotations]]:
+    """The SDK's server class, tool error and tool annotations, imported on first use."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+        from mcp.types import ToolAnnotations
+    except ImportError:
+        raise MissingDependencyError("mcp", "mcp") from None
+    return MCPServer, ToolError, ToolAnnotations
+
+
+def _found(hit: MemoryHit) -> FoundFact:
+    fact = hit.fact
+    return FoundFact(
+        id=fact.id,
+        text=hit.text,
+        stated_at=fact.stated_at.isoformat(),
+        valid_from=fact.valid_from.isoformat() if fact.valid_from else None,
+        valid_to=fact.valid_to.isoformat() if fact.valid_to else None,
+        sources=list(hit.source_ids),
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The MCP server, driven by the SDK's own client over stdio, as an agent host drives it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from membrain import Memory, Scope
+from membrain.testing import HashingEncoder
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+SCOPE = Scope(dataset="sara", task="assistant")
+OTHER = Scope(dataset="okabe", task="assistant")
+TOOLS = {"search_memory", "add_memory", "get_context", "forget_memory"}
+
+
+@asynccontextmanager
+async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
+    """A client of a server subprocess that owns a store holding another user's memory.
+
+    A context manager, not a fixture: the SDK's client must be entered and exited in one task.
+    """
+    store = tmp_path / "store"
+    # Another user's memory, written before the server owns the store.
+    with Memory(store, dense=HashingEncoder(64)) as memory:
+        memory.add(
+            [
+                {
+                    "speaker": "Okabe",
+                    "text": "I adopted a cat named Kurisu.",
+                    "timestamp": "2024-03-15T14:01:00Z",
+                    "id": "okabe-1",
+                }
+            ],
+            scope=OTHER,
+        )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "membrain.mcp_server",
+            "--path",
+            str(store),
+            "--dataset",
+            SCOPE.dataset,
+            "--task",
+            SCOPE.task,
+            "--test-encoder",
+        ],
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        yield client
+
+
+async def call(client: ClientSession, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    structured = result.structured_content
+    assert structured is not None
+    return structured.get("result", structured)
+
+
+async def test_tools_listed_with_descriptions(tmp_path: Path) -> None:
+    async with served(tmp_path) as session:
+        listed = await session.list_tools()
+        assert {tool.name for tool in listed.tools} == TOOLS
+        for tool in listed.tools:
+            assert tool.description and len(tool.description) > 80
+            names = set(tool.input_schema.get("properties", {}))
+            assert not names & {"dataset", "task", "session", "scope"}
+
+
+async def test_add_search_context_forget(tmp_path: Path) -> None:
+    async with served(tmp_path) as session:
+        added = await call(
+            session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara"
+        )
+        assert added["stored"] and added["facts"]
+        assert any("Miso" in text for text in added["facts"])
+        await call(session, "add_memory", text="I work as a nurse in Lyon.", speaker="Sara")
+
+        found = await call(session, "search_memory", question="What is the cat called?")
+        miso = [hit for hit in found if "Miso" in hit["text"]]
+        assert miso
+        assert miso[0]["id"] in added["fact_ids"]
+        assert miso[0]["stated_at"] and miso[0]["sources"]
+
+        context = await session.call_tool("get_context", {"question": "Tell me about the cat."})
+        assert not context.is_error
+        assert "Miso" in json.dumps([c.model_dump() for c in context.content])
+
+        forgotten = await call(
+            session, "forget_memory", fact_ids=[miso[0]["id"]], reason="the user asked"
+        )
+        assert forgotten == [{"id": miso[0]["id"], "status": "forgotten"}]
+        again = await call(session, "search_memory", question="What is the cat called?")
+        assert all("Miso" not in hit["text"] for hit in again)
+
+
+async def test_errors_are_one_line_tool_errors(tmp_path: Path) -> None:
+    async with served(tmp_path) as session:
+        bad = [
+            ("search_memory", {"question": "cat?", "limit": 0}),  # refused by the input schema
+            ("search_memory", {"question": "   "}),  # refused by MemBrain (InputError)
+            ("forget_memory", {"fact_ids": ["no-such-fact"]}),
+        ]
+        for tool, arguments in bad:
+            result = await session.call_tool(tool, arguments)
+            assert result.is_error, (tool, arguments)
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            assert text.strip()
+            assert "Traceback" not in text and 'File "' not in text
+        forget = await session.call_tool("forget_memory", {"fact_ids": ["no-such-fact"]})
+        assert "no-such-fact" in forget.content[0].text  # type: ignore[union-attr]
+
+
+async def test_another_scope_is_never_returned(tmp_path: Path) -> None:
+    async with served(tmp_path) as session:
+        await call(session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara")
+        for question in ("Kurisu", "Which cat did Okabe adopt?", "cat named Kurisu"):
+            found = await call(session, "search_memory", question=question, limit=50)
+            assert all("Kurisu" not in hit["text"] for hit in found)
+            assert all("okabe-1" not in hit["sources"] for hit in found)
+            context = await session.call_tool("get_context", {"question": question})
+            assert "Kurisu" not in context.content[0].text  # type: ignore[union-attr]
