@@ -18,9 +18,10 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from membrain import Memory, MemoryHit, RetrievalMode, Scope
+from membrain import MemoryHit, RetrievalMode, Scope
 from membrain.binding import ScopeBinding
 from membrain.extraction.llm import llm_callbacks
+from membrain.remote import MemoryLike
 
 __all__ = ["MembrainRetriever", "hit_to_document"]
 
@@ -42,7 +43,8 @@ class MembrainRetriever(BaseRetriever):
     ``retriever.invoke("question", k=3)``.
 
     Args:
-        memory: The :class:`~membrain.Memory` to search.
+        memory: The memory to search: a :class:`~membrain.Memory`, or a
+            :class:`~membrain.RemoteMemory` of a served memory.
         scope: Where to search.
         dataset: Scope dataset (instead of ``scope``).
         task: Scope task (instead of ``scope``).
@@ -62,7 +64,7 @@ class MembrainRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    memory: Memory
+    memory: MemoryLike  # a Memory, or a RemoteMemory of a server
     scope: Scope | None = None
     dataset: str | None = None
     task: str | None = None

@@ -61,10 +61,15 @@ from membrain.models import (
     TimeSpan,
     Trust,
 )
+from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncRemoteMemory",
+    "MemoryLike",
+    "RemoteAccessError",
+    "RemoteMemory",
     "Actor",
     "ActorKind",
     "AddResult",

@@ -114,7 +114,7 @@ def test_the_reference_search_body_works_verbatim(served: Served) -> None:
         response = client.post("/api/memory/search", json=REFERENCE_BODY)
     assert response.status_code == 200, response.text
     body = response.json()
-    assert set(body) == {"hits", "mode", "paths"}
+    assert set(body) == {"hits", "mode", "paths", "escalated"}
     assert body["mode"] == "fast"
     assert body["paths"] and all(isinstance(p, str) for p in body["paths"])
     top = body["hits"][0]

@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "server",
                 "transfer",
                 "mcp_server",
+                "remote",
             }
         ),
     ),

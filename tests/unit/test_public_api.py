@@ -6,6 +6,10 @@ import sys
 import membrain
 
 EXPECTED = {
+    "AsyncRemoteMemory",
+    "MemoryLike",
+    "RemoteAccessError",
+    "RemoteMemory",
     "Actor",
     "ActorKind",
     "AddResult",

@@ -109,11 +109,17 @@ class SearchResponse(BaseModel):
     hits: list[MemoryHit]
     mode: RetrievalMode
     paths: list[str]
+    escalated: bool = Field(default=False, description="An auto search went on to expand.")
 
     @classmethod
     def of(cls, result: SearchResult) -> SearchResponse:
         """The response for ``result``."""
-        return cls(hits=list(result.hits), mode=result.mode, paths=list(result.paths))
+        return cls(
+            hits=list(result.hits),
+            mode=result.mode,
+            paths=list(result.paths),
+            escalated=result.escalated,
+        )
 
 
 class AddResponse(BaseModel):

@@ -1,0 +1,216 @@
+"""The ``asyncio`` client: :class:`AsyncRemoteMemory`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from membrain.ingest import AddResult
+from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.models import (
+    Actor,
+    Context,
+    Fact,
+    Message,
+    RetrievalMode,
+    Scope,
+    SearchResult,
+    StoredMessage,
+)
+from membrain.remote.common import (
+    API_PREFIX,
+    FACTS,
+    MESSAGES,
+    Call,
+    add_call,
+    add_result,
+    answer,
+    check_url,
+    forget_call,
+    headers,
+    query_body,
+    scope_query,
+    search_result,
+    supersede_call,
+    unreachable,
+    unsupported,
+)
+
+T = TypeVar("T")
+
+__all__ = ["AsyncRemoteMemory"]
+
+
+class AsyncRemoteMemory:
+    """A MemBrain server's memory, with :class:`~membrain.AsyncMemory`'s methods.
+
+    The same arguments, answers and errors as :class:`~membrain.remote.RemoteMemory`, awaited
+    on ``httpx.AsyncClient``: many calls may run at once on one event loop.
+
+    Args:
+        url: The server's base URL (``http://host:9574``).
+        api_key: A key from the server's keys file (``None`` for a server run without keys).
+        timeout: Seconds to wait for each answer.
+        transport: An ``httpx`` async transport (tests: ``httpx.MockTransport``).
+
+    Example:
+        >>> async with AsyncRemoteMemory("http://127.0.0.1:9574", "mbk_...") as mem:
+        ...     hits = await mem.search("What is the cat called?", scope=scope)
+        ... # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = check_url(url)
+        self._client = httpx.AsyncClient(
+            base_url=self.url + API_PREFIX,
+            headers=headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
+        try:
+            response = await self._client.request(
+                call.method, call.path, json=call.body, params=call.query or None
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise unreachable(self.url, exc) from exc
+        return answer(response, reader)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def close(self) -> None:
+        """Close the connection pool (the same as :meth:`aclose`)."""
+        await self.aclose()
+
+    async def __aenter__(self) -> AsyncRemoteMemory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- write -------------------------------------------------------------------------------
+    async def add(
+        self,
+        messages: str | Iterable[Message | Mapping[str, Any] | object],
+        *,
+        scope: Scope,
+        on_progress: Callable[[int], None] | None = None,
+        extract: bool = True,
+        by: Actor | str | None = None,
+        user_name: str = DEFAULT_USER_NAME,
+        assistant_name: str = DEFAULT_ASSISTANT_NAME,
+    ) -> AddResult:
+        """Store messages on the server, then extract their facts (see :meth:`RemoteMemory.add`)."""
+        call = add_call(messages, scope, on_progress, extract, by, user_name, assistant_name)
+        return await self._send(call, add_result)
+
+    async def forget(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[Fact]:
+        """Tombstone facts; returns them as updated (see :meth:`RemoteMemory.forget`)."""
+        call = forget_call(fact_ids, scope, by, reason)
+        return await self._send(call, FACTS.validate_python)
+
+    async def supersede(
+        self,
+        old_fact_id: str,
+        new_fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> Fact:
+        """Record that new facts replace an old one; returns the old fact as updated."""
+        call = supersede_call(old_fact_id, new_fact_ids, scope, by, reason)
+        return await self._send(call, Fact.model_validate)
+
+    async def delete_scope(self, scope: Scope) -> None:
+        """Delete everything stored under ``scope`` (needs an ``admin`` key)."""
+        await self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
+
+    # -- read --------------------------------------------------------------------------------
+    async def search(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 10,
+        reference: datetime | None = None,
+        exclude_paths: Sequence[str] = (),
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> SearchResult:
+        """The ``k`` facts that best answer ``question`` (see :meth:`RemoteMemory.search`)."""
+        unsupported("search", exclude_paths=bool(exclude_paths))
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        return await self._send(
+            Call("POST", "/search", body), lambda b: search_result(question, mode, b)
+        )
+
+    async def context(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        max_tokens: int = 2000,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 50,
+        profile_tokens: int = 0,
+        reference: datetime | None = None,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> Context:
+        """A cited context block for ``question`` (see :meth:`RemoteMemory.context`)."""
+        unsupported("context", profile_tokens=profile_tokens != 0)
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        return await self._send(
+            Call("POST", "/context", {**body, "max_tokens": max_tokens}), Context.model_validate
+        )
+
+    async def facts(
+        self,
+        *,
+        scope: Scope,
+        include_inactive: bool = False,
+        derived_from: Sequence[str] = (),
+    ) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``)."""
+        unsupported("facts", derived_from=bool(derived_from))
+        query = {**scope_query(scope), "include_inactive": str(bool(include_inactive)).lower()}
+        return await self._send(Call("GET", "/facts", query=query), FACTS.validate_python)
+
+    async def messages(self, *, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status."""
+        return await self._send(
+            Call("GET", "/messages", query=scope_query(scope)), MESSAGES.validate_python
+        )
+
+
+def _nothing(body: Any) -> None:
+    """Reads an answer whose content the caller does not need."""

@@ -1,0 +1,251 @@
+"""The blocking client: :class:`RemoteMemory`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from membrain.ingest import AddResult
+from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.models import (
+    Actor,
+    Context,
+    Fact,
+    Message,
+    RetrievalMode,
+    Scope,
+    SearchResult,
+    StoredMessage,
+)
+from membrain.remote.common import (
+    API_PREFIX,
+    FACTS,
+    MESSAGES,
+    Call,
+    add_call,
+    add_result,
+    answer,
+    check_url,
+    forget_call,
+    headers,
+    query_body,
+    scope_query,
+    search_result,
+    supersede_call,
+    unreachable,
+    unsupported,
+)
+
+T = TypeVar("T")
+
+__all__ = ["RemoteMemory"]
+
+
+class RemoteMemory:
+    """A MemBrain server's memory, with :class:`~membrain.Memory`'s methods (blocking).
+
+    Args:
+        url: The server's base URL (``http://host:9574``).
+        api_key: A key from the server's keys file (``None`` for a server run without keys).
+        timeout: Seconds to wait for each answer (an ``add`` that extracts may take long).
+        transport: An ``httpx`` transport (tests: ``httpx.MockTransport``).
+
+    Example:
+        >>> from membrain import Scope
+        >>> from membrain.remote import RemoteMemory
+        >>> mem = RemoteMemory("http://127.0.0.1:9574", api_key="mbk_...")  # doctest: +SKIP
+        >>> scope = Scope(dataset="sara", task="assistant")
+        >>> mem.search("What is the cat called?", scope=scope)[0].fact.text  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = check_url(url)
+        self._client = httpx.Client(
+            base_url=self.url + API_PREFIX,
+            headers=headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
+        try:
+            response = self._client.request(
+                call.method, call.path, json=call.body, params=call.query or None
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise unreachable(self.url, exc) from exc
+        return answer(response, reader)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> RemoteMemory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- write -------------------------------------------------------------------------------
+    def add(
+        self,
+        messages: str | Iterable[Message | Mapping[str, Any] | object],
+        *,
+        scope: Scope,
+        on_progress: Callable[[int], None] | None = None,
+        extract: bool = True,
+        by: Actor | str | None = None,
+        user_name: str = DEFAULT_USER_NAME,
+        assistant_name: str = DEFAULT_ASSISTANT_NAME,
+    ) -> AddResult:
+        """Store messages on the server, then extract their facts (see :meth:`Memory.add`).
+
+        With ``extract=False`` the server's background writer extracts them later. Extraction
+        errors come back as :class:`~membrain.errors.ExtractionError` carrying the server's
+        message only.
+
+        Raises:
+            ConfigurationError: ``on_progress`` or ``by`` given (the server supports neither).
+            InputError: a message is malformed (nothing is sent then).
+            RemoteAccessError: the key may not write to the scope's dataset.
+            BackendError: the server cannot be reached or cannot serve.
+        """
+        call = add_call(messages, scope, on_progress, extract, by, user_name, assistant_name)
+        return self._send(call, add_result)
+
+    def forget(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[Fact]:
+        """Tombstone facts (see :meth:`Memory.forget`); returns them as the server updated them.
+
+        Raises:
+            ConfigurationError: ``by`` given.
+            InputError: an id names no fact of ``scope``.
+        """
+        call = forget_call(fact_ids, scope, by, reason)
+        return self._send(call, FACTS.validate_python)
+
+    def supersede(
+        self,
+        old_fact_id: str,
+        new_fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> Fact:
+        """Record that ``new_fact_ids`` replace ``old_fact_id`` (see :meth:`Memory.supersede`).
+
+        Returns the old fact as updated.
+
+        Raises:
+            ConfigurationError: ``by`` given.
+            InputError: an id names no fact of ``scope``.
+        """
+        call = supersede_call(old_fact_id, new_fact_ids, scope, by, reason)
+        return self._send(call, Fact.model_validate)
+
+    def delete_scope(self, scope: Scope) -> None:
+        """Delete everything stored under ``scope`` (all sessions when it has none).
+
+        Raises:
+            RemoteAccessError: the key is not an ``admin`` key of the scope's dataset.
+        """
+        self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
+
+    # -- read --------------------------------------------------------------------------------
+    def search(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 10,
+        reference: datetime | None = None,
+        exclude_paths: Sequence[str] = (),
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> SearchResult:
+        """The ``k`` facts that best answer ``question`` (see :meth:`Memory.search`).
+
+        Raises:
+            ConfigurationError: ``exclude_paths`` given, or an unknown mode.
+            InputError: empty question or ``k`` out of range.
+        """
+        unsupported("search", exclude_paths=bool(exclude_paths))
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        return self._send(Call("POST", "/search", body), lambda b: search_result(question, mode, b))
+
+    def context(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        max_tokens: int = 2000,
+        mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        k: int = 50,
+        profile_tokens: int = 0,
+        reference: datetime | None = None,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> Context:
+        """A cited context block for ``question`` within ``max_tokens``.
+
+        See :meth:`Memory.context`.
+
+        Raises:
+            ConfigurationError: ``profile_tokens`` given, or an unknown mode.
+        """
+        unsupported("context", profile_tokens=profile_tokens != 0)
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        return self._send(
+            Call("POST", "/context", {**body, "max_tokens": max_tokens}), Context.model_validate
+        )
+
+    def facts(
+        self,
+        *,
+        scope: Scope,
+        include_inactive: bool = False,
+        derived_from: Sequence[str] = (),
+    ) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``).
+
+        Raises:
+            ConfigurationError: ``derived_from`` given.
+        """
+        unsupported("facts", derived_from=bool(derived_from))
+        query = {**scope_query(scope), "include_inactive": str(bool(include_inactive)).lower()}
+        return self._send(Call("GET", "/facts", query=query), FACTS.validate_python)
+
+    def messages(self, *, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status."""
+        return self._send(
+            Call("GET", "/messages", query=scope_query(scope)), MESSAGES.validate_python
+        )
+
+
+def _nothing(body: Any) -> None:
+    """Reads an answer whose content the caller does not need."""

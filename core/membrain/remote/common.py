@@ -1,0 +1,301 @@
+"""What both remote clients share.
+
+Requests built from :class:`~membrain.Memory`'s arguments, answers read back into records,
+error responses turned into the library's errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from membrain.accountable import as_ids
+from membrain.errors import (
+    AnnotationError,
+    BackendError,
+    ConfigurationError,
+    ExtractionError,
+    InputError,
+    MembrainError,
+    ScopeError,
+)
+from membrain.ingest import AddResult
+from membrain.inputs import as_messages
+from membrain.models import (
+    Actor,
+    Fact,
+    MemoryHit,
+    RetrievalMode,
+    Scope,
+    SearchResult,
+    StoredMessage,
+)
+from membrain.storage.base import check_scope
+
+__all__ = [
+    "API_PREFIX",
+    "FACTS",
+    "MESSAGES",
+    "Call",
+    "RemoteAccessError",
+    "add_call",
+    "add_result",
+    "answer",
+    "check_url",
+    "error",
+    "forget_call",
+    "headers",
+    "query_body",
+    "scope_query",
+    "search_result",
+    "supersede_call",
+    "unreachable",
+    "unsupported",
+]
+
+T = TypeVar("T")
+
+API_PREFIX = "/api/memory"
+MAX_ERROR_CHARS = 300
+"""A non-JSON error body is quoted up to this length."""
+
+FACTS = TypeAdapter(list[Fact])
+MESSAGES = TypeAdapter(list[StoredMessage])
+HITS = TypeAdapter(list[MemoryHit])
+# Error types a 422 answer may name, beyond InputError.
+_INPUT_ERRORS: dict[str, type[MembrainError]] = {
+    "ScopeError": ScopeError,
+    "ConfigurationError": ConfigurationError,
+    "AnnotationError": AnnotationError,
+}
+
+
+class RemoteAccessError(MembrainError):
+    """The server refused the API key (HTTP 401 or 403).
+
+    A missing or unknown key answers 401; a key that does not cover the dataset, or whose
+    role is below the call's, 403.
+
+    Args:
+        message: What the server said.
+        status: The HTTP status.
+    """
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# -- requests and answers (shared by both clients) ------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One HTTP request: method, path under ``/api/memory``, JSON body or query."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
+    query: dict[str, str] = field(default_factory=dict)
+
+
+def unsupported(method: str, **given: bool) -> None:
+    """Refuse the arguments of ``given`` that were used: the HTTP API has no field for them.
+
+    Raises:
+        ConfigurationError: naming every one used.
+    """
+    names = [name for name, used in given.items() if used]
+    if names:
+        why = " (the server names the API key as the actor of a change)" if "by" in names else ""
+        raise ConfigurationError(
+            f"RemoteMemory.{method} does not support {', '.join(names)}: "
+            f"the HTTP API has no field for it{why}"
+        )
+
+
+def scope_fields(scope: Scope) -> dict[str, Any]:
+    """The body fields naming ``scope``.
+
+    Raises:
+        ScopeError: ``scope`` is not a :class:`Scope`.
+    """
+    check_scope(scope)
+    return {"dataset": scope.dataset, "task": scope.task, "session": scope.session}
+
+
+def scope_query(scope: Scope) -> dict[str, str]:
+    """The query parameters naming ``scope`` (a GET or DELETE)."""
+    return {name: value for name, value in scope_fields(scope).items() if value is not None}
+
+
+def iso(value: datetime | None) -> str | None:
+    """``value`` as ISO 8601 text (a naive time stays naive, as the server reads it)."""
+    return value.isoformat() if value is not None else None
+
+
+def add_call(
+    messages: object,
+    scope: Scope,
+    on_progress: Callable[[int], None] | None,
+    extract: bool,
+    by: Actor | str | None,
+    user_name: str,
+    assistant_name: str,
+) -> Call:
+    """The request of :meth:`Memory.add`; messages are converted and checked here."""
+    unsupported("add", on_progress=on_progress is not None, by=by is not None)
+    fields = scope_fields(scope)
+    incoming = as_messages(messages, user_name=user_name, assistant_name=assistant_name)
+    if not incoming:
+        raise InputError("no messages to add")
+    sent = [message.model_dump(mode="json", exclude_none=True) for message in incoming]
+    return Call("POST", "/add", {**fields, "messages": sent, "extract": bool(extract)})
+
+
+def query_body(
+    question: str,
+    scope: Scope,
+    mode: RetrievalMode | str,
+    k: int,
+    reference: datetime | None,
+    as_of: datetime | None,
+    valid_at: datetime | None,
+) -> dict[str, Any]:
+    """The body of a search or context request."""
+    return {
+        **scope_fields(scope),
+        "question": question,
+        "mode": RetrievalMode.parse(mode).value,
+        "k": k,
+        "reference": iso(reference),
+        "as_of": iso(as_of),
+        "valid_at": iso(valid_at),
+    }
+
+
+def forget_call(fact_ids: Sequence[str], scope: Scope, by: Actor | str | None, reason: str) -> Call:
+    """The request of :meth:`Memory.forget`."""
+    unsupported("forget", by=by is not None)
+    body = {**scope_fields(scope), "fact_ids": as_ids(fact_ids), "reason": reason}
+    return Call("POST", "/forget", body)
+
+
+def supersede_call(
+    old_fact_id: str,
+    new_fact_ids: Sequence[str],
+    scope: Scope,
+    by: Actor | str | None,
+    reason: str,
+) -> Call:
+    """The request of :meth:`Memory.supersede`."""
+    unsupported("supersede", by=by is not None)
+    if not isinstance(old_fact_id, str):
+        raise InputError(f"a fact id must be a string, got {old_fact_id!r:.80}")
+    body = {
+        **scope_fields(scope),
+        "old_fact_id": old_fact_id,
+        "new_fact_ids": as_ids(new_fact_ids),
+        "reason": reason,
+    }
+    return Call("POST", "/supersede", body)
+
+
+def add_result(body: Any) -> AddResult:
+    """The :class:`AddResult` of an ``add`` answer (errors as text in ExtractionError)."""
+    return AddResult(
+        messages_stored=int(body["messages_stored"]),
+        messages_skipped=int(body["messages_skipped"]),
+        messages_retried=int(body["messages_retried"]),
+        fact_ids=tuple(body["fact_ids"]),
+        entity_ids=tuple(body["entity_ids"]),
+        discarded=int(body["discarded"]),
+        errors=tuple(ExtractionError(str(error)) for error in body["errors"]),
+        llm_calls=int(body["llm_calls"]),
+        input_tokens=int(body["input_tokens"]),
+        output_tokens=int(body["output_tokens"]),
+    )
+
+
+def search_result(question: str, mode: RetrievalMode | str, body: Any) -> SearchResult:
+    """The :class:`SearchResult` of a ``search`` answer to ``question`` asked in ``mode``."""
+    requested = RetrievalMode.parse(mode)
+    ran = RetrievalMode(body["mode"])
+    # ``auto`` ends as ``fast``, or as ``expand`` exactly when it escalated.
+    escalated = body.get(
+        "escalated", requested is RetrievalMode.AUTO and ran is RetrievalMode.EXPAND
+    )
+    return SearchResult(
+        question=question,
+        hits=tuple(HITS.validate_python(body["hits"])),
+        requested=requested,
+        mode=ran,
+        escalated=bool(escalated),
+        paths=tuple(body["paths"]),
+    )
+
+
+def error(response: httpx.Response) -> MembrainError:
+    """The library error an error response stands for."""
+    status = response.status_code
+    try:
+        body = response.json()
+        text, kind = str(body["error"]), str(body["type"])
+    except (ValueError, KeyError, TypeError):
+        text, kind = response.text[:MAX_ERROR_CHARS] or response.reason_phrase, ""
+    message = f"{text} ({_where(response)}: HTTP {status})"
+    if status in (401, 403):
+        return RemoteAccessError(message, status=status)
+    if status == 404:
+        return InputError(message)
+    if status == 422:
+        return _INPUT_ERRORS.get(kind, InputError)(message)
+    return BackendError(message)
+
+
+def answer(response: httpx.Response, reader: Callable[[Any], T]) -> T:
+    """The JSON of a successful ``response``, read by ``reader``.
+
+    Raises:
+        MembrainError: the error an error response stands for (see :func:`error`).
+        BackendError: an answer that is not JSON, or not of the expected shape.
+    """
+    if not response.is_success:
+        raise error(response)
+    where = _where(response)
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise BackendError(f"the MemBrain server answered no JSON ({where})") from exc
+    try:
+        return reader(body)
+    except (ValidationError, KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"unexpected answer from the MemBrain server ({where}): {exc}") from exc
+
+
+def _where(response: httpx.Response) -> str:
+    return f"{response.request.method} {response.request.url.copy_with(query=None)}"
+
+
+def unreachable(url: str, exc: Exception) -> BackendError:
+    """The error for a request that got no answer (connection refused, timeout, bad URL)."""
+    return BackendError(f"cannot reach the MemBrain server at {url}: {exc}")
+
+
+def check_url(url: str) -> str:
+    """``url`` without a trailing slash.
+
+    Raises:
+        ConfigurationError: not an ``http://`` or ``https://`` URL.
+    """
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"the server URL must start with http:// or https://, got {url!r}")
+    return url.rstrip("/")
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    """The headers that carry ``api_key``."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}

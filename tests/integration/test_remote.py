@@ -1,0 +1,279 @@
+"""RemoteMemory and AsyncRemoteMemory against a real server: the same records as the memory."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from langchain_membrain import MembrainRetriever
+from membrain import (
+    BackendError,
+    ConfigurationError,
+    FactStatus,
+    InputError,
+    Memory,
+    RetrievalMode,
+    Scope,
+    ScopeError,
+)
+from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
+from membrain.server import KeyRing, Role, add_key, create_app, serve_in_thread
+from membrain.testing import HashingEncoder
+
+CONVERSATION = [
+    {
+        "id": "m1",
+        "speaker": "Sara",
+        "text": "I adopted a cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+    },
+    {
+        "id": "m2",
+        "speaker": "Sara",
+        "text": "I run a bakery in Porto with my brother.",
+        "timestamp": "2024-03-15T14:03:00Z",
+    },
+]
+SARA = Scope(dataset="sara", task="assistant")
+CAT = "What is the cat called?"
+
+
+@dataclass
+class Served:
+    url: str
+    memory: Memory
+    keys: dict[str, str]
+
+    def remote(self, key: str | None = "sara-writer") -> RemoteMemory:
+        return RemoteMemory(self.url, self.keys[key] if key else None)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("remote")
+    keys_file = root / "keys.toml"
+    keys = {
+        "sara-writer": add_key(keys_file, ["sara"], Role.WRITE, name="sara-writer"),
+        "sara-admin": add_key(keys_file, ["sara"], Role.ADMIN, name="sara-admin"),
+        "tom-writer": add_key(keys_file, ["tom"], Role.WRITE, name="tom-writer"),
+    }
+    memory = Memory(root / "store", dense=HashingEncoder(dim=64))
+    app = create_app(memory, keys=KeyRing.load(keys_file), close_memory=True)
+    with serve_in_thread(app) as url:
+        state = Served(url=url, memory=memory, keys=keys)
+        with state.remote() as remote:
+            remote.add(CONVERSATION, scope=SARA)
+        yield state
+
+
+def seeded(served: Served, task: str) -> tuple[Scope, list[str]]:
+    scope = Scope(dataset="sara", task=task)
+    with served.remote() as remote:
+        result = remote.add(CONVERSATION, scope=scope)
+    return scope, list(result.fact_ids)
+
+
+# -- the same records as the memory ------------------------------------------------------------
+def test_both_satisfy_the_protocol(served: Served) -> None:
+    with served.remote() as remote:
+        embedded: MemoryLike = served.memory
+        over_http: MemoryLike = remote
+        assert isinstance(embedded, MemoryLike) and isinstance(over_http, MemoryLike)
+
+
+def test_add_reports_the_facts_the_memory_stored(served: Served) -> None:
+    scope = Scope(dataset="sara", task="adding")
+    with served.remote() as remote:
+        result = remote.add(CONVERSATION, scope=scope)
+        again = remote.add(CONVERSATION, scope=scope)
+    assert result.messages_stored == 2 and result.errors == ()
+    assert set(result.fact_ids) == {f.id for f in served.memory.facts(scope=scope)}
+    assert again.messages_skipped == 2 and again.fact_ids == ()
+
+
+@pytest.mark.parametrize("mode", ["fast", "expand", "auto"])
+def test_search_returns_what_the_memory_returns(served: Served, mode: str) -> None:
+    with served.remote() as remote:
+        found = remote.search(CAT, scope=SARA, mode=mode, k=3)
+    expected = served.memory.search(CAT, scope=SARA, mode=mode, k=3)
+    assert found == expected
+    assert found.question == CAT and found.requested is RetrievalMode(mode)
+    assert found[0].fact.text.startswith("[Sara] adopted a cat")
+    assert found[0].source_ids == ("m1",)
+
+
+def test_context_facts_and_messages_match_the_memory(served: Served) -> None:
+    with served.remote() as remote:
+        context = remote.context(CAT, scope=SARA, max_tokens=300, mode="fast")
+        facts = remote.facts(scope=SARA)
+        messages = remote.messages(scope=SARA)
+    memory = served.memory
+    assert context == memory.context(CAT, scope=SARA, max_tokens=300, mode="fast")
+    assert "Miso" in context.text and context.tokens <= 300
+    assert facts == memory.facts(scope=SARA) and len(facts) == 2
+    assert messages == memory.messages(scope=SARA)
+    assert [m.message.source_id for m in messages] == ["m1", "m2"]
+
+
+def test_forget_takes_the_fact_out_of_search(served: Served) -> None:
+    scope, _ = seeded(served, "forgetting")
+    with served.remote() as remote:
+        cat = remote.search(CAT, scope=scope, mode="fast", k=1)[0].fact
+        (forgotten,) = remote.forget([cat.id], scope=scope, reason="wrong")
+        after = remote.search(CAT, scope=scope, mode="fast")
+        everything = remote.facts(scope=scope, include_inactive=True)
+    assert forgotten.id == cat.id and forgotten.status is FactStatus.FORGOTTEN
+    assert cat.id not in {hit.fact.id for hit in after}
+    assert cat.id not in {f.id for f in served.memory.facts(scope=scope)}
+    assert cat.id in {f.id for f in everything}
+
+
+def test_supersede_returns_the_old_fact(served: Served) -> None:
+    scope, (old, new) = seeded(served, "superseding")
+    with served.remote() as remote:
+        updated = remote.supersede(old, [new], scope=scope, reason="moved")
+    assert updated.id == old and updated.status is FactStatus.SUPERSEDED
+    assert updated.superseded_by == (new,)
+
+
+def test_an_admin_key_deletes_a_scope_a_writer_cannot(served: Served) -> None:
+    scope, _ = seeded(served, "deleting")
+    with served.remote() as writer, pytest.raises(RemoteAccessError) as refused:
+        writer.delete_scope(scope)
+    assert refused.value.status == 403
+    with served.remote("sara-admin") as admin:
+        admin.delete_scope(scope)
+        assert admin.facts(scope=scope) == [] and admin.messages(scope=scope) == []
+
+
+async def test_the_async_client_adds_and_searches(served: Served) -> None:
+    scope = Scope(dataset="sara", task="async")
+    async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
+        result = await remote.add(CONVERSATION, scope=scope)
+        found = await remote.search(CAT, scope=scope, mode="fast", k=2)
+        facts = await remote.facts(scope=scope)
+        with pytest.raises(RemoteAccessError):
+            await remote.delete_scope(scope)
+    assert set(result.fact_ids) == {f.id for f in facts}
+    assert found == served.memory.search(CAT, scope=scope, mode="fast", k=2)
+
+
+def test_the_langchain_retriever_runs_on_a_remote_memory(served: Served) -> None:
+    with served.remote() as remote:
+        retriever = MembrainRetriever(memory=remote, scope=SARA, k=1, mode="fast")
+        (doc,) = retriever.invoke(CAT)
+    assert doc.id == served.memory.search(CAT, scope=SARA, mode="fast", k=1)[0].fact.id
+    assert doc.metadata["sources"] == ["m1"]
+
+
+# -- errors --------------------------------------------------------------------------------------
+def test_a_bad_key_and_another_datasets_key_are_refused(served: Served) -> None:
+    with RemoteMemory(served.url, "mbk_not-a-key") as remote, pytest.raises(RemoteAccessError) as e:
+        remote.search(CAT, scope=SARA)
+    assert e.value.status == 401
+    with served.remote(None) as remote, pytest.raises(RemoteAccessError) as e:
+        remote.facts(scope=SARA)
+    assert e.value.status == 401
+    with served.remote("tom-writer") as remote, pytest.raises(RemoteAccessError) as e:
+        remote.add(CONVERSATION, scope=SARA)
+    assert e.value.status == 403 and "/api/memory/add" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.search("  ", scope=SARA),
+        lambda m: m.search(CAT, scope=SARA, k=0),
+        lambda m: m.context(CAT, scope=SARA, max_tokens=0),
+        lambda m: m.forget(["no-such-fact"], scope=SARA),
+        lambda m: m.supersede("no-such-fact", ["other"], scope=SARA),
+        lambda m: m.add([{"speaker": "Sara"}], scope=SARA),
+        lambda m: m.add([], scope=SARA),
+    ],
+)
+def test_bad_input_is_an_input_error(served: Served, call: Any) -> None:
+    with served.remote() as remote, pytest.raises(InputError):
+        call(remote)
+
+
+def test_a_missing_scope_is_a_scope_error(served: Served) -> None:
+    with served.remote() as remote, pytest.raises(ScopeError):
+        remote.facts(scope="sara")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda m: m.add("hi", scope=SARA, by="agent:x"), "by"),
+        (lambda m: m.add("hi", scope=SARA, on_progress=print), "on_progress"),
+        (lambda m: m.search(CAT, scope=SARA, exclude_paths=["B2"]), "exclude_paths"),
+        (lambda m: m.context(CAT, scope=SARA, profile_tokens=10), "profile_tokens"),
+        (lambda m: m.facts(scope=SARA, derived_from=["m1"]), "derived_from"),
+        (lambda m: m.forget(["x"], scope=SARA, by="reviewer:ana"), "by"),
+        (lambda m: m.supersede("x", ["y"], scope=SARA, by="reviewer:ana"), "by"),
+        (lambda m: m.search(CAT, scope=SARA, mode="sideways"), "sideways"),
+    ],
+)
+def test_what_the_server_cannot_do_is_refused(served: Served, call: Any, named: str) -> None:
+    with served.remote() as remote, pytest.raises(ConfigurationError, match=named):
+        call(remote)
+
+
+def test_a_server_that_is_down_is_a_backend_error() -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with RemoteMemory(url, "mbk_x", timeout=5.0) as remote, pytest.raises(BackendError) as e:
+        remote.search(CAT, scope=SARA)
+    assert url in str(e.value) and not isinstance(e.value, httpx.HTTPError)
+
+
+def test_a_bad_url_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="http"):
+        RemoteMemory("127.0.0.1:9574")
+
+
+def answering(status: int, content: bytes) -> RemoteMemory:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=content)
+
+    return RemoteMemory("http://membrain.test", "mbk_x", transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(
+    ("status", "content", "error"),
+    [
+        (503, b'{"error": "the store failed", "type": "BackendError"}', BackendError),
+        (500, b'{"error": "internal server error", "type": "InternalError"}', BackendError),
+        (502, b"<html>bad gateway</html>", BackendError),
+        (200, b"not json", BackendError),
+        (200, b'{"hits": "nope"}', BackendError),
+        (422, b'{"error": "no scope", "type": "ScopeError"}', ScopeError),
+        (422, b'{"error": "k: too big", "type": "ValidationError"}', InputError),
+        (404, b'{"error": "no fact with id x", "type": "FactNotFound"}', InputError),
+    ],
+)
+def test_answers_map_to_the_librarys_errors(
+    status: int, content: bytes, error: type[Exception]
+) -> None:
+    with answering(status, content) as remote, pytest.raises(error) as e:
+        remote.search(CAT, scope=SARA)
+    assert type(e.value) is error and "membrain.test/api/memory/search" in str(e.value)
+
+
+def test_the_client_needs_no_server_packages() -> None:
+    code = (
+        "import sys, membrain.remote; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi', 'uvicorn', 'starlette') or m.startswith('membrain.server')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
