@@ -7,6 +7,7 @@ a bad value is an :class:`~membrain.errors.InputError`, never an ``OverflowError
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -14,7 +15,7 @@ from pydantic import AfterValidator
 
 from membrain.errors import InputError
 
-__all__ = ["UtcDatetime", "now", "unicode_text", "utc"]
+__all__ = ["UtcDatetime", "is_loopback", "now", "unicode_text", "utc"]
 
 
 def utc(value: datetime) -> datetime:
@@ -53,3 +54,13 @@ def unicode_text(value: str, what: str) -> str:
 def now() -> datetime:
     """The current time, UTC."""
     return datetime.now(UTC)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (a name is not resolved)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

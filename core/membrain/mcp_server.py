@@ -15,7 +15,6 @@ its one-line message, never a traceback.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from membrain.checks import is_loopback
 from membrain.errors import ConfigurationError, MembrainError, MissingDependencyError
 from membrain.indexing import render_fact
 from membrain.memory import Memory
@@ -238,7 +238,7 @@ def run(
     _sdk()
     if transport not in ("stdio", "http"):
         raise ConfigurationError(f"transport must be 'stdio' or 'http', not {transport!r}")
-    if transport == "http" and not _is_loopback(host):
+    if transport == "http" and not is_loopback(host):
         raise ConfigurationError(
             f"refusing to serve MCP on {host!r}: it asks for no credentials; bind to 127.0.0.1"
         )
@@ -316,15 +316,6 @@ def _found(hit: MemoryHit) -> FoundFact:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 if __name__ == "__main__":

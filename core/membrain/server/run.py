@@ -7,7 +7,6 @@ the memory is closed.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
@@ -20,6 +19,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from membrain.background import BackgroundWriter
+from membrain.checks import is_loopback
 from membrain.errors import ConfigurationError
 from membrain.memory import Memory
 from membrain.server.app import create_app
@@ -28,16 +28,6 @@ from membrain.server.keys import KeyRing
 __all__ = ["DEFAULT_PORT", "check_host", "is_loopback", "serve", "serve_in_thread"]
 
 DEFAULT_PORT = 9574
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback address (a name is not resolved)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_host(host: str, keys: KeyRing | None) -> None:
