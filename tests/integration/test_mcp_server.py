@@ -9,14 +9,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from membrain import Memory, Scope
 from membrain.testing import HashingEncoder
-
-mcp = pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
 
 SCOPE = Scope(dataset="sara", task="assistant")
 OTHER = Scope(dataset="okabe", task="assistant")
