@@ -580,3 +580,7 @@ def main() -> None:
         app()
     except Exception as exc:  # what no command caught: still one line
         sys.exit(_fail(exc).exit_code)
+
+
+if __name__ == "__main__":
+    main()
