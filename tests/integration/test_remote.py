@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
+from langchain_core.retrievers import BaseRetriever
+from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from langchain_membrain import MembrainRetriever
 from membrain import (
@@ -42,6 +44,21 @@ CONVERSATION = [
     },
 ]
 SARA = Scope(dataset="sara", task="assistant")
+STANDARD = Scope(dataset="sara", task="standard")
+MORE = [
+    {
+        "id": "m3",
+        "speaker": "Nate",
+        "text": "My sister Ana moved to Lisbon last week.",
+        "timestamp": "2024-03-15T14:05:00Z",
+    },
+    {
+        "id": "m4",
+        "speaker": "Nate",
+        "text": "I play the cello in a jazz band on Fridays.",
+        "timestamp": "2024-03-15T14:06:00Z",
+    },
+]
 CAT = "What is the cat called?"
 
 
@@ -277,3 +294,28 @@ def test_the_client_needs_no_server_packages() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+class TestRemoteRetrieverStandard(RetrieversIntegrationTests):
+    """LangChain's own retriever contract, on a served memory."""
+
+    remote: RemoteMemory
+
+    @pytest.fixture(autouse=True)
+    def _bind_remote(self, served: Served) -> Iterator[None]:
+        with served.remote() as remote:
+            remote.add([*CONVERSATION, *MORE], scope=STANDARD)  # idempotent: ids are given
+            self.remote = remote
+            yield
+
+    @property
+    def retriever_constructor(self) -> type[BaseRetriever]:
+        return MembrainRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"memory": self.remote, "scope": STANDARD, "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return CAT
