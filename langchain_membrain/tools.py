@@ -23,6 +23,7 @@ from membrain import (
     InputError,
     Memory,
     MemoryHit,
+    MemoryLike,
     Message,
     RetrievalMode,
     Role,
@@ -83,7 +84,7 @@ def format_hits(hits: Iterable[MemoryHit]) -> str:
 
 def create_memory_tools(
     *,
-    memory: Memory,
+    memory: MemoryLike,
     scope: Scope,
     speaker: str = DEFAULT_ASSISTANT_NAME,
     mode: RetrievalMode | str = RetrievalMode.EXPAND,
@@ -97,10 +98,12 @@ def create_memory_tools(
     (:meth:`membrain.Memory.forget`: a tombstone, kept for audit, out of every search), or
     queues the request for a person when the memory's review policy holds agents' forgets.
     The agent (``agent:<speaker>``) is the actor of every change in the audit log; the facts it
-    writes are ``derived`` and name it as their author.
+    writes are ``derived`` and name it as their author. On a :class:`~membrain.RemoteMemory`
+    the server names the API key as the actor instead (the HTTP API takes no ``by``).
 
     Args:
-        memory: The :class:`~membrain.Memory` to use.
+        memory: The memory to use: a :class:`~membrain.Memory`, or a
+            :class:`~membrain.RemoteMemory` of a served memory.
         scope: Where the agent's memories live (without a session they span all sessions).
         speaker: Speaker name of the messages ``manage_memory`` stores (default
             ``"Assistant"``, :data:`membrain.binding.DEFAULT_ASSISTANT_NAME`).
@@ -119,7 +122,8 @@ def create_memory_tools(
         '[4f0c...] Sara adopted a cat named Miso yesterday. (sources: m1)'
     """
     mode = RetrievalMode.parse(mode)
-    agent = Actor(kind=ActorKind.AGENT, name=speaker)
+    # A server names the API key as the actor of every change; only a Memory takes ``by``.
+    agent = Actor(kind=ActorKind.AGENT, name=speaker) if isinstance(memory, Memory) else None
 
     def search_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
         try:

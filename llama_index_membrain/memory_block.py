@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 from collections import OrderedDict
@@ -11,10 +12,11 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from membrain import Memory, Message, RetrievalMode, Role, Scope
+from membrain import Memory, MemoryLike, Message, RetrievalMode, Role, Scope
 from membrain.aio import AsyncMemory
 from membrain.background import BackgroundWriter
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.ingest import AddResult
 from membrain.models import Context
 from membrain.retrieval import assemble_context
 from membrain.tokens import count_tokens
@@ -43,7 +45,8 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     when messages leave the short-term FIFO (``_aput``), so a short session is remembered by
     the next one. Facts are extracted in batches by the memory's
     :class:`~membrain.background.BackgroundWriter` (``extract=False`` on the block extracts
-    nothing; messages that leave the FIFO are extracted at once). A message is identified by
+    nothing; messages that leave the FIFO are extracted at once); on a
+    :class:`~membrain.RemoteMemory`, by the server's background writer. A message is identified by
     its ``additional_kwargs`` id, else by its session, role, text and occurrence, so seeing it
     again writes nothing. When the memory is read, the block holds the context MemBrain
     assembles for the latest user message, within ``max_tokens`` (``_aget``); with
@@ -51,7 +54,8 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     within the smaller budget, dropping whole facts (``atruncate``).
 
     Args:
-        memory: The :class:`membrain.Memory` to write to and read from.
+        memory: The memory to write to and read from: a :class:`membrain.Memory`, or a
+            :class:`~membrain.RemoteMemory` of a served memory.
         scope: Where the memory belongs.
         max_tokens: Token budget of the block (cl100k).
         mode: Retrieval mode for the context (``"fast"`` by default: no LLM call on reads).
@@ -80,7 +84,9 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         default="Facts recalled from long-term memory, each citing its source messages."
     )
     priority: int = Field(default=1, description="Truncation priority (0: never truncated).")
-    memory: Memory = Field(description="The MemBrain memory.", exclude=True)
+    memory: MemoryLike = Field(
+        description="The MemBrain memory (a Memory, or a RemoteMemory of a server).", exclude=True
+    )
     scope: Scope = Field(description="Where the memory belongs.")
     max_tokens: int = Field(default=1000, gt=0, description="Token budget of the block.")
     mode: RetrievalMode = Field(
@@ -103,35 +109,50 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         # ConfigurationError is a ValueError: pydantic reports it as a validation error.
         return RetrievalMode.parse(value)
 
-    @property
-    def _amemory(self) -> AsyncMemory:
-        return AsyncMemory.from_memory(self.memory)
+    async def _add(self, batch: list[Message], *, extract: bool) -> AddResult:
+        if isinstance(self.memory, Memory):
+            return await AsyncMemory.from_memory(self.memory).add(
+                batch, scope=self.scope, extract=extract
+            )
+        return await asyncio.to_thread(self.memory.add, batch, scope=self.scope, extract=extract)
+
+    async def _context(self, question: str) -> Context:
+        if isinstance(self.memory, Memory):
+            return await AsyncMemory.from_memory(self.memory).context(
+                question, scope=self.scope, max_tokens=self.max_tokens, mode=self.mode, k=self.k
+            )
+        return await asyncio.to_thread(
+            self.memory.context,
+            question,
+            scope=self.scope,
+            max_tokens=self.max_tokens,
+            mode=self.mode,
+            k=self.k,
+        )
 
     async def _aput(self, messages: list[ChatMessage], **block_kwargs: Any) -> None:
         """Write the messages leaving the FIFO as evidence and extract facts from them now."""
         batch = self._to_messages(messages, str(block_kwargs.get("session_id") or ""))
         if batch:
-            await self._amemory.add(batch, scope=self.scope)
+            await self._add(batch, extract=True)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         """The cited context for the latest user message ("" before the first one).
 
         The messages given (the short-term history and the new input) are written as evidence
-        first; the background writer extracts them.
+        first; the background writer extracts them (a served memory's: the server's).
         """
         session = str(block_kwargs.get("session_id") or "")
         batch = self._to_messages(messages or [], session) if self.record_reads else []
         if batch:
-            result = await self._amemory.add(batch, scope=self.scope, extract=False)
-            if result.messages_stored:
+            result = await self._add(batch, extract=False)
+            if result.messages_stored and isinstance(self.memory, Memory):
                 tokens = sum(count_tokens(m.text) for m in batch)
                 BackgroundWriter.for_memory(self.memory).schedule(self.scope, tokens=tokens)
         question = _latest_user_text(messages or [])
         if not question:
             return ""
-        context = await self._amemory.context(
-            question, scope=self.scope, max_tokens=self.max_tokens, mode=self.mode, k=self.k
-        )
+        context = await self._context(question)
         self._remember(context)
         return context.text
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from membrain import Memory, MemoryHit, RetrievalMode, Scope
+from membrain import Memory, MemoryHit, MemoryLike, RetrievalMode, Scope
 from membrain.aio import AsyncMemory
 from membrain.binding import ScopeBinding
 
@@ -44,7 +45,8 @@ class MembrainRetriever(BaseRetriever):
     score. ``_aretrieve`` runs the search in a worker thread.
 
     Args:
-        memory: The :class:`membrain.Memory` to search (an ``AsyncMemory`` is unwrapped).
+        memory: The memory to search: a :class:`membrain.Memory` (an ``AsyncMemory`` is
+            unwrapped), or a :class:`~membrain.RemoteMemory` of a served memory.
         scope: Where to search; or give ``dataset`` and ``task`` (and optionally ``session``).
         k: How many facts per query.
         mode: Retrieval mode (``"fast"``, ``"expand"``, ``"deep"``, ``"auto"``).
@@ -67,7 +69,7 @@ class MembrainRetriever(BaseRetriever):
     def __init__(
         self,
         *,
-        memory: Memory | AsyncMemory,
+        memory: MemoryLike | AsyncMemory,
         scope: Scope | None = None,
         dataset: str | None = None,
         task: str | None = None,
@@ -81,12 +83,12 @@ class MembrainRetriever(BaseRetriever):
             scope, dataset=dataset, task=task, session=session, owner="MembrainRetriever"
         )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        sync = memory.memory if isinstance(memory, AsyncMemory) else memory
+        sync: MemoryLike = memory.memory if isinstance(memory, AsyncMemory) else memory
         self.memory = sync
         self.scope = binding.resolve()
         self.k = k
         self.mode = RetrievalMode.parse(mode)
-        self._amemory = AsyncMemory.from_memory(sync)
+        self._amemory = AsyncMemory.from_memory(sync) if isinstance(sync, Memory) else None
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if not query_bundle.query_str.strip():
@@ -99,7 +101,16 @@ class MembrainRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if not query_bundle.query_str.strip():
             return []
-        hits = await self._amemory.search(
-            query_bundle.query_str, scope=self.scope, mode=self.mode, k=self.k
-        )
+        if self._amemory is not None:
+            hits = await self._amemory.search(
+                query_bundle.query_str, scope=self.scope, mode=self.mode, k=self.k
+            )
+        else:
+            hits = await asyncio.to_thread(
+                self.memory.search,
+                query_bundle.query_str,
+                scope=self.scope,
+                mode=self.mode,
+                k=self.k,
+            )
         return [hit_to_node(hit) for hit in hits]
