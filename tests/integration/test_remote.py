@@ -6,7 +6,6 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -14,35 +13,20 @@ import pytest
 from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
+from integration.served import CONVERSATION, Served, serving
 from langchain_membrain import MembrainRetriever
 from membrain import (
     BackendError,
     ConfigurationError,
     FactStatus,
     InputError,
-    Memory,
     RetrievalMode,
     Scope,
     ScopeError,
 )
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
-from membrain.server import KeyRing, Role, add_key, create_app, serve_in_thread
-from membrain.testing import HashingEncoder
+from membrain.server import Role
 
-CONVERSATION = [
-    {
-        "id": "m1",
-        "speaker": "Sara",
-        "text": "I adopted a cat named Miso yesterday.",
-        "timestamp": "2024-03-15T14:01:00Z",
-    },
-    {
-        "id": "m2",
-        "speaker": "Sara",
-        "text": "I run a bakery in Porto with my brother.",
-        "timestamp": "2024-03-15T14:03:00Z",
-    },
-]
 SARA = Scope(dataset="sara", task="assistant")
 STANDARD = Scope(dataset="sara", task="standard")
 MORE = [
@@ -62,29 +46,14 @@ MORE = [
 CAT = "What is the cat called?"
 
 
-@dataclass
-class Served:
-    url: str
-    memory: Memory
-    keys: dict[str, str]
-
-    def remote(self, key: str | None = "sara-writer") -> RemoteMemory:
-        return RemoteMemory(self.url, self.keys[key] if key else None)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("remote")
-    keys_file = root / "keys.toml"
     keys = {
-        "sara-writer": add_key(keys_file, ["sara"], Role.WRITE, name="sara-writer"),
-        "sara-admin": add_key(keys_file, ["sara"], Role.ADMIN, name="sara-admin"),
-        "tom-writer": add_key(keys_file, ["tom"], Role.WRITE, name="tom-writer"),
+        "sara-writer": (["sara"], Role.WRITE),
+        "sara-admin": (["sara"], Role.ADMIN),
+        "tom-writer": (["tom"], Role.WRITE),
     }
-    memory = Memory(root / "store", dense=HashingEncoder(dim=64))
-    app = create_app(memory, keys=KeyRing.load(keys_file), close_memory=True)
-    with serve_in_thread(app) as url:
-        state = Served(url=url, memory=memory, keys=keys)
+    with serving(tmp_path_factory.mktemp("remote"), keys) as state:
         with state.remote() as remote:
             remote.add(CONVERSATION, scope=SARA)
         yield state

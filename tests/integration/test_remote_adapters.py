@@ -4,60 +4,30 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from langchain_core.messages import ToolMessage
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import QueryBundle
 
+from integration.served import CONVERSATION, Served, serving
 from langchain_membrain import create_memory_tools
 from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
-from membrain import Memory, Scope
+from membrain import Scope
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteMemory
-from membrain.server import KeyRing, Role, add_key, create_app, serve_in_thread
-from membrain.testing import HashingEncoder
+from membrain.server import Role
 
-CONVERSATION = [
-    {
-        "id": "m1",
-        "speaker": "Sara",
-        "text": "I adopted a cat named Miso yesterday.",
-        "timestamp": "2024-03-15T14:01:00Z",
-    },
-    {
-        "id": "m2",
-        "speaker": "Sara",
-        "text": "I run a bakery in Porto with my brother.",
-        "timestamp": "2024-03-15T14:03:00Z",
-    },
-]
 CAT = "What is Sara's cat called?"
 
 _counter = itertools.count()
 
 
-@dataclass
-class Served:
-    url: str
-    memory: Memory
-    key: str
-
-    def remote(self) -> RemoteMemory:
-        return RemoteMemory(self.url, self.key)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("remote-adapters")
-    keys_file = root / "keys.toml"
-    key = add_key(keys_file, ["sara"], Role.WRITE, name="sara-writer")
-    memory = Memory(root / "store", dense=HashingEncoder(dim=64))
-    writer = BackgroundWriter.for_memory(memory)
-    app = create_app(memory, keys=KeyRing.load(keys_file), writer=writer, close_memory=True)
-    with serve_in_thread(app) as url:
-        yield Served(url=url, memory=memory, key=key)
+    keys = {"sara-writer": (["sara"], Role.WRITE)}
+    with serving(tmp_path_factory.mktemp("remote-adapters"), keys, writer=True) as state:
+        yield state
 
 
 @pytest.fixture
