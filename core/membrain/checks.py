@@ -15,7 +15,7 @@ from pydantic import AfterValidator
 
 from membrain.errors import InputError
 
-__all__ = ["UtcDatetime", "is_loopback", "now", "unicode_text", "utc"]
+__all__ = ["UtcDatetime", "is_loopback", "is_unicode", "now", "unicode_text", "utc"]
 
 
 def utc(value: datetime) -> datetime:
@@ -43,12 +43,18 @@ def unicode_text(value: str, what: str) -> str:
     Raises:
         InputError: it is not; the message names ``what``.
     """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        problem = f"{what} {value!r} is not valid Unicode text (a lone surrogate?)"
-        raise InputError(problem) from None
+    if not is_unicode(value):
+        raise InputError(f"{what} {value!r} is not valid Unicode text (a lone surrogate?)")
     return value
+
+
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` can be stored: it encodes as UTF-8 (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def now() -> datetime:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from membrain.accountable import AccountableMemory
 from membrain.audit import Cause, ReviewPolicy
+from membrain.checks import unicode_text
 from membrain.config import MembrainSettings
 from membrain.embeddings import (
     Bm25Encoder,
@@ -566,9 +567,6 @@ def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str 
 def _check_query(question: str, k: int) -> None:
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question must be a non-empty string")
-    try:
-        question.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("the question is not valid Unicode text (a lone surrogate?)") from None
+    unicode_text(question, "the question")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"k must be an integer of at least 1, got {k!r}")

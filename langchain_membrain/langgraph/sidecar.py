@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.store.base import InvalidNamespaceError, MatchCondition, tokenize_path
 
 from membrain import ConfigurationError, InputError, Memory
+from membrain.checks import is_unicode
 from membrain.storage.edge import EdgeBackend
 
 __all__ = [
@@ -148,21 +149,13 @@ def configured_fields(
     return list(wanted)
 
 
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def check_key(key: object) -> str:
     """An item key: a string of valid Unicode text.
 
     Raises:
         InputError: anything else.
     """
-    if not isinstance(key, str) or not _is_unicode(key):
+    if not isinstance(key, str) or not is_unicode(key):
         raise InputError(f"an item key must be a string of valid Unicode text, got {key!r:.80}")
     return key
 
@@ -177,7 +170,7 @@ def check_namespace(namespace: tuple[str, ...]) -> None:
                 f"Invalid namespace label {label!r} in {namespace}: labels must be non-empty "
                 "strings without periods ('.') or NUL bytes."
             )
-        if not _is_unicode(label):
+        if not is_unicode(label):
             raise InvalidNamespaceError(
                 f"Invalid namespace label {label!r} in {namespace}: not valid Unicode text."
             )
