@@ -27,7 +27,7 @@ from langchain_core.messages import (
 from membrain import (
     Actor,
     ActorKind,
-    Memory,
+    MemoryLike,
     Message,
     MessageStatus,
     Role,
@@ -35,6 +35,7 @@ from membrain import (
     StoredMessage,
 )
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
+from membrain.remote.protocol import actor_for
 
 __all__ = ["MembrainChatMessageHistory", "transcript_marker_scope"]
 
@@ -76,7 +77,8 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
     memory and keep being found by searches.
 
     Args:
-        memory: The :class:`~membrain.Memory` to store into.
+        memory: The memory to store into: an embedded :class:`~membrain.Memory` or a served
+            one (:class:`~membrain.remote.RemoteMemory`).
         scope: The chat's scope; it must name a ``session`` (the chat's thread).
         dataset: Scope dataset (instead of ``scope``).
         task: Scope task (instead of ``scope``).
@@ -102,7 +104,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
     def __init__(
         self,
         *,
-        memory: Memory,
+        memory: MemoryLike,
         scope: Scope | None = None,
         dataset: str | None = None,
         task: str | None = None,
@@ -221,9 +223,10 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         After ``clear()``, :attr:`messages` returns only messages added later, for this and every
         other history object of the same session. The facts extracted from the cleared messages
         are forgotten (:meth:`membrain.Memory.forget`: out of every search, kept with their
-        sources for audit, the audit naming ``api:chat-history`` as the actor); messages still
-        waiting for extraction are extracted first, so their facts never arrive afterwards. The
-        messages themselves stay as evidence; :meth:`membrain.Memory.purge` erases content.
+        sources for audit, the audit naming ``api:chat-history`` as the actor, or the API key
+        on a served memory); messages still waiting for extraction are extracted first, so
+        their facts never arrive afterwards. The messages themselves stay as evidence;
+        :meth:`membrain.Memory.purge` erases content.
 
         The clear is recorded as a marker message in a bookkeeping scope beside the chat's
         (:func:`transcript_marker_scope`), never in the chat's own scope, so it is neither
@@ -239,7 +242,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
             self.memory.forget(
                 [f.id for f in facts],
                 scope=self.scope,
-                by=Actor(kind=ActorKind.API, name="chat-history"),
+                by=actor_for(self.memory, Actor(kind=ActorKind.API, name="chat-history")),
                 reason="chat history cleared",
             )
         marker = Message(

@@ -293,9 +293,13 @@ class AsyncMemory:
             derived_from=tuple(derived_from),
         )
 
-    async def messages(self, *, scope: Scope) -> list[StoredMessage]:
-        """Every stored message of the scope, with its processing status."""
-        return await asyncio.to_thread(self._memory.messages, scope=scope)
+    async def messages(
+        self, *, scope: Scope, ids: Sequence[str] | None = None
+    ) -> list[StoredMessage]:
+        """Every stored message of the scope, or those of ``ids`` (see ``Memory.messages``)."""
+        return await asyncio.to_thread(
+            self._memory.messages, scope=scope, ids=None if ids is None else tuple(ids)
+        )
 
     async def entities(self, *, scope: Scope) -> list[Entity]:
         """Every entity of the scope's (dataset, task)."""

@@ -42,13 +42,15 @@ import atexit
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from membrain.errors import ConfigurationError, MembrainError
 from membrain.memory import Memory
-from membrain.models import Scope
+from membrain.models import Message, Scope
+from membrain.tokens import count_tokens
 
-__all__ = ["BackgroundWriter"]
+__all__ = ["BackgroundWriter", "check_writer", "schedule_extraction"]
 
 log = logging.getLogger("membrain.background")
 
@@ -296,3 +298,36 @@ class BackgroundWriter:
             log.debug(
                 "background extraction of scope %s wrote %d facts", scope, len(result.fact_ids)
             )
+
+
+def schedule_extraction(
+    memory: object,
+    scope: Scope,
+    messages: Sequence[Message],
+    writer: BackgroundWriter | None = None,
+) -> None:
+    """Have the messages an adapter just stored with ``extract=False`` extracted in the background.
+
+    For an embedded :class:`~membrain.Memory` this schedules them on ``writer`` (default
+    :meth:`BackgroundWriter.for_memory`). A served memory
+    (:class:`~membrain.remote.RemoteMemory`) needs nothing: its server's own writer took them
+    when they were stored.
+    """
+    if not messages or scope.is_bookkeeping:
+        return
+    if isinstance(memory, Memory):
+        target = writer if writer is not None else BackgroundWriter.for_memory(memory)
+        target.schedule(scope, tokens=sum(count_tokens(m.text) for m in messages))
+
+
+def check_writer(memory: object, writer: BackgroundWriter | None) -> None:
+    """Refuse a ``writer`` for a served memory: its server runs its own.
+
+    Raises:
+        ConfigurationError: ``writer`` given with a memory that is not a :class:`Memory`.
+    """
+    if writer is not None and not isinstance(memory, Memory):
+        raise ConfigurationError(
+            "writer= extracts an embedded Memory; a served memory's server runs its own "
+            "background writer: omit writer="
+        )

@@ -63,8 +63,6 @@ SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Optional session within the task.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
-BOOKKEEPING = "membrain.transcript:"
-"""Task prefix of bookkeeping scopes (:meth:`Scope.bookkeeping`), hidden by ``scopes``."""
 
 
 _debug = {"on": False}
@@ -364,7 +362,7 @@ def scopes(
             (s.dataset, s.task)
             for collection in (Collection.MESSAGES, Collection.FACTS)
             for s in backend.tenants(collection)
-            if not s.task.startswith(BOOKKEEPING)
+            if not s.is_bookkeeping
         }
     for dataset, task in sorted(found):
         if as_json:

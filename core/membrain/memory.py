@@ -8,6 +8,7 @@ steps leaves the messages pending for the next ``add``. Read path: :mod:`membrai
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -512,20 +513,25 @@ class Memory(AccountableMemory):
         their stored ids (:attr:`StoredMessage.id`).
         """
         check_scope(scope)
-        stored = tuple(
-            dict.fromkeys(
-                [*derived_from, *(message_id(scope, source_id) for source_id in derived_from)]
-            )
-        )
+        stored = _stored_ids(scope, derived_from)
         where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
         if not include_inactive or stored:
             return list(self._store.iter_facts(scope, where))
         return list(self._store.iter_facts(scope))
 
-    def messages(self, *, scope: Scope) -> list[StoredMessage]:
-        """Every stored message of the scope, with its processing status."""
+    def messages(self, *, scope: Scope, ids: Sequence[str] | None = None) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status, in time order.
+
+        ``ids`` keeps only these messages, named by the caller's message ids
+        (``Message.source_id``) or by their stored ids (:attr:`StoredMessage.id`); ids
+        that name no message of the scope are skipped.
+        """
         check_scope(scope)
-        found = list(self._store.iter_messages(scope))
+        if ids is None:
+            found = list(self._store.iter_messages(scope))
+        else:
+            wanted = [i for i in _stored_ids(scope, ids) if _is_uuid(i)]
+            found = self._store.get_messages(scope, wanted) if wanted else []
         return sorted(found, key=lambda m: m.message.timestamp)
 
     def entities(self, *, scope: Scope) -> list[Entity]:
@@ -548,6 +554,21 @@ class Memory(AccountableMemory):
         check_scope(scope)
         for target in (scope, scope.bookkeeping()):
             self._store.delete_scope(target)
+
+
+def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
+    """Stored message ids for ids that are either stored ids or the caller's source ids."""
+    if isinstance(ids, str):
+        raise InputError("message ids must be a list of strings, not one string")
+    return tuple(dict.fromkeys([*ids, *(message_id(scope, source_id) for source_id in ids)]))
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:

@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 _NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
+BOOKKEEPING_TASK_PREFIX = "membrain.transcript:"
+"""Task prefix of bookkeeping scopes (:meth:`Scope.bookkeeping`)."""
 _SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
 
 
@@ -98,6 +100,11 @@ class Scope(_Record):
         """A deterministic UUID for a record of this tenant identified by ``parts``."""
         return str(uuid.uuid5(_NAMESPACE, "\x1f".join((self.key, *parts))))
 
+    @property
+    def is_bookkeeping(self) -> bool:
+        """Whether this is a bookkeeping scope (:meth:`bookkeeping`): never extracted."""
+        return self.task.startswith(BOOKKEEPING_TASK_PREFIX)
+
     def bookkeeping(self) -> Scope:
         """The sibling scope for bookkeeping records of this scope (a chat's "cleared" markers).
 
@@ -107,7 +114,7 @@ class Scope(_Record):
         """
         digest = hashlib.sha256(self.task.encode()).hexdigest()[:24]
         return Scope(
-            dataset=self.dataset, task=f"membrain.transcript:{digest}", session=self.session
+            dataset=self.dataset, task=f"{BOOKKEEPING_TASK_PREFIX}{digest}", session=self.session
         )
 
 

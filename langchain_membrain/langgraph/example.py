@@ -30,7 +30,7 @@ from langchain_membrain.langgraph.nodes import (
     make_recall_node,
     make_writer_node,
 )
-from membrain import Memory, RetrievalMode
+from membrain import MemoryLike, RetrievalMode
 from membrain.background import BackgroundWriter
 from membrain.binding import ScopeBinding
 
@@ -50,7 +50,7 @@ class ExampleState(MessagesState):
 
 def build_example_graph(
     *,
-    memory: Memory,
+    memory: MemoryLike,
     model: BaseChatModel,
     writer: BackgroundWriter | None = None,
     scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
@@ -61,9 +61,11 @@ def build_example_graph(
     """Compile the example agent: ``recall`` → ``model`` → ``write``.
 
     Args:
-        memory: The agent's memory.
+        memory: The agent's memory: an embedded :class:`~membrain.Memory` or a served one
+            (:class:`~membrain.remote.RemoteMemory`).
         model: The chat model that answers.
-        writer: The background writer; default ``BackgroundWriter.for_memory(memory)``.
+        writer: The background writer of an embedded memory; default
+            ``BackgroundWriter.for_memory(memory)`` (a server runs its own).
         scope_template: How ``config["configurable"]`` becomes a scope (needs ``user_id``).
         checkpointer: Keeps each thread's messages; default a new ``InMemorySaver``.
         max_tokens: Budget of the recalled context.

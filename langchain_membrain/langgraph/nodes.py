@@ -38,11 +38,10 @@ from typing import Any, Protocol, TypeAlias
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from membrain import Memory, Message, RetrievalMode, Role, Scope
-from membrain.background import BackgroundWriter
+from membrain import MemoryLike, Message, RetrievalMode, Role, Scope
+from membrain.background import BackgroundWriter, check_writer, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 from membrain.extraction.llm import langchain_text
-from membrain.tokens import count_tokens
 
 __all__ = [
     "DEFAULT_SCOPE_TEMPLATE",
@@ -192,7 +191,7 @@ def _source_id(message: Any, position: int) -> str:
 
 def make_writer_node(
     *,
-    memory: Memory,
+    memory: MemoryLike,
     scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
     writer: BackgroundWriter | None = None,
     user_name: UserName | None = None,
@@ -214,18 +213,22 @@ def make_writer_node(
     so a new process that sees a thread's old messages again stores nothing twice.
 
     Args:
-        memory: Where to write.
+        memory: Where to write: an embedded :class:`~membrain.Memory`, or a served memory
+            (:class:`~membrain.remote.RemoteMemory`, whose server extracts in the background).
         scope_template: How the run's values become a scope (any
             :class:`~membrain.binding.ScopeBinding`; ``ScopeBinding.fixed(scope)`` pins one).
-        writer: The background writer; default ``BackgroundWriter.for_memory(memory)``.
+        writer: The background writer of an embedded memory; default
+            ``BackgroundWriter.for_memory(memory)``.
         user_name: Speaker name of human messages, or a function of the run's values
             (:func:`run_values`) returning it (``None`` or ``""`` falls back to the run's
             ``user_name``, then ``"User"``).
         assistant_name: Speaker name of AI messages.
 
     Raises:
+        ConfigurationError: ``writer`` given for a served memory.
         ScopeError: (when the node runs) the config lacks a key the scope needs.
     """
+    check_writer(memory, writer)
     written: dict[Scope, set[str]] = {}
     lock = threading.Lock()
 
@@ -264,8 +267,7 @@ def make_writer_node(
             )
         if records:
             memory.add(records, scope=scope, extract=False)
-            target = writer if writer is not None else BackgroundWriter.for_memory(memory)
-            target.schedule(scope, tokens=sum(count_tokens(r.text) for r in records))
+            schedule_extraction(memory, scope, records, writer)
         with lock:
             seen.update(source_id for _, source_id in new)
         return {}
@@ -275,7 +277,7 @@ def make_writer_node(
 
 def make_recall_node(
     *,
-    memory: Memory,
+    memory: MemoryLike,
     scope_template: ScopeBinding = DEFAULT_SCOPE_TEMPLATE,
     max_tokens: int = 1000,
     mode: RetrievalMode | str = RetrievalMode.FAST,
@@ -289,7 +291,7 @@ def make_recall_node(
     The state schema needs a ``key`` field (a ``str``).
 
     Args:
-        memory: Where to look.
+        memory: Where to look (embedded or served).
         scope_template: How the run's values become a scope (any
             :class:`~membrain.binding.ScopeBinding`; ``ScopeBinding.fixed(scope)`` pins one).
         max_tokens: Token budget of the context (cl100k tokens).

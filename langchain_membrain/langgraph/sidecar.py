@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError, MatchCondition, tokenize_path
 
-from membrain import ConfigurationError, InputError, Memory
+from membrain import ConfigurationError, InputError, Memory, MemoryLike
 from membrain.checks import is_unicode
 from membrain.storage.edge import EdgeBackend
 
@@ -57,7 +57,7 @@ CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 _INDEX_KEYS = frozenset({"dims", "embed", "fields"})
 
 
-def sidecar_location(memory: Memory, path: str | Path | None) -> str:
+def sidecar_location(memory: MemoryLike, path: str | Path | None) -> str:
     """The sidecar's file: ``path``, else ``langgraph-store.sqlite`` in the memory's folder.
 
     Raises:
@@ -69,6 +69,11 @@ def sidecar_location(memory: Memory, path: str | Path | None) -> str:
             return IN_MEMORY
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return str(path)
+    if not isinstance(memory, Memory):
+        raise ConfigurationError(
+            "MembrainStore keeps its items' values in a SQLite file; a served memory has no "
+            f"folder of its own here: pass path='.../{SIDECAR_NAME}' (a file this process owns)"
+        )
     backend = memory.store.backend
     if isinstance(backend, EdgeBackend):
         backend.path.mkdir(parents=True, exist_ok=True)
@@ -100,8 +105,28 @@ def _is_memory_encoder(embed: object, dense: object) -> bool:
     return any(getattr(dense, a, None) is embed for a in ("_embeddings", "_embedding"))
 
 
+def _check_encoder(memory: Memory, index: Mapping[str, Any]) -> None:
+    """Refuse ``dims`` or ``embed`` that are not the memory's own dense encoder's."""
+    dense = memory.store.dense
+    dims = index.get("dims")
+    if dims is not None and dims != dense.dim:
+        raise ConfigurationError(
+            f"index['dims'] is {dims}, but the memory's dense encoder ({dense.name}) makes "
+            f"{dense.dim}-dimensional vectors; MembrainStore's items are embedded by the memory's "
+            "encoder: omit 'dims' or give that dimension"
+        )
+    embed = index.get("embed")
+    if embed is not None and not _is_memory_encoder(embed, dense):
+        raise ConfigurationError(
+            "index['embed'] must be the memory's own dense encoder: MembrainStore's items are "
+            f"embedded, and queries searched, by the memory's encoder ({dense.name}); choose the "
+            "model with Memory(dense=...) (a LangChain Embeddings is accepted there) and omit "
+            "'embed' here"
+        )
+
+
 def configured_fields(
-    memory: Memory, index: Mapping[str, Any] | None, fields: Sequence[str] | None
+    memory: MemoryLike, index: Mapping[str, Any] | None, fields: Sequence[str] | None
 ) -> list[str] | None:
     """The JSON paths to index, from LangGraph's ``index=`` config and ``index_fields``.
 
@@ -121,21 +146,12 @@ def configured_fields(
         raise ConfigurationError(
             f"index= has unknown keys {unknown}; it takes 'dims', 'embed' and 'fields'"
         )
-    dense = memory.store.dense
-    dims = index.get("dims")
-    if dims is not None and dims != dense.dim:
+    if isinstance(memory, Memory):
+        _check_encoder(memory, index)
+    elif index.get("dims") is not None or index.get("embed") is not None:
         raise ConfigurationError(
-            f"index['dims'] is {dims}, but the memory's dense encoder ({dense.name}) makes "
-            f"{dense.dim}-dimensional vectors; MembrainStore's items are embedded by the memory's "
-            "encoder: omit 'dims' or give that dimension"
-        )
-    embed = index.get("embed")
-    if embed is not None and not _is_memory_encoder(embed, dense):
-        raise ConfigurationError(
-            "index['embed'] must be the memory's own dense encoder: MembrainStore's items are "
-            f"embedded, and queries searched, by the memory's encoder ({dense.name}); choose the "
-            "model with Memory(dense=...) (a LangChain Embeddings is accepted there) and omit "
-            "'embed' here"
+            "a served memory embeds the items with its server's dense encoder: omit "
+            "index['dims'] and index['embed']"
         )
     wanted = index.get("fields")
     if wanted is None:

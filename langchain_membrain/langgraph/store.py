@@ -127,6 +127,7 @@ from membrain import (
     ConfigurationError,
     InputError,
     Memory,
+    MemoryLike,
     Message,
     MessageStatus,
     RetrievalMode,
@@ -134,11 +135,10 @@ from membrain import (
     Scope,
     ScopeError,
 )
-from membrain.background import BackgroundWriter
+from membrain.background import BackgroundWriter, check_writer, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_USER_NAME
-from membrain.ingest import message_id
+from membrain.remote.protocol import actor_for
 from membrain.retrieval import RRF_K, Ranked, rrf
-from membrain.tokens import count_tokens
 
 __all__ = ["MembrainStore", "scope_for_namespace"]
 
@@ -248,7 +248,7 @@ class MembrainStore(BaseStore):
     def __init__(
         self,
         *,
-        memory: Memory,
+        memory: MemoryLike,
         path: str | Path | None = None,
         writer: BackgroundWriter | None = None,
         extract: bool = True,
@@ -266,6 +266,12 @@ class MembrainStore(BaseStore):
             raise ConfigurationError("pass user_name or speaker (its older name), not both")
         if task is not None and namespace_to_scope is not None:
             raise ConfigurationError("pass task or namespace_to_scope, not both")
+        check_writer(memory, writer)
+        if not extract and not isinstance(memory, Memory):
+            raise ConfigurationError(
+                "extract=False needs an embedded Memory: a served memory's server extracts "
+                "everything it stores in the background"
+            )
         self.memory = memory
         self._actor = Actor.parse(actor, ActorKind.AGENT)
         self._writer = writer
@@ -307,9 +313,12 @@ class MembrainStore(BaseStore):
         self.close()
 
     @property
-    def writer(self) -> BackgroundWriter:
-        """The background writer that extracts the items' messages."""
-        if self._writer is not None:
+    def writer(self) -> BackgroundWriter | None:
+        """The background writer that extracts the items' messages.
+
+        ``None`` for a served memory: its server runs its own.
+        """
+        if self._writer is not None or not isinstance(self.memory, Memory):
             return self._writer
         return BackgroundWriter.for_memory(self.memory)
 
@@ -535,7 +544,9 @@ class MembrainStore(BaseStore):
         # MemBrain first: a crash in between leaves an unreferenced message, never an item
         # whose text is missing from the index.
         for scope, batch in messages.items():
-            self.memory.add(batch, scope=scope, extract=False, by=self._actor)
+            self.memory.add(
+                batch, scope=scope, extract=False, by=actor_for(self.memory, self._actor)
+            )
         now = datetime.now(UTC).isoformat()
         with self._lock, self._conn:
             for ns, key, stored, ref in rows:
@@ -559,10 +570,9 @@ class MembrainStore(BaseStore):
             if old not in {ref for ns, k, _, ref in rows if (ns, k) == (ns_text(namespace), key)}:
                 retired.setdefault(self._scope_for(namespace), []).append(old)
         self._retire(retired)
-        if self._extract and messages:
-            writer = self.writer
+        if self._extract:
             for scope, batch in messages.items():
-                writer.schedule(scope, tokens=sum(count_tokens(m.text) for m in batch))
+                schedule_extraction(self.memory, scope, batch, self._writer)
 
     def _sources(
         self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]
@@ -586,9 +596,7 @@ class MembrainStore(BaseStore):
         arrive after the item changed.
         """
         for scope, source_ids in retired.items():
-            stored = self.memory.store.get_messages(
-                scope, [message_id(scope, s) for s in source_ids]
-            )
+            stored = self.memory.messages(scope=scope, ids=source_ids)
             if any(m.status is MessageStatus.PENDING for m in stored):
                 self.memory.extract_pending(scope=scope)
             facts = self.memory.facts(scope=scope, derived_from=source_ids)
@@ -596,6 +604,6 @@ class MembrainStore(BaseStore):
                 self.memory.forget(
                     [f.id for f in facts],
                     scope=scope,
-                    by=self._actor,
+                    by=actor_for(self.memory, self._actor),
                     reason="the store item was overwritten or deleted",
                 )

@@ -151,6 +151,27 @@ async def test_the_async_client_adds_and_searches(served: Served) -> None:
     assert found == served.memory.search(CAT, scope=scope, mode="fast", k=2)
 
 
+async def test_the_async_client_has_the_evidence_and_accountability_calls(
+    served: Served,
+) -> None:
+    scope = Scope(dataset="sara", task="async-more")
+    async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
+        await remote.add(CONVERSATION, scope=scope, extract=False)
+        extracted = await remote.extract_pending(scope=scope)
+        evidence = await remote.search_messages("Miso", scope=scope, k=1, paths=["sparse"])
+        derived = await remote.facts(scope=scope, derived_from=["m1"])
+        picked = await remote.messages(scope=scope, ids=["m1"])
+        history = await remote.history(derived[0].id, scope=scope)
+        events = await remote.audit(scope=scope, actions=["created"])
+    memory = served.memory
+    assert len(extracted.fact_ids) == 2
+    assert [hit.message.source_id for hit in evidence] == ["m1"]
+    assert derived == memory.facts(scope=scope, derived_from=["m1"]) and len(derived) == 1
+    assert picked == memory.messages(scope=scope, ids=["m1"])
+    assert history == memory.history(derived[0].id, scope=scope)
+    assert events == memory.audit(scope=scope, actions=["created"]) and events
+
+
 def test_the_langchain_retriever_runs_on_a_remote_memory(served: Served) -> None:
     with served.remote() as remote:
         retriever = MembrainRetriever(memory=remote, scope=SARA, k=1, mode="fast")
@@ -194,6 +215,53 @@ def test_a_missing_scope_is_a_scope_error(served: Served) -> None:
         remote.facts(scope="sara")  # type: ignore[arg-type]
 
 
+def test_pending_messages_are_extracted_on_request(served: Served) -> None:
+    scope = Scope(dataset="sara", task="pending")
+    with served.remote() as remote:
+        stored = remote.add(CONVERSATION, scope=scope, extract=False)
+        pending = remote.messages(scope=scope)
+        extracted = remote.extract_pending(scope=scope)
+        again = remote.extract_pending(scope=scope)
+        done = remote.messages(scope=scope, ids=["m2", "unknown"])
+    assert stored.fact_ids == () and {m.status.value for m in pending} == {"pending"}
+    assert set(extracted.fact_ids) == {f.id for f in served.memory.facts(scope=scope)}
+    assert len(extracted.fact_ids) == 2 and again.fact_ids == ()
+    assert [(m.message.source_id, m.status.value) for m in done] == [("m2", "processed")]
+    assert done == served.memory.messages(scope=scope, ids=["m2"])
+
+
+def test_evidence_search_and_derived_facts_match_the_memory(served: Served) -> None:
+    with served.remote() as remote:
+        for paths in (("sparse",), ("dense",), ("sparse", "dense")):
+            found = remote.search_messages("bakery in Porto", scope=SARA, k=2, paths=paths)
+            assert found == served.memory.search_messages(
+                "bakery in Porto", scope=SARA, k=2, paths=paths
+            )
+        derived = remote.facts(scope=SARA, derived_from=["m2"])
+        none = remote.messages(scope=SARA, ids=[])
+    assert found[0].message.source_id == "m2"
+    assert len(derived) == 1 and "bakery" in derived[0].text
+    assert derived == served.memory.facts(scope=SARA, derived_from=["m2"])
+    assert none == []
+
+
+def test_history_and_audit_match_the_memory(served: Served) -> None:
+    scope, (old, new) = seeded(served, "accounting")
+    with served.remote() as remote:
+        remote.supersede(old, [new], scope=scope, reason="moved")
+        history = remote.history(old, scope=scope)
+        events = remote.audit(scope=scope)
+        about_old = remote.audit(scope=scope, targets=[old], actions=["superseded"])
+        with pytest.raises(InputError, match="no fact"):
+            remote.history("1" * 32, scope=scope)
+    memory = served.memory
+    assert history == memory.history(old, scope=scope)
+    assert events == memory.audit(scope=scope) and events
+    assert about_old == memory.audit(scope=scope, targets=[old], actions=["superseded"])
+    assert [e.action.value for e in about_old] == ["superseded"]
+    assert about_old[0].actor.name == "sara-writer"  # the key is the actor
+
+
 @pytest.mark.parametrize(
     ("call", "named"),
     [
@@ -201,7 +269,9 @@ def test_a_missing_scope_is_a_scope_error(served: Served) -> None:
         (lambda m: m.add("hi", scope=SARA, on_progress=print), "on_progress"),
         (lambda m: m.search(CAT, scope=SARA, exclude_paths=["B2"]), "exclude_paths"),
         (lambda m: m.context(CAT, scope=SARA, profile_tokens=10), "profile_tokens"),
-        (lambda m: m.facts(scope=SARA, derived_from=["m1"]), "derived_from"),
+        (lambda m: m.extract_pending(scope=SARA, on_progress=print), "on_progress"),
+        (lambda m: m.search_messages(CAT, scope=SARA, paths=["C"]), "paths"),
+        (lambda m: m.audit(scope=SARA, actions=["renamed"]), "renamed"),
         (lambda m: m.forget(["x"], scope=SARA, by="reviewer:ana"), "by"),
         (lambda m: m.supersede("x", ["y"], scope=SARA, by="reviewer:ana"), "by"),
         (lambda m: m.search(CAT, scope=SARA, mode="sideways"), "sideways"),

@@ -167,6 +167,40 @@ def test_add_without_extraction_hands_it_to_the_writer(served: Served) -> None:
     assert any("bicycle" in f["text"] for f in facts)
 
 
+def test_extract_runs_the_pending_messages_now(served: Served) -> None:
+    message = {
+        "id": "e1",
+        "speaker": "Sara",
+        "text": "I started learning the violin in May.",
+        "timestamp": "2024-06-02T09:00:00Z",
+    }
+    scope = {"dataset": "sara", "task": "extract-now"}
+    with served.client("sara-writer") as client:
+        client.post("/api/memory/add", json={**scope, "messages": [message], "extract": False})
+        extracted = client.post("/api/memory/extract", json=scope)
+        again = client.post("/api/memory/extract", json=scope).json()
+        stored = client.get("/api/memory/messages", params={**scope, "ids": ["e1", "nope"]})
+    assert extracted.status_code == 200, extracted.text
+    assert extracted.json()["fact_ids"] and extracted.json()["errors"] == []
+    assert again["fact_ids"] == []  # never extracted twice
+    assert [m["status"] for m in stored.json()] == ["processed"]
+    with served.client("sara-reader") as client:  # extraction writes: a read key may not
+        assert "write" in error_of(client.post("/api/memory/extract", json=scope), 403)["error"]
+
+
+def test_message_search_and_derived_facts(served: Served) -> None:
+    body = {**SARA, "question": "bakery in Porto", "k": 1, "paths": ["sparse"]}
+    with served.client("sara-reader") as client:
+        found = client.post("/api/memory/messages/search", json=body)
+        bad = client.post("/api/memory/messages/search", json={**body, "paths": ["C"]})
+        derived = client.get("/api/memory/facts", params={**SARA, "derived_from": "m2"}).json()
+    assert found.status_code == 200, found.text
+    [hit] = found.json()
+    assert hit["message"]["source_id"] == "m2" and hit["score"] > 0
+    assert "sparse" in error_of(bad, 422)["error"]
+    assert len(derived) == 1 and "bakery" in derived[0]["text"]
+
+
 def test_context_fits_the_budget_and_cites(served: Served) -> None:
     body = {**SARA, "question": "Where is the bakery?", "mode": "fast", "max_tokens": 300}
     with served.client("sara-reader") as client:
@@ -386,7 +420,7 @@ ROUTES = memory_routes(create_app(Memory.__new__(Memory), keys=None))
 
 def test_the_route_list_is_the_served_one(served: Served) -> None:
     assert memory_routes(served.app) == ROUTES
-    assert len(ROUTES) == 10
+    assert len(ROUTES) == 12
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)

@@ -9,8 +9,11 @@ from typing import Any, TypeVar
 
 import httpx
 
+from membrain.audit import AuditAction, AuditEvent, FactHistory
+from membrain.errors import InputError
 from membrain.ingest import AddResult
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.memory import EvidenceHit
 from membrain.models import (
     Actor,
     Context,
@@ -23,22 +26,30 @@ from membrain.models import (
 )
 from membrain.remote.common import (
     API_PREFIX,
+    EVENTS,
     FACTS,
     MESSAGES,
     Call,
     add_call,
     add_result,
     answer,
+    audit_call,
     check_url,
+    evidence_hits,
+    extract_call,
+    facts_call,
     forget_call,
     headers,
+    messages_call,
     query_body,
     scope_query,
+    search_messages_call,
     search_result,
     supersede_call,
     unreachable,
     unsupported,
 )
+from membrain.storage.base import DENSE, SPARSE
 
 T = TypeVar("T")
 
@@ -129,6 +140,18 @@ class RemoteMemory:
         """
         call = add_call(messages, scope, on_progress, extract, by, user_name, assistant_name)
         return self._send(call, add_result)
+
+    def extract_pending(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Have the server extract the scope's pending messages now; returns when done.
+
+        See :meth:`Memory.extract_pending`.
+
+        Raises:
+            ConfigurationError: ``on_progress`` given (the server reports no progress).
+        """
+        return self._send(extract_call(scope, on_progress), add_result)
 
     def forget(
         self,
@@ -233,18 +256,57 @@ class RemoteMemory:
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
-        Raises:
-            ConfigurationError: ``derived_from`` given.
+        ``derived_from`` keeps the facts citing one of these messages (see
+        :meth:`Memory.facts`).
         """
-        unsupported("facts", derived_from=bool(derived_from))
-        query = {**scope_query(scope), "include_inactive": str(bool(include_inactive)).lower()}
-        return self._send(Call("GET", "/facts", query=query), FACTS.validate_python)
+        call = facts_call(scope, include_inactive, derived_from)
+        return self._send(call, FACTS.validate_python)
 
-    def messages(self, *, scope: Scope) -> list[StoredMessage]:
-        """Every stored message of the scope, with its processing status."""
-        return self._send(
-            Call("GET", "/messages", query=scope_query(scope)), MESSAGES.validate_python
-        )
+    def messages(self, *, scope: Scope, ids: Sequence[str] | None = None) -> list[StoredMessage]:
+        """Every stored message of the scope, or those of ``ids`` (see :meth:`Memory.messages`)."""
+        call = messages_call(scope, ids)
+        if call is None:
+            return []
+        return self._send(call, MESSAGES.validate_python)
+
+    def search_messages(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        k: int = 10,
+        paths: Sequence[str] = (SPARSE, DENSE),
+    ) -> list[EvidenceHit]:
+        """Search the raw messages directly (see :meth:`Memory.search_messages`).
+
+        Raises:
+            ConfigurationError: ``paths`` names something other than ``"sparse"``/``"dense"``.
+        """
+        call = search_messages_call(question, scope, k, paths)
+        return self._send(call, evidence_hits)
+
+    # -- accountability ----------------------------------------------------------------------
+    def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
+        """A fact's life: the facts it replaced and that replaced it, and every event.
+
+        Raises:
+            InputError: ``fact_id`` names no fact of ``scope`` (HTTP 404).
+        """
+        if not isinstance(fact_id, str):
+            raise InputError(f"a fact id must be a string, got {fact_id!r:.80}")
+        query = {**scope_query(scope), "fact_id": fact_id}
+        return self._send(Call("GET", "/history", query=query), FactHistory.model_validate)
+
+    def audit(
+        self,
+        *,
+        scope: Scope,
+        since: datetime | None = None,
+        actions: Sequence[AuditAction | str] | None = None,
+        targets: Sequence[str] = (),
+    ) -> list[AuditEvent]:
+        """The scope's audit log, oldest first (see :meth:`Memory.audit`)."""
+        return self._send(audit_call(scope, since, actions, targets), EVENTS.validate_python)
 
 
 def _nothing(body: Any) -> None:

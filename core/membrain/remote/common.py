@@ -15,6 +15,7 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from membrain.accountable import as_ids
+from membrain.audit import AuditAction, AuditEvent
 from membrain.errors import (
     AnnotationError,
     BackendError,
@@ -26,19 +27,22 @@ from membrain.errors import (
 )
 from membrain.ingest import AddResult
 from membrain.inputs import as_messages
+from membrain.memory import EvidenceHit
 from membrain.models import (
     Actor,
     Fact,
     MemoryHit,
+    Message,
     RetrievalMode,
     Scope,
     SearchResult,
     StoredMessage,
 )
-from membrain.storage.base import check_scope
+from membrain.storage.base import DENSE, SPARSE, check_scope
 
 __all__ = [
     "API_PREFIX",
+    "EVENTS",
     "FACTS",
     "MESSAGES",
     "Call",
@@ -46,12 +50,18 @@ __all__ = [
     "add_call",
     "add_result",
     "answer",
+    "audit_call",
     "check_url",
     "error",
+    "evidence_hits",
+    "extract_call",
+    "facts_call",
     "forget_call",
     "headers",
+    "messages_call",
     "query_body",
     "scope_query",
+    "search_messages_call",
     "search_result",
     "supersede_call",
     "unreachable",
@@ -67,6 +77,7 @@ MAX_ERROR_CHARS = 300
 FACTS = TypeAdapter(list[Fact])
 MESSAGES = TypeAdapter(list[StoredMessage])
 HITS = TypeAdapter(list[MemoryHit])
+EVENTS = TypeAdapter(list[AuditEvent])
 # Error types a 422 answer may name, beyond InputError.
 _INPUT_ERRORS: dict[str, type[MembrainError]] = {
     "ScopeError": ScopeError,
@@ -99,7 +110,7 @@ class Call:
     method: str
     path: str
     body: dict[str, Any] | None = None
-    query: dict[str, str] = field(default_factory=dict)
+    query: dict[str, str | list[str]] = field(default_factory=dict)
 
 
 def unsupported(method: str, **given: bool) -> None:
@@ -127,7 +138,7 @@ def scope_fields(scope: Scope) -> dict[str, Any]:
     return {"dataset": scope.dataset, "task": scope.task, "session": scope.session}
 
 
-def scope_query(scope: Scope) -> dict[str, str]:
+def scope_query(scope: Scope) -> dict[str, str | list[str]]:
     """The query parameters naming ``scope`` (a GET or DELETE)."""
     return {name: value for name, value in scope_fields(scope).items() if value is not None}
 
@@ -202,6 +213,83 @@ def supersede_call(
         "reason": reason,
     }
     return Call("POST", "/supersede", body)
+
+
+def extract_call(scope: Scope, on_progress: Callable[[int], None] | None) -> Call:
+    """The request of :meth:`Memory.extract_pending`."""
+    unsupported("extract_pending", on_progress=on_progress is not None)
+    return Call("POST", "/extract", scope_fields(scope))
+
+
+def facts_call(scope: Scope, include_inactive: bool, derived_from: Sequence[str]) -> Call:
+    """The request of :meth:`Memory.facts`."""
+    query = {**scope_query(scope), "include_inactive": str(bool(include_inactive)).lower()}
+    if derived_from:
+        query["derived_from"] = _strings(derived_from, "derived_from")
+    return Call("GET", "/facts", query=query)
+
+
+def messages_call(scope: Scope, ids: Sequence[str] | None) -> Call | None:
+    """The request of :meth:`Memory.messages` (``None``: no ids, so no messages to ask for)."""
+    query = scope_query(scope)
+    if ids is not None:
+        query["ids"] = _strings(ids, "ids")
+        if not query["ids"]:
+            return None
+    return Call("GET", "/messages", query=query)
+
+
+def search_messages_call(question: str, scope: Scope, k: int, paths: Sequence[str]) -> Call:
+    """The request of :meth:`Memory.search_messages`.
+
+    Raises:
+        ConfigurationError: ``paths`` is not a non-empty subset of the two evidence paths.
+    """
+    chosen = [paths] if isinstance(paths, str) else list(paths)
+    if not chosen or set(chosen) - {SPARSE, DENSE}:
+        raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
+    body = {**scope_fields(scope), "question": question, "k": k, "paths": chosen}
+    return Call("POST", "/messages/search", body)
+
+
+def evidence_hits(body: Any) -> list[EvidenceHit]:
+    """The :class:`EvidenceHit` list of a message search answer."""
+    return [
+        EvidenceHit(message=Message.model_validate(hit["message"]), score=float(hit["score"]))
+        for hit in body
+    ]
+
+
+def audit_call(
+    scope: Scope,
+    since: datetime | None,
+    actions: Sequence[AuditAction | str] | None,
+    targets: Sequence[str],
+) -> Call:
+    """The request of :meth:`Memory.audit` (no ``actions``: every action).
+
+    Raises:
+        ConfigurationError: an unknown action (refused before sending).
+    """
+    query = scope_query(scope)
+    if since is not None:
+        query["since"] = since.isoformat()  # naive stays naive, as Memory.audit reads it
+    try:
+        wanted = [AuditAction(a).value for a in actions or ()]
+    except ValueError:
+        known = ", ".join(a.value for a in AuditAction)
+        raise ConfigurationError(f"unknown audit action in {actions!r}; known: {known}") from None
+    if wanted:
+        query["actions"] = wanted
+    if targets:
+        query["targets"] = _strings(targets, "targets")
+    return Call("GET", "/audit", query=query)
+
+
+def _strings(values: Sequence[str], name: str) -> list[str]:
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise InputError(f"{name} must be a list of strings")
+    return list(values)
 
 
 def add_result(body: Any) -> AddResult:

@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from membrain.ingest import AddResult
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.memory import EvidenceHit, Memory
 from membrain.models import (
     Actor,
     Context,
@@ -18,8 +19,9 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
+from membrain.storage.base import DENSE, SPARSE
 
-__all__ = ["MemoryLike"]
+__all__ = ["MemoryLike", "actor_for"]
 
 
 @runtime_checkable
@@ -27,7 +29,10 @@ class MemoryLike(Protocol):
     """What the framework adapters use of a memory.
 
     :class:`~membrain.Memory` and :class:`~membrain.remote.RemoteMemory` both provide it, so an
-    adapter typed with it runs on an embedded memory or on a server's.
+    adapter typed with it runs on an embedded memory or on a server's. One difference is
+    deliberate: ``add(..., extract=False)`` leaves an embedded memory's messages pending until
+    something extracts them (a :class:`~membrain.background.BackgroundWriter`, or
+    :meth:`extract_pending`), while a server hands them to its own background writer.
     """
 
     def add(
@@ -42,6 +47,12 @@ class MemoryLike(Protocol):
         assistant_name: str = DEFAULT_ASSISTANT_NAME,
     ) -> AddResult:
         """Store messages as evidence, then extract facts from them."""
+        ...
+
+    def extract_pending(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Extract every pending message of the scope now."""
         ...
 
     def search(
@@ -75,6 +86,17 @@ class MemoryLike(Protocol):
         """A cited context block for ``question`` that fits ``max_tokens``."""
         ...
 
+    def search_messages(
+        self,
+        question: str,
+        *,
+        scope: Scope,
+        k: int = 10,
+        paths: Sequence[str] = (SPARSE, DENSE),
+    ) -> list[EvidenceHit]:
+        """Search the raw messages (the evidence) directly."""
+        ...
+
     def facts(
         self,
         *,
@@ -85,8 +107,8 @@ class MemoryLike(Protocol):
         """Every fact of the scope (active only unless ``include_inactive``)."""
         ...
 
-    def messages(self, *, scope: Scope) -> list[StoredMessage]:
-        """Every stored message of the scope, with its processing status."""
+    def messages(self, *, scope: Scope, ids: Sequence[str] | None = None) -> list[StoredMessage]:
+        """Every stored message of the scope (or those of ``ids``), with its status."""
         ...
 
     def forget(
@@ -119,3 +141,12 @@ class MemoryLike(Protocol):
     def close(self) -> None:
         """Release the memory (or the connection to it)."""
         ...
+
+
+def actor_for(memory: MemoryLike, by: Actor) -> Actor | None:
+    """The ``by=`` an adapter passes to ``memory``.
+
+    ``by`` for an embedded memory; ``None`` for a served one, whose server names the caller's
+    API key as the actor of every change.
+    """
+    return by if isinstance(memory, Memory) else None

@@ -47,8 +47,11 @@ from membrain.server.schemas import (
     ContextRequest,
     DeleteScopeResponse,
     ErrorBody,
+    EvidenceHitBody,
+    ExtractRequest,
     ForgetRequest,
     HealthResponse,
+    MessageSearchRequest,
     SearchRequest,
     SearchResponse,
     SupersedeRequest,
@@ -186,10 +189,20 @@ def create_app(
         """Store messages, then extract their facts (or hand extraction to the writer)."""
         messages = as_messages(body.messages)
         result = memory.add(messages, scope=access.scope, extract=body.extract, by=access.actor)
-        scheduled = not body.extract and writer is not None and result.messages_stored > 0
+        scheduled = (
+            not body.extract
+            and writer is not None
+            and result.messages_stored > 0
+            and not access.scope.is_bookkeeping
+        )
         if scheduled and writer is not None:
             writer.schedule(access.scope, tokens=sum(count_tokens(m.text) for m in messages))
         return AddResponse.of(result, scheduled=scheduled)
+
+    @router.post("/extract", openapi_extra=needs(Role.WRITE))
+    def extract(body: ExtractRequest, access: Granted) -> AddResponse:
+        """Extract the scope's pending messages now; answers when they are done."""
+        return AddResponse.of(memory.extract_pending(scope=access.scope))
 
     @router.post("/search", openapi_extra=needs(Role.READ))
     def search(body: SearchRequest, access: Granted) -> SearchResponse:
@@ -219,15 +232,39 @@ def create_app(
             valid_at=body.valid_at,
         )
 
+    @router.post("/messages/search", openapi_extra=needs(Role.READ))
+    def search_messages(body: MessageSearchRequest, access: Granted) -> list[EvidenceHitBody]:
+        """The stored messages that best match the question (BM25, dense or both fused)."""
+        found = memory.search_messages(
+            body.question, scope=access.scope, k=body.k, paths=tuple(body.paths)
+        )
+        return [EvidenceHitBody.of(hit) for hit in found]
+
     @router.get("/facts", openapi_extra=needs(Role.READ), dependencies=in_query)
-    def facts(access: Granted, include_inactive: bool = False) -> list[Fact]:
-        """Every fact of the scope (active only unless ``include_inactive``)."""
-        return memory.facts(scope=access.scope, include_inactive=include_inactive)
+    def facts(
+        access: Granted,
+        include_inactive: bool = False,
+        derived_from: Annotated[list[str] | None, Query()] = None,
+    ) -> list[Fact]:
+        """Every fact of the scope (active only unless ``include_inactive``).
+
+        ``derived_from`` (repeatable) keeps the facts citing one of these messages.
+        """
+        return memory.facts(
+            scope=access.scope,
+            include_inactive=include_inactive,
+            derived_from=tuple(derived_from or ()),
+        )
 
     @router.get("/messages", openapi_extra=needs(Role.READ), dependencies=in_query)
-    def messages(access: Granted) -> list[StoredMessage]:
-        """Every stored message of the scope, with its processing status."""
-        return memory.messages(scope=access.scope)
+    def messages(
+        access: Granted, ids: Annotated[list[str] | None, Query()] = None
+    ) -> list[StoredMessage]:
+        """Every stored message of the scope, with its processing status.
+
+        ``ids`` (repeatable) keeps only these messages (caller's or stored ids).
+        """
+        return memory.messages(scope=access.scope, ids=ids)
 
     @router.post("/forget", openapi_extra=needs(Role.WRITE))
     def forget(body: ForgetRequest, access: Granted) -> list[Fact]:
@@ -265,9 +302,12 @@ def create_app(
         access: Granted,
         since: datetime | None = None,
         actions: Annotated[list[str] | None, Query()] = None,
+        targets: Annotated[list[str] | None, Query()] = None,
     ) -> list[AuditEvent]:
-        """The scope's audit log, oldest first (from ``since``, of ``actions``)."""
-        return memory.audit(scope=access.scope, since=since, actions=actions)
+        """The scope's audit log, oldest first (from ``since``, of ``actions``, on ``targets``)."""
+        return memory.audit(
+            scope=access.scope, since=since, actions=actions, targets=tuple(targets or ())
+        )
 
     @app.get("/api/health")
     def health() -> HealthResponse:

@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from membrain.ingest import AddResult
+from membrain.memory import EvidenceHit
 from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
+from membrain.storage.base import DENSE, SPARSE
 
 __all__ = [
     "AddRequest",
@@ -22,8 +24,11 @@ __all__ = [
     "ContextRequest",
     "DeleteScopeResponse",
     "ErrorBody",
+    "EvidenceHitBody",
+    "ExtractRequest",
     "ForgetRequest",
     "HealthResponse",
+    "MessageSearchRequest",
     "ScopedRequest",
     "SearchRequest",
     "SearchResponse",
@@ -86,6 +91,34 @@ class ContextRequest(_Query):
 
     k: int = Field(default=50, ge=1, le=MAX_K, description="Candidate facts searched.")
     max_tokens: int = Field(default=2000, ge=1, le=1_000_000, description="Token budget.")
+
+
+class MessageSearchRequest(ScopedRequest):
+    """A search of the raw messages (the evidence), by BM25, dense or both fused."""
+
+    question: str = Field(description="What to look for.")
+    k: int = Field(default=10, ge=1, le=MAX_K, description="How many messages.")
+    paths: list[str] = Field(
+        default=[SPARSE, DENSE],
+        min_length=1,
+        description=f"Which rankings: {SPARSE!r} (BM25), {DENSE!r} or both (fused).",
+    )
+
+
+class EvidenceHitBody(BaseModel):
+    """A stored message a message search found, with its score."""
+
+    message: Message
+    score: float
+
+    @classmethod
+    def of(cls, hit: EvidenceHit) -> EvidenceHitBody:
+        """The body for ``hit``."""
+        return cls(message=hit.message, score=hit.score)
+
+
+class ExtractRequest(ScopedRequest):
+    """Extract the scope's pending messages now (those stored with ``extract`` false)."""
 
 
 class ForgetRequest(ScopedRequest):
