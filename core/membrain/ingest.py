@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -128,6 +129,8 @@ class Ingestor(RecordListener):
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
 
     def add(
         self,
@@ -192,10 +195,17 @@ class Ingestor(RecordListener):
         *,
         by: Actor | None = None,
     ) -> AddResult:
-        """Extract ``todo`` batch by batch; what fails stays pending with its error recorded."""
-        todo.sort(key=lambda m: m.message.timestamp)
+        """Extract ``todo`` batch by batch; what fails stays pending with its error recorded.
+
+        One extraction per (dataset, task) runs at a time in this process (a server's request
+        threads and its background writer share the memory): a message another extraction
+        finished while this one waited is not extracted again.
+        """
         before = self._llm.usage.snapshot() if self._llm is not None else None
-        result = self._extract_batches(scope, todo, on_progress, by)
+        with self._lock(scope):
+            todo = self._unchanged(scope, todo)
+            todo.sort(key=lambda m: m.message.timestamp)
+            result = self._extract_batches(scope, todo, on_progress, by)
         if self._llm is None or before is None:
             return result
         after = self._llm.usage.snapshot()
@@ -212,6 +222,19 @@ class Ingestor(RecordListener):
         return replace(
             result, llm_calls=calls, input_tokens=input_tokens, output_tokens=output_tokens
         )
+
+    def _lock(self, scope: Scope) -> threading.Lock:
+        """The lock of the scope's (dataset, task): entities and facts are resolved there."""
+        key = scope.without_session().key
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _unchanged(self, scope: Scope, todo: list[StoredMessage]) -> list[StoredMessage]:
+        """The messages of ``todo`` whose status is still the one the caller saw."""
+        if not todo:
+            return todo
+        current = {m.id: m.status for m in self._store.get_messages(scope, [m.id for m in todo])}
+        return [m for m in todo if current.get(m.id) is m.status]
 
     def _extract_batches(
         self,
