@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membrain import transfer
-from membrain.config import MembrainSettings
+from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError, InputError, MembrainError
 from membrain.loaders import load_conversations
 from membrain.memory import Memory
@@ -62,6 +61,14 @@ TaskOption = Annotated[str, typer.Option("--task", "-t", help="Which agent or ap
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Optional session within the task.")
 ]
+LlmOption = Annotated[
+    str | None,
+    typer.Option(
+        "--llm",
+        help="Extract with this chat model, as module:attribute (a model, or a function "
+        "making one); default MEMBRAIN_LLM, else offline.",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (one object per line).")]
 
 
@@ -96,10 +103,7 @@ def _errors() -> Iterator[None]:
 
 
 def _settings(path: Path | None) -> MembrainSettings:
-    try:
-        return MembrainSettings() if path is None else MembrainSettings(path=path)
-    except ValidationError as exc:
-        raise ConfigurationError(f"invalid MEMBRAIN_* setting: {exc}") from None
+    return settings_for(path=path)
 
 
 def _open(path: Path | None, *, create: bool = False) -> Memory:
@@ -494,21 +498,30 @@ def serve(
         Path | None, typer.Option("--keys", help="API keys file (TOML, see `membrain keys`).")
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    llm: LlmOption = None,
 ) -> None:
     """Serve the memory over HTTP (the `server` extra): one process owns the store."""
     with _errors():
         from membrain.server import serve as run_server
 
-        settings = _settings(path)
-        url = qdrant_url or settings.qdrant_url
         run_server(
-            path=None if url else settings.path,
-            qdrant_url=url,
             host=host,
             port=port,
             keys_file=keys,
             log_level=log_level,
+            settings=_served_settings(path, qdrant_url, llm),
         )
+
+
+def _served_settings(
+    path: Path | None, qdrant_url: str | None, llm: str | None
+) -> MembrainSettings:
+    """``MEMBRAIN_*`` with the command's ``--path`` or ``--qdrant-url`` and ``--llm``."""
+    if qdrant_url is not None:
+        settings = settings_for(qdrant_url=qdrant_url)
+    else:
+        settings = settings_for(path=path)
+    return settings.model_copy(update={"llm": llm}) if llm else settings
 
 
 @app.command("mcp")
@@ -527,6 +540,7 @@ def mcp_command(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option(help="Port to bind over HTTP.")] = 9575,
+    llm: LlmOption = None,
 ) -> None:
     """Serve one memory scope to an agent host over MCP (the `mcp` extra)."""
     with _errors():
@@ -535,11 +549,8 @@ def mcp_command(
         if transport not in ("stdio", "http"):
             raise ConfigurationError(f"--transport must be stdio or http, not {transport!r}")
         mode: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
-        settings = _settings(path)
-        url = qdrant_url or settings.qdrant_url
         run_mcp(
-            path=None if url else settings.path,
-            qdrant_url=url,
+            settings=_served_settings(path, qdrant_url, llm),
             dataset=dataset,
             task=task,
             session=session,

@@ -14,10 +14,12 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["MembrainSettings"]
+from membrain.errors import ConfigurationError
+
+__all__ = ["MembrainSettings", "settings_for"]
 
 
 class MembrainSettings(BaseSettings):
@@ -40,6 +42,11 @@ class MembrainSettings(BaseSettings):
     """Messages per extraction call."""
     context_window: int = Field(default=6, ge=0)
     """Preceding messages given to the extractor as context."""
+    llm: str | None = None
+    """The extraction model, as ``module:attribute``: a chat model object (LangChain, LlamaIndex,
+    or one with ``generate(system, prompt)``), or a function or class called with no argument
+    to make one (``MEMBRAIN_LLM=myapp.models:extraction_model``). Default: offline extraction.
+    """
     keep_messages: timedelta | None = None
     """How long raw messages are kept once extracted: ``None`` (the default) keeps them forever.
 
@@ -48,3 +55,31 @@ class MembrainSettings(BaseSettings):
     that, from every index and the store's files. The facts extracted from them stay and then
     cite evidence that no longer exists.
     """
+
+
+def settings_for(
+    settings: MembrainSettings | None = None,
+    *,
+    path: str | Path | None = None,
+    qdrant_url: str | None = None,
+) -> MembrainSettings:
+    """``settings`` (default: read from ``MEMBRAIN_*``) with its store overridden.
+
+    ``path`` names an embedded store, ``qdrant_url`` a Qdrant server; either replaces the
+    store ``settings`` name.
+
+    Raises:
+        ConfigurationError: both ``path`` and ``qdrant_url``, or an invalid ``MEMBRAIN_*``.
+    """
+    if path is not None and qdrant_url is not None:
+        raise ConfigurationError("pass either path (embedded) or qdrant_url (server), not both")
+    if settings is None:
+        try:
+            settings = MembrainSettings()
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid MEMBRAIN_* setting: {exc}") from None
+    if qdrant_url is not None:
+        return settings.model_copy(update={"qdrant_url": qdrant_url})
+    if path is not None:
+        return settings.model_copy(update={"path": Path(path), "qdrant_url": None})
+    return settings

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, Field
 
 from membrain.checks import is_loopback
+from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError, MembrainError, MissingDependencyError
 from membrain.indexing import render_fact
 from membrain.memory import Memory
@@ -207,6 +208,7 @@ def run(
     *,
     path: str | Path | None = None,
     qdrant_url: str | None = None,
+    settings: MembrainSettings | None = None,
     dataset: str,
     task: str,
     session: str | None = None,
@@ -220,6 +222,8 @@ def run(
     Args:
         path: Folder of the embedded store (default ``./.membrain``).
         qdrant_url: Use a Qdrant server instead of the embedded store.
+        settings: The memory's settings (default: ``MEMBRAIN_*``: model, encoder, Qdrant
+            key...); ``path`` or ``qdrant_url`` override its store.
         dataset: Whose memory.
         task: Which agent or application.
         session: Optional session within the task.
@@ -227,7 +231,7 @@ def run(
             ``http://HOST:PORT/mcp``, loopback only: it asks for no credentials).
         host: Address to bind over HTTP.
         port: Port to bind over HTTP.
-        dense: Dense encoder (see :class:`~membrain.Memory`); default the packaged model.
+        dense: Dense encoder (see :class:`~membrain.Memory`); default the settings' model.
 
     Raises:
         MissingDependencyError: the ``mcp`` package is not installed.
@@ -243,7 +247,8 @@ def run(
             f"refusing to serve MCP on {host!r}: it asks for no credentials; bind to 127.0.0.1"
         )
     scope = Scope(dataset=dataset, task=task, session=session)
-    with Memory(path, qdrant_url=qdrant_url, dense=dense) as memory:
+    chosen = settings_for(settings, path=path, qdrant_url=qdrant_url)
+    with Memory.from_settings(chosen, dense=dense) as memory:
         server = build_server(memory, scope=scope)
         if transport == "stdio":
             server.run("stdio")
@@ -264,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind over HTTP.")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to bind over HTTP.")
+    parser.add_argument("--llm", help="Extraction model as module:attribute (or MEMBRAIN_LLM).")
     # For tests only: the hashing encoder of membrain.testing instead of the embedding model.
     parser.add_argument("--test-encoder", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -273,9 +279,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         dense = HashingEncoder(64)
     try:
+        settings = settings_for(path=args.path, qdrant_url=args.qdrant_url)
         run(
-            path=args.path,
-            qdrant_url=args.qdrant_url,
+            settings=settings.model_copy(update={"llm": args.llm}) if args.llm else settings,
             dataset=args.dataset,
             task=args.task,
             session=args.session,

@@ -16,12 +16,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pydantic import ValidationError
-
 from membrain.accountable import AccountableMemory
 from membrain.audit import Cause, ReviewPolicy
 from membrain.checks import unicode_text
-from membrain.config import MembrainSettings
+from membrain.config import MembrainSettings, settings_for
 from membrain.embeddings import (
     Bm25Encoder,
     DenseEncoder,
@@ -33,7 +31,7 @@ from membrain.embeddings import (
 from membrain.entities import EntityResolver
 from membrain.errors import ConfigurationError, InputError
 from membrain.extraction.base import Extractor
-from membrain.extraction.llm import LLMClient, as_llm_client
+from membrain.extraction.llm import LLMClient, as_llm_client, load_model
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
@@ -198,23 +196,25 @@ class Memory(AccountableMemory):
             self._store.subscribe(listener)
 
     @classmethod
-    def from_settings(cls, settings: MembrainSettings | None = None) -> Memory:
+    def from_settings(
+        cls, settings: MembrainSettings | None = None, *, dense: object | None = None
+    ) -> Memory:
         """A Memory configured from ``settings``, or from ``MEMBRAIN_*`` environment variables.
+
+        ``dense`` (an encoder, see ``Memory(dense=...)``) overrides ``settings.dense_model``.
 
         Example:
             >>> mem = Memory.from_settings(MembrainSettings(path="/tmp/mem"))  # doctest: +SKIP
         """
-        if settings is None:
-            try:
-                settings = MembrainSettings()
-            except ValidationError as exc:
-                raise ConfigurationError(f"invalid MEMBRAIN_* setting: {exc}") from exc
-        dense = FastEmbedEncoder(settings.dense_model) if settings.dense_model else None
+        settings = settings_for(settings)
+        if dense is None and settings.dense_model:
+            dense = FastEmbedEncoder(settings.dense_model)
         return cls(
             None if settings.qdrant_url else settings.path,
             qdrant_url=settings.qdrant_url,
             qdrant_api_key=settings.qdrant_api_key,
             dense=dense,
+            llm=load_model(settings.llm) if settings.llm else None,
             batch_size=settings.batch_size,
             context_window=settings.context_window,
             keep_messages=settings.keep_messages,

@@ -12,6 +12,8 @@ becomes :class:`LLMCallError` with the original chained.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import logging
 import threading
@@ -32,6 +34,7 @@ __all__ = [
     "Usage",
     "as_llm_client",
     "llm_callbacks",
+    "load_model",
 ]
 
 logger = logging.getLogger("membrain.llm")
@@ -259,6 +262,36 @@ class LLMClient:
         if isinstance(answer, str):
             return _reply(system, prompt, answer, None)
         raise TypeError(f"generate() returned {type(answer).__name__}; expected str or LLMReply")
+
+
+def load_model(spec: str) -> object:
+    """The chat model that ``spec`` (``"module:attribute"``) names.
+
+    The attribute is the model itself, or a function or class that makes it when called with
+    no argument (the way a server's command line names an application's model).
+
+    Raises:
+        ConfigurationError: ``spec`` is malformed, its module cannot be imported, it names
+            nothing, or making the model failed.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"name the model as module:attribute, got {spec!r}")
+    try:
+        target: object = importlib.import_module(module_name.strip())
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r} for the model: {exc}") from exc
+    try:
+        for part in attribute.strip().split("."):
+            target = getattr(target, part)
+    except AttributeError:
+        raise ConfigurationError(f"{module_name!r} has no {attribute!r} (the model)") from None
+    if inspect.isfunction(target) or inspect.isclass(target):
+        try:
+            target = target()
+        except Exception as exc:  # the application's own factory: report, do not guess
+            raise ConfigurationError(f"making the model with {spec}() failed: {exc!r}") from exc
+    return target
 
 
 def as_llm_client(model: object) -> LLMClient:

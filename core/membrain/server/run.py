@@ -20,6 +20,7 @@ from fastapi import FastAPI
 
 from membrain.background import BackgroundWriter
 from membrain.checks import is_loopback
+from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError
 from membrain.memory import Memory
 from membrain.server.app import create_app
@@ -51,8 +52,14 @@ def serve(
     port: int = DEFAULT_PORT,
     keys_file: str | Path | None = None,
     log_level: str = "info",
+    settings: MembrainSettings | None = None,
 ) -> None:
     """Serve the memory at ``path`` (or the Qdrant server at ``qdrant_url``) until stopped.
+
+    The memory is opened by :meth:`Memory.from_settings`: ``settings`` (default: the
+    ``MEMBRAIN_*`` environment), with ``path`` or ``qdrant_url`` overriding its store, so the
+    server extracts with the configured model (``MEMBRAIN_LLM``) and embeds with the
+    configured encoder.
 
     Args:
         path: Folder of the embedded store (default ``./.membrain``).
@@ -61,6 +68,7 @@ def serve(
         port: Port to bind.
         keys_file: The API keys (see :mod:`membrain.server.keys`); without it no key is asked.
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
+        settings: The memory's settings (model, encoder, Qdrant key, batch size...).
 
     Raises:
         ConfigurationError: a non-loopback host without keys, a malformed keys file, or a
@@ -72,7 +80,7 @@ def serve(
     if not logging.getLogger().handlers:  # refused requests and failures reach the console
         level = logging.getLevelNamesMapping().get(log_level.upper(), logging.DEBUG)
         logging.basicConfig(level=level, format="%(levelname)s: %(name)s: %(message)s")
-    memory = Memory(qdrant_url=qdrant_url) if qdrant_url is not None else Memory(path)
+    memory = Memory.from_settings(settings_for(settings, path=path, qdrant_url=qdrant_url))
     writer: BackgroundWriter | None = None
     app: FastAPI | None = None
     try:
