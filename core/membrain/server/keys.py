@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
 import secrets
+import threading
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,8 @@ ALL_DATASETS = "*"
 """The dataset name that grants a key every dataset."""
 KEY_PREFIX = "mb_"
 """Every generated key starts with this, so a leaked key is easy to recognise."""
+
+log = logging.getLogger("membrain.server")
 
 _HASH = re.compile(r"^[0-9a-f]{64}\Z")
 _NAME = re.compile(r"^[\w.@:+-]{1,64}\Z")
@@ -141,41 +145,50 @@ class KeyRing:
 
     def __init__(self, entries: Iterable[tuple[str, Grant]] = ()) -> None:
         self._entries = tuple(_Entry(digest, grant) for digest, grant in entries)
+        self._source: Path | None = None
+        self._stamp: tuple[int, int] | None = None
+        self._reload_lock = threading.Lock()
 
     def __len__(self) -> int:
+        self._refresh()
         return len(self._entries)
 
     @classmethod
     def load(cls, path: str | Path) -> KeyRing:
-        """The keys of the TOML file at ``path``.
+        """The keys of the TOML file at ``path``, kept in step with the file.
+
+        A key added (``membrain keys add``) or removed while the server runs counts from the
+        next request. A change that does not load (a half-edited file) is logged and the keys
+        loaded before stay in force.
 
         Raises:
             ConfigurationError: the file is missing, is not TOML, or a key table is malformed.
         """
         source = Path(path)
-        try:
-            document = tomllib.loads(source.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigurationError(f"keys file {str(source)!r} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError(f"cannot read keys file {str(source)!r}: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigurationError(
-                f"keys file {str(source)!r} is not valid TOML: {exc}"
-            ) from None
-        unknown = set(document) - {"key"}
-        if unknown:
-            raise ConfigurationError(
-                f"keys file {str(source)!r} has unknown tables {sorted(unknown)}; only [[key]]"
-            )
-        tables = document.get("key", [])
-        if not isinstance(tables, list):
-            raise ConfigurationError(f"keys file {str(source)!r}: 'key' must be [[key]] tables")
-        entries = [_parse_entry(table, index, source) for index, table in enumerate(tables, 1)]
-        digests = [digest for digest, _ in entries]
-        if len(set(digests)) != len(digests):
-            raise ConfigurationError(f"keys file {str(source)!r} lists the same key twice")
-        return cls(entries)
+        stamp = _stamp(source)
+        ring = cls(_read(source))
+        ring._source, ring._stamp = source, stamp
+        return ring
+
+    def _refresh(self) -> None:
+        """Reload the keys when the file changed since they were read."""
+        source = self._source
+        if source is None:
+            return
+        stamp = _stamp(source)
+        if stamp == self._stamp:
+            return
+        with self._reload_lock:
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            try:
+                entries = _read(source)
+            except ConfigurationError as exc:
+                log.error("keys file changed but does not load; the previous keys stay: %s", exc)
+                return
+            self._entries = tuple(_Entry(digest, grant) for digest, grant in entries)
+            log.info("keys file %s reloaded: %d keys", source, len(self._entries))
 
     def authenticate(self, key: str | None) -> Grant:
         """The grant of ``key``.
@@ -185,6 +198,7 @@ class KeyRing:
         Raises:
             Unauthenticated: no key, or a key this ring does not hold.
         """
+        self._refresh()
         if not key:
             raise Unauthenticated("missing API key: send 'Authorization: Bearer <key>'")
         digest = hash_key(key)
@@ -206,6 +220,44 @@ class KeyRing:
         grant = self.authenticate(key)
         grant.check(dataset, needs)
         return grant
+
+
+def _stamp(source: Path) -> tuple[int, int] | None:
+    """When and how big the file was last written (``None``: it cannot be read now)."""
+    try:
+        status = source.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def _read(source: Path) -> list[tuple[str, Grant]]:
+    """The (hash, grant) entries of the keys file at ``source``.
+
+    Raises:
+        ConfigurationError: the file is missing, is not TOML, or a key table is malformed.
+    """
+    try:
+        document = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigurationError(f"keys file {str(source)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read keys file {str(source)!r}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"keys file {str(source)!r} is not valid TOML: {exc}") from None
+    unknown = set(document) - {"key"}
+    if unknown:
+        raise ConfigurationError(
+            f"keys file {str(source)!r} has unknown tables {sorted(unknown)}; only [[key]]"
+        )
+    tables = document.get("key", [])
+    if not isinstance(tables, list):
+        raise ConfigurationError(f"keys file {str(source)!r}: 'key' must be [[key]] tables")
+    entries = [_parse_entry(table, index, source) for index, table in enumerate(tables, 1)]
+    digests = [digest for digest, _ in entries]
+    if len(set(digests)) != len(digests):
+        raise ConfigurationError(f"keys file {str(source)!r} lists the same key twice")
+    return entries
 
 
 def _parse_entry(table: object, index: int, source: Path) -> tuple[str, Grant]:

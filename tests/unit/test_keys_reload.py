@@ -1,0 +1,71 @@
+"""A running server's keys follow its keys file: added keys work, removed keys stop working,
+and a change that does not load leaves the previous keys in force."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from membrain.server import KeyRing, Role, add_key
+from membrain.server.keys import Unauthenticated
+
+
+def _touch_later(path: Path) -> None:
+    """Move the file's modification time forward (coarse file system clocks)."""
+    status = path.stat()
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 1_000_000_000))
+
+
+def test_a_key_added_while_running_counts_from_the_next_request(tmp_path: Path) -> None:
+    path = tmp_path / "keys.toml"
+    first = add_key(path, ["sara"], Role.READ, name="first")
+    ring = KeyRing.load(path)
+    with pytest.raises(Unauthenticated):
+        ring.authenticate("mb_not-yet")
+    second = add_key(path, ["tom"], Role.WRITE, name="second")
+    _touch_later(path)
+    assert ring.authorize(second, "tom", Role.WRITE).name == "second"
+    assert ring.authorize(first, "sara", Role.READ).name == "first"
+    assert len(ring) == 2
+
+
+def test_a_removed_key_stops_working(tmp_path: Path) -> None:
+    path = tmp_path / "keys.toml"
+    keep = add_key(path, ["sara"], Role.READ, name="keep")
+    gone = add_key(path, ["sara"], Role.READ, name="gone")
+    ring = KeyRing.load(path)
+    assert ring.authenticate(gone).name == "gone"
+    text = path.read_text()
+    start = text.index('name = "gone"')
+    path.write_text(text[: text.rindex("[[key]]", 0, start)])
+    _touch_later(path)
+    with pytest.raises(Unauthenticated):
+        ring.authenticate(gone)
+    assert ring.authenticate(keep).name == "keep"
+
+
+def test_a_change_that_does_not_load_keeps_the_previous_keys(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "keys.toml"
+    key = add_key(path, ["sara"], Role.READ, name="sara")
+    ring = KeyRing.load(path)
+    path.write_text(path.read_text() + "\n[[key]\nbroken")
+    _touch_later(path)
+    with caplog.at_level(logging.ERROR, logger="membrain.server"):
+        assert ring.authenticate(key).name == "sara"
+        assert ring.authenticate(key).name == "sara"
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1  # once
+    assert "does not load" in caplog.text
+    path.unlink()  # a vanished file also keeps the keys
+    assert ring.authenticate(key).name == "sara"
+
+
+def test_a_ring_made_in_code_does_not_read_any_file() -> None:
+    ring = KeyRing()
+    assert len(ring) == 0
+    with pytest.raises(Unauthenticated):
+        ring.authenticate("mb_x")
