@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from membrain import transfer
 from membrain.config import MembrainSettings, settings_for
-from membrain.errors import ConfigurationError, InputError, MembrainError
+from membrain.errors import ConfigurationError, InputError, MembrainError, NotFoundError
 from membrain.loaders import load_conversations
 from membrain.memory import Memory
 from membrain.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
@@ -288,7 +288,7 @@ def facts(
 def _fact(memory: Memory, scope: Scope, fact_id: str) -> Fact:
     found = memory.store.get_facts(scope, [fact_id])
     if not found:
-        raise InputError(f"no fact {fact_id!r} in {scope.key!r}")
+        raise NotFoundError(f"no fact {fact_id!r} in {scope.key!r}")
     return found[0]
 
 
@@ -443,7 +443,7 @@ def history(
         with _open(path) as memory:
             found = memory.history(fact_id, scope=scope)
         if not found.facts and not found.events:
-            raise MembrainError(f"no fact {fact_id!r} and no event about it in {scope.key!r}")
+            raise NotFoundError(f"no fact {fact_id!r} and no event about it in {scope.key!r}")
         if as_json:
             sys.stdout.write(found.model_dump_json(indent=2) + "\n")
         else:

@@ -51,6 +51,18 @@ class InputError(MembrainError):
     """
 
 
+class NotFoundError(InputError):
+    """An id that names nothing in the scope: a fact, a message, a review item (HTTP 404)."""
+
+
+class ConflictError(InputError):
+    """A request that contradicts what is stored (HTTP 409).
+
+    A message id already naming another text, or a change the fact's state forbids
+    (superseding a retracted fact).
+    """
+
+
 class AnnotationError(InputError):
     """A ``[raw::resolved]`` time annotation whose resolved part is not valid ISO 8601."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from membrain.audit import AuditAction, Cause
 from membrain.entities import EntityResolver
-from membrain.errors import ExtractionError, InputError, MembrainError
+from membrain.errors import ConflictError, ExtractionError, InputError, MembrainError
 from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
 from membrain.extraction.llm import LLMClient
 from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
@@ -460,13 +460,13 @@ def _check_reused_ids(
     """Refuse a caller's message id that already names another text (nothing is stored then).
 
     Raises:
-        InputError: the id is stored with another text, or given twice with two texts.
+        ConflictError: the id is stored with another text, or given twice with two texts.
     """
     seen = {i: (m.message.speaker, m.message.text) for i, m in known.items()}
     for stored_id, message in zip(ids, incoming, strict=True):
         said = (message.speaker, message.text)
         if seen.setdefault(stored_id, said) != said:
-            raise InputError(
+            raise ConflictError(
                 f"message id {message.source_id!r} already names another message "
                 f"({seen[stored_id][0]}: {seen[stored_id][1][:60]!r}); give the new one its own id"
             )

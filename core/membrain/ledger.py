@@ -28,7 +28,7 @@ from membrain.audit import (
     ReviewKind,
     ReviewPolicy,
 )
-from membrain.errors import InputError, ScopeError
+from membrain.errors import ConflictError, InputError, NotFoundError, ScopeError
 from membrain.models import ActorKind, EntityVersion, Fact, FactStatus, Scope, Trust
 from membrain.store import FactFilter, RecordStore
 
@@ -89,7 +89,7 @@ class Ledger:
         found = self.store.get_facts(scope, ids)
         missing = sorted(set(ids) - {f.id for f in found})
         if missing:
-            raise InputError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
+            raise NotFoundError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
         return found
 
     # -- supersession ------------------------------------------------------------------------
@@ -117,10 +117,10 @@ class Ledger:
         news = self.facts(scope, new_ids)
         retracted = [f.id for f in olds if f.status is FactStatus.RETRACTED]
         if retracted:
-            raise InputError(f"retracted facts cannot be superseded: {', '.join(retracted)}")
+            raise ConflictError(f"retracted facts cannot be superseded: {', '.join(retracted)}")
         gone = [f.id for f in news if f.status is not FactStatus.ACTIVE]
         if gone:
-            raise InputError(f"only active facts can replace others, not {', '.join(gone)}")
+            raise ConflictError(f"only active facts can replace others, not {', '.join(gone)}")
         at = self.store.now()
         first = min(news, key=lambda f: (f.valid_from or f.stated_at, f.id))
         changed = []
@@ -262,7 +262,7 @@ class Ledger:
         """
         item = next((i for i in self.review_queue(scope) if i.id == item_id), None)
         if item is None:
-            raise InputError(f"no open review item {item_id!r} in scope {scope.key!r}")
+            raise NotFoundError(f"no open review item {item_id!r} in scope {scope.key!r}")
         # Facts purged since the request are gone: the decision applies to what is left.
         facts = self.store.get_facts(scope, list(item.fact_ids))
         if accept and item.kind is ReviewKind.SUPERSESSION and item.old is not None:
@@ -336,7 +336,7 @@ class Ledger:
         known = {m.id for m in self.store.get_messages(scope, messages)}
         missing = sorted(set(messages) - known)
         if missing:
-            raise InputError(f"no message with id {', '.join(missing)} in scope {scope.key!r}")
+            raise NotFoundError(f"no message with id {', '.join(missing)} in scope {scope.key!r}")
         if sources:
             cited = [s for f in facts for s in f.sources if s not in known]
             # Evidence a retention policy or an earlier purge erased is gone already.

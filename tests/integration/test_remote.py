@@ -18,8 +18,10 @@ from langchain_membrain import MembrainRetriever
 from membrain import (
     BackendError,
     ConfigurationError,
+    ConflictError,
     FactStatus,
     InputError,
+    NotFoundError,
     RetrievalMode,
     Scope,
     ScopeError,
@@ -125,8 +127,24 @@ def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:
         updated = remote.supersede(old, [new], scope=scope, reason="moved")
+        with pytest.raises(NotFoundError):
+            remote.supersede("0" * 32, [new], scope=scope)
+        remote.forget([new], scope=scope)
+        with pytest.raises(ConflictError, match="only active facts"):
+            remote.supersede(old, [new], scope=scope)
     assert updated.id == old and updated.status is FactStatus.SUPERSEDED
     assert updated.superseded_by == (new,)
+
+
+def test_a_reused_message_id_is_a_conflict(served: Served) -> None:
+    scope = Scope(dataset="sara", task="reused")
+    with served.remote() as remote:
+        remote.add(CONVERSATION, scope=scope)
+        changed = [{**CONVERSATION[0], "text": "I adopted a dog named Rex."}]
+        with pytest.raises(ConflictError, match="m1"):
+            remote.add(changed, scope=scope)
+        messages = remote.messages(scope=scope)
+    assert [m.message.text for m in messages] == [m["text"] for m in CONVERSATION]
 
 
 def test_an_admin_key_deletes_a_scope_a_writer_cannot(served: Served) -> None:
@@ -314,7 +332,8 @@ def answering(status: int, content: bytes) -> RemoteMemory:
         (200, b'{"hits": "nope"}', BackendError),
         (422, b'{"error": "no scope", "type": "ScopeError"}', ScopeError),
         (422, b'{"error": "k: too big", "type": "ValidationError"}', InputError),
-        (404, b'{"error": "no fact with id x", "type": "FactNotFound"}', InputError),
+        (404, b'{"error": "no fact with id x", "type": "FactNotFound"}', NotFoundError),
+        (409, b'{"error": "id m1 names another", "type": "ConflictError"}', ConflictError),
     ],
 )
 def test_answers_map_to_the_librarys_errors(

@@ -188,6 +188,16 @@ def test_extract_runs_the_pending_messages_now(served: Served) -> None:
         assert "write" in error_of(client.post("/api/memory/extract", json=scope), 403)["error"]
 
 
+def test_a_message_id_reused_for_another_text_is_409(served: Served) -> None:
+    changed = {**CONVERSATION[0], "text": "I adopted a dog named Rex."}
+    with served.client("sara-writer") as client:
+        response = client.post("/api/memory/add", json={**SARA, "messages": [changed]})
+        stored = client.get("/api/memory/messages", params={**SARA, "ids": "m1"}).json()
+    body = error_of(response, 409)
+    assert body["type"] == "ConflictError" and "m1" in body["error"]
+    assert [m["message"]["text"] for m in stored] == [CONVERSATION[0]["text"]]
+
+
 def test_message_search_and_derived_facts(served: Served) -> None:
     body = {**SARA, "question": "bakery in Porto", "k": 1, "paths": ["sparse"]}
     with served.client("sara-reader") as client:
@@ -340,7 +350,7 @@ def test_an_unknown_fact_id_is_a_404(served: Served) -> None:
         )
     assert unknown in error_of(forget, 404)["error"]
     assert error_of(history, 404)["type"] == "FactNotFound"
-    assert error_of(supersede, 404)["type"] == "InputError"
+    assert error_of(supersede, 404)["type"] == "NotFoundError"
 
 
 def test_missing_or_unknown_keys_are_401_and_logged(

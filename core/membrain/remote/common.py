@@ -20,9 +20,11 @@ from membrain.errors import (
     AnnotationError,
     BackendError,
     ConfigurationError,
+    ConflictError,
     ExtractionError,
     InputError,
     MembrainError,
+    NotFoundError,
     ScopeError,
 )
 from membrain.ingest import AddResult
@@ -338,7 +340,9 @@ def error(response: httpx.Response) -> MembrainError:
     if status in (401, 403):
         return RemoteAccessError(message, status=status)
     if status == 404:
-        return InputError(message)
+        return NotFoundError(message)
+    if status == 409:
+        return ConflictError(message)
     if status == 422:
         return _INPUT_ERRORS.get(kind, InputError)(message)
     return BackendError(message)

@@ -8,9 +8,10 @@ the checked scope (:data:`Granted`), so no route can skip the check. A route tha
 role needs ``admin``.
 
 Errors answer as JSON ``{"error": "<one line>", "type": "<ErrorClass>"}``: bad input 422, an
-unknown fact 404, a missing or unknown key 401, a key without the dataset or role 403, a store
-that cannot serve 503, anything unexpected 500 with a generic message (the traceback goes to
-the log, never to the client).
+unknown fact or message 404, a request that contradicts what is stored 409 (a message id reused
+for another text, superseding a retracted fact), a missing or unknown key 401, a key without
+the dataset or role 403, a store that cannot serve 503, anything unexpected 500 with a generic
+message (the traceback goes to the log, never to the client).
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ from starlette.types import Scope as AsgiScope
 
 from membrain.audit import AuditEvent, FactHistory
 from membrain.background import BackgroundWriter
-from membrain.errors import BackendError, ConfigurationError, InputError, MembrainError, ScopeError
+from membrain.errors import (
+    BackendError,
+    ConfigurationError,
+    ConflictError,
+    InputError,
+    MembrainError,
+    NotFoundError,
+    ScopeError,
+)
 from membrain.inputs import as_messages
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Context, Fact, Scope, StoredMessage
@@ -71,7 +80,7 @@ MAX_ERROR_CHARS = 300
 _bearer = HTTPBearer(auto_error=False, description="An API key from the server's keys file.")
 
 
-class FactNotFound(InputError):
+class FactNotFound(NotFoundError):
     """A fact id that names no fact of the scope (HTTP 404)."""
 
 
@@ -140,7 +149,7 @@ Granted = Annotated[Access, Depends(authorize)]
 """A route parameter receiving the checked scope and grant (the check runs once)."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody} for status in (401, 403, 404, 422, 500, 503)
+    status: {"model": ErrorBody} for status in (401, 403, 404, 409, 422, 500, 503)
 }
 
 
@@ -355,10 +364,10 @@ def status_of(exc: MembrainError) -> int:
     """The HTTP status a MemBrain error answers with."""
     if isinstance(exc, AuthError):
         return exc.status
-    if isinstance(exc, FactNotFound) or (
-        isinstance(exc, InputError) and str(exc).startswith("no fact with id")
-    ):
+    if isinstance(exc, NotFoundError):
         return 404
+    if isinstance(exc, ConflictError):
+        return 409
     if isinstance(exc, InputError | ScopeError | ConfigurationError):
         return 422
     return 503  # the store failed, or the memory cannot serve now (its writer is shut down)
