@@ -136,6 +136,43 @@ def test_supersede_returns_the_old_fact(served: Served) -> None:
     assert updated.superseded_by == (new,)
 
 
+def test_review_round_trip_names_the_key_as_reviewer(served: Served) -> None:
+    scope, (cat, bakery) = seeded(served, "reviewing")
+    with served.remote() as remote:
+        (confirmed,) = remote.confirm([bakery], scope=scope)
+        item = remote.dispute([cat], scope=scope, reason="it is a dog")
+        queue = remote.review_queue(scope=scope)
+        with pytest.raises(ScopeError):
+            remote.resolve(item.id)  # an id alone does not name the scope
+        with pytest.raises(NotFoundError):
+            remote.resolve("no-such-item", scope=scope)
+        decided = remote.resolve(item, accept=False, note="checked the photos")
+        after = remote.review_queue(scope=scope)
+        facts = {f.id: f for f in remote.facts(scope=scope, include_inactive=True)}
+    assert confirmed.trust.value == "confirmed"
+    assert queue == [item] and item.fact_ids == (cat,) and after == []
+    assert decided.id == item.id
+    assert facts[cat].status is FactStatus.RETRACTED  # a rejected dispute retracts
+    events = served.memory.audit(scope=scope, actions=["confirmed", "review_resolved"])
+    assert {(e.actor.kind.value, e.actor.name) for e in events} == {("reviewer", "sara-writer")}
+
+
+def test_purge_needs_an_admin_key_and_erases(served: Served) -> None:
+    scope, (cat, _) = seeded(served, "purging")
+    with served.remote() as writer, pytest.raises(RemoteAccessError):
+        writer.purge([cat], scope=scope)
+    with served.remote("sara-admin") as admin:
+        result = admin.purge([cat], scope=scope, messages=True, reason="asked to")
+        remaining = admin.messages(scope=scope)
+    assert result.fact_ids == (cat,) and len(result.message_ids) == 1
+    assert [m.message.source_id for m in remaining] == ["m2"]
+    everything = served.memory.facts(scope=scope, include_inactive=True)
+    assert cat not in {f.id for f in everything} and len(everything) == 1
+    purged = served.memory.audit(scope=scope, actions=["purged"])
+    assert purged and {e.actor.name for e in purged} == {"sara-admin"}
+    assert cat in {t for e in purged for t in e.targets}
+
+
 def test_a_reused_message_id_is_a_conflict(served: Served) -> None:
     scope = Scope(dataset="sara", task="reused")
     with served.remote() as remote:

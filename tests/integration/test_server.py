@@ -198,6 +198,33 @@ def test_a_message_id_reused_for_another_text_is_409(served: Served) -> None:
     assert [m["message"]["text"] for m in stored] == [CONVERSATION[0]["text"]]
 
 
+def test_review_and_purge_over_http(served: Served) -> None:
+    cat, _ = seed(served, "review-http", CONVERSATION)
+    scope = {"dataset": "sara", "task": "review-http"}
+    with served.client("sara-writer") as client:
+        item = client.post("/api/memory/dispute", json={**scope, "fact_ids": [cat]}).json()
+        queue = client.get("/api/memory/review", params=scope).json()
+        resolved = client.post(
+            "/api/memory/review/resolve", json={**scope, "item_id": item["id"], "accept": True}
+        )
+        refused = client.post("/api/memory/purge", json={**scope, "fact_ids": [cat]})
+    assert [q["id"] for q in queue] == [item["id"]] and item["fact_ids"] == [cat]
+    assert resolved.status_code == 200, resolved.text
+    assert "admin" in error_of(refused, 403)["error"]
+    with served.client("admin") as client:
+        purged = client.post(
+            "/api/memory/purge", json={**scope, "fact_ids": [cat], "sources": True}
+        ).json()
+        both = client.post(
+            "/api/memory/purge",
+            json={**scope, "fact_ids": [cat], "sources": True, "message_ids": ["x"]},
+        )
+        messages = client.get("/api/memory/messages", params=scope).json()
+    assert purged["fact_ids"] == [cat] and len(purged["message_ids"]) == 1
+    assert [m["message"]["source_id"] for m in messages] == ["m2"]
+    assert "not both" in error_of(both, 422)["error"]
+
+
 def test_message_search_and_derived_facts(served: Served) -> None:
     body = {**SARA, "question": "bakery in Porto", "k": 1, "paths": ["sparse"]}
     with served.client("sara-reader") as client:
@@ -430,7 +457,7 @@ ROUTES = memory_routes(create_app(Memory.__new__(Memory), keys=None))
 
 def test_the_route_list_is_the_served_one(served: Served) -> None:
     assert memory_routes(served.app) == ROUTES
-    assert len(ROUTES) == 12
+    assert len(ROUTES) == 17
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)

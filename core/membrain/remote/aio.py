@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from membrain.audit import AuditAction, AuditEvent, FactHistory
+from membrain.accountable import PurgeResult
+from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
 from membrain.errors import InputError
 from membrain.ingest import AddResult
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
@@ -29,19 +30,25 @@ from membrain.remote.common import (
     EVENTS,
     FACTS,
     MESSAGES,
+    REVIEW_ITEMS,
     Call,
     add_call,
     add_result,
     answer,
     audit_call,
     check_url,
+    confirm_call,
+    dispute_call,
     evidence_hits,
     extract_call,
     facts_call,
     forget_call,
     headers,
     messages_call,
+    purge_call,
+    purge_result,
     query_body,
+    resolve_call,
     scope_query,
     search_messages_call,
     search_result,
@@ -278,6 +285,70 @@ class AsyncRemoteMemory:
     ) -> list[AuditEvent]:
         """The scope's audit log, oldest first (see :meth:`Memory.audit`)."""
         return await self._send(audit_call(scope, since, actions, targets), EVENTS.validate_python)
+
+    async def confirm(
+        self, fact_ids: Sequence[str], *, scope: Scope, by: Actor | str | None = None
+    ) -> list[Fact]:
+        """Confirm facts as a person (see :meth:`Memory.confirm`); the key is the reviewer.
+
+        Raises:
+            ConfigurationError: ``by`` given.
+            InputError: an id names no fact of ``scope`` (:class:`NotFoundError`).
+        """
+        return await self._send(confirm_call(fact_ids, scope, by), FACTS.validate_python)
+
+    async def dispute(
+        self,
+        fact_ids: Sequence[str],
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> ReviewItem:
+        """Dispute facts (see :meth:`Memory.dispute`); returns the review item opened."""
+        call = dispute_call(fact_ids, scope, reason, by)
+        return await self._send(call, ReviewItem.model_validate)
+
+    async def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
+        """The scope's open review items, oldest first (see :meth:`Memory.review_queue`)."""
+        call = Call("GET", "/review", query=scope_query(scope))
+        return await self._send(call, REVIEW_ITEMS.validate_python)
+
+    async def resolve(
+        self,
+        item: ReviewItem | str,
+        *,
+        accept: bool = True,
+        by: Actor | str | None = None,
+        note: str = "",
+        scope: Scope | None = None,
+    ) -> ReviewItem:
+        """Accept or reject a review item (see :meth:`Memory.resolve`).
+
+        Raises:
+            ScopeError: ``item`` is an id and ``scope`` is not given.
+            InputError: no open review item has this id in the scope.
+        """
+        call = resolve_call(item, accept, by, note, scope)
+        return await self._send(call, ReviewItem.model_validate)
+
+    async def purge(
+        self,
+        fact_ids: Sequence[str] = (),
+        *,
+        scope: Scope,
+        messages: Sequence[str] | bool = (),
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> PurgeResult:
+        """Erase content from every index and the server's files (see :meth:`Memory.purge`).
+
+        Raises:
+            RemoteAccessError: the key is not an ``admin`` key of the scope's dataset.
+            InputError: nothing to purge, or an id names nothing of ``scope``.
+        """
+        call = purge_call(fact_ids, scope, messages, by, reason)
+        return await self._send(call, purge_result)
 
 
 def _nothing(body: Any) -> None:

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from membrain.accountable import as_ids
-from membrain.audit import AuditAction, AuditEvent
+from membrain.accountable import PurgeResult, as_ids
+from membrain.audit import AuditAction, AuditEvent, ReviewItem
 from membrain.errors import (
     AnnotationError,
     BackendError,
@@ -46,6 +46,7 @@ __all__ = [
     "API_PREFIX",
     "EVENTS",
     "FACTS",
+    "REVIEW_ITEMS",
     "MESSAGES",
     "Call",
     "RemoteAccessError",
@@ -54,6 +55,8 @@ __all__ = [
     "answer",
     "audit_call",
     "check_url",
+    "confirm_call",
+    "dispute_call",
     "error",
     "evidence_hits",
     "extract_call",
@@ -61,7 +64,10 @@ __all__ = [
     "forget_call",
     "headers",
     "messages_call",
+    "purge_call",
+    "purge_result",
     "query_body",
+    "resolve_call",
     "scope_query",
     "search_messages_call",
     "search_result",
@@ -80,6 +86,7 @@ FACTS = TypeAdapter(list[Fact])
 MESSAGES = TypeAdapter(list[StoredMessage])
 HITS = TypeAdapter(list[MemoryHit])
 EVENTS = TypeAdapter(list[AuditEvent])
+REVIEW_ITEMS = TypeAdapter(list[ReviewItem])
 # Error types a 422 answer may name, beyond InputError.
 _INPUT_ERRORS: dict[str, type[MembrainError]] = {
     "ScopeError": ScopeError,
@@ -292,6 +299,72 @@ def _strings(values: Sequence[str], name: str) -> list[str]:
     if isinstance(values, str) or not all(isinstance(v, str) for v in values):
         raise InputError(f"{name} must be a list of strings")
     return list(values)
+
+
+def confirm_call(fact_ids: Sequence[str], scope: Scope, by: Actor | str | None) -> Call:
+    """The request of :meth:`Memory.confirm`."""
+    unsupported("confirm", by=by is not None)
+    return Call("POST", "/confirm", {**scope_fields(scope), "fact_ids": as_ids(fact_ids)})
+
+
+def dispute_call(
+    fact_ids: Sequence[str], scope: Scope, reason: str, by: Actor | str | None
+) -> Call:
+    """The request of :meth:`Memory.dispute`."""
+    unsupported("dispute", by=by is not None)
+    body = {**scope_fields(scope), "fact_ids": as_ids(fact_ids), "reason": reason}
+    return Call("POST", "/dispute", body)
+
+
+def resolve_call(
+    item: ReviewItem | str,
+    accept: bool,
+    by: Actor | str | None,
+    note: str,
+    scope: Scope | None,
+) -> Call:
+    """The request of :meth:`Memory.resolve`.
+
+    Raises:
+        ScopeError: ``item`` is an id and ``scope`` is not given (the server needs it).
+    """
+    unsupported("resolve", by=by is not None)
+    if isinstance(item, ReviewItem):
+        item_id, scope = item.id, scope or item.scope
+    elif isinstance(item, str):
+        item_id = item
+    else:
+        raise InputError(f"a review item or its id, got {item!r:.80}")
+    if scope is None:
+        raise ScopeError("RemoteMemory.resolve needs scope= with a review item id")
+    body = {**scope_fields(scope), "item_id": item_id, "accept": bool(accept), "note": note}
+    return Call("POST", "/review/resolve", body)
+
+
+def purge_call(
+    fact_ids: Sequence[str],
+    scope: Scope,
+    messages: Sequence[str] | bool,
+    by: Actor | str | None,
+    reason: str,
+) -> Call:
+    """The request of :meth:`Memory.purge`."""
+    unsupported("purge", by=by is not None)
+    body: dict[str, Any] = {**scope_fields(scope), "fact_ids": as_ids(fact_ids), "reason": reason}
+    if messages is True:
+        body["sources"] = True
+    elif messages is not False:
+        body["message_ids"] = as_ids(messages, "message ids")
+    return Call("POST", "/purge", body)
+
+
+def purge_result(body: Any) -> PurgeResult:
+    """The :class:`PurgeResult` of a ``purge`` answer."""
+    return PurgeResult(
+        fact_ids=tuple(body["fact_ids"]),
+        message_ids=tuple(body["message_ids"]),
+        entity_ids=tuple(body["entity_ids"]),
+    )
 
 
 def add_result(body: Any) -> AddResult:

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Message as AsgiMessage
 from starlette.types import Scope as AsgiScope
 
-from membrain.audit import AuditEvent, FactHistory
+from membrain.audit import AuditEvent, FactHistory, ReviewItem
 from membrain.background import BackgroundWriter
 from membrain.errors import (
     BackendError,
@@ -53,14 +53,19 @@ from membrain.server.keys import AuthError, Grant, KeyRing, Role
 from membrain.server.schemas import (
     AddRequest,
     AddResponse,
+    ConfirmRequest,
     ContextRequest,
     DeleteScopeResponse,
+    DisputeRequest,
     ErrorBody,
     EvidenceHitBody,
     ExtractRequest,
     ForgetRequest,
     HealthResponse,
     MessageSearchRequest,
+    PurgeRequest,
+    PurgeResponse,
+    ResolveRequest,
     SearchRequest,
     SearchResponse,
     SupersedeRequest,
@@ -98,6 +103,12 @@ class Access:
     def actor(self) -> Actor:
         """Who the audit log records for changes made by this request."""
         return self.grant.actor if self.grant is not None else Actor(kind=ActorKind.API)
+
+    @property
+    def reviewer(self) -> Actor:
+        """Who the audit log records for a person's decision (confirm, dispute, resolve)."""
+        name = self.grant.name if self.grant is not None else None
+        return Actor(kind=ActorKind.REVIEWER, name=name)
 
 
 def needs(role: Role) -> dict[str, Any]:
@@ -290,6 +301,49 @@ def create_app(
             by=access.actor,
             reason=body.reason,
         )
+
+    @router.post("/confirm", openapi_extra=needs(Role.WRITE))
+    def confirm(body: ConfirmRequest, access: Granted) -> list[Fact]:
+        """A person confirms facts: trust ``confirmed``; returns them as updated."""
+        return memory.confirm(body.fact_ids, scope=access.scope, by=access.reviewer)
+
+    @router.post("/dispute", openapi_extra=needs(Role.WRITE))
+    def dispute(body: DisputeRequest, access: Granted) -> ReviewItem:
+        """A person disputes facts: trust ``disputed``; returns the review item opened."""
+        return memory.dispute(
+            body.fact_ids, scope=access.scope, reason=body.reason, by=access.reviewer
+        )
+
+    @router.get("/review", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def review(access: Granted) -> list[ReviewItem]:
+        """The scope's open review items, oldest first."""
+        return memory.review_queue(scope=access.scope)
+
+    @router.post("/review/resolve", openapi_extra=needs(Role.WRITE))
+    def resolve(body: ResolveRequest, access: Granted) -> ReviewItem:
+        """Accept (apply the change) or reject a review item; returns it as decided."""
+        return memory.resolve(
+            body.item_id,
+            accept=body.accept,
+            by=access.reviewer,
+            note=body.note,
+            scope=access.scope,
+        )
+
+    @router.post("/purge", openapi_extra=needs(Role.ADMIN))
+    def purge(body: PurgeRequest, access: Granted) -> PurgeResponse:
+        """Erase content from every index and the store's files; the audit keeps the ids."""
+        messages: list[str] | bool = True if body.sources else body.message_ids
+        if body.sources and body.message_ids:
+            raise InputError("name message_ids or set sources, not both")
+        result = memory.purge(
+            body.fact_ids,
+            scope=access.scope,
+            messages=messages,
+            by=access.actor,
+            reason=body.reason,
+        )
+        return PurgeResponse.of(result)
 
     @router.delete("/scope", openapi_extra=needs(Role.ADMIN), dependencies=in_query)
     def delete_scope(access: Granted) -> DeleteScopeResponse:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from membrain.accountable import PurgeResult
 from membrain.ingest import AddResult
 from membrain.memory import EvidenceHit
 from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
@@ -21,14 +22,19 @@ from membrain.storage.base import DENSE, SPARSE
 __all__ = [
     "AddRequest",
     "AddResponse",
+    "ConfirmRequest",
     "ContextRequest",
     "DeleteScopeResponse",
+    "DisputeRequest",
     "ErrorBody",
     "EvidenceHitBody",
     "ExtractRequest",
     "ForgetRequest",
     "HealthResponse",
     "MessageSearchRequest",
+    "PurgeRequest",
+    "PurgeResponse",
+    "ResolveRequest",
     "ScopedRequest",
     "SearchRequest",
     "SearchResponse",
@@ -134,6 +140,53 @@ class SupersedeRequest(ScopedRequest):
     old_fact_id: str
     new_fact_ids: list[str] = Field(min_length=1)
     reason: str = ""
+
+
+class ConfirmRequest(ScopedRequest):
+    """Facts a person confirms: their trust becomes ``confirmed``, open disputes close."""
+
+    fact_ids: list[str] = Field(min_length=1)
+
+
+class DisputeRequest(ScopedRequest):
+    """Facts a person disputes: they wait in the review queue."""
+
+    fact_ids: list[str] = Field(min_length=1)
+    reason: str = ""
+
+
+class ResolveRequest(ScopedRequest):
+    """A decision on an open review item (accepting applies the change it proposes)."""
+
+    item_id: str
+    accept: bool = True
+    note: str = ""
+
+
+class PurgeRequest(ScopedRequest):
+    """Content to erase from every index and the store's files (the audit keeps the ids)."""
+
+    fact_ids: list[str] = Field(default=[], description="Facts to erase.")
+    message_ids: list[str] = Field(default=[], description="Stored messages to erase.")
+    sources: bool = Field(default=False, description="Also erase the named facts' source messages.")
+    reason: str = ""
+
+
+class PurgeResponse(BaseModel):
+    """What a purge erased, by id."""
+
+    fact_ids: list[str]
+    message_ids: list[str]
+    entity_ids: list[str]
+
+    @classmethod
+    def of(cls, result: PurgeResult) -> PurgeResponse:
+        """The response for ``result``."""
+        return cls(
+            fact_ids=list(result.fact_ids),
+            message_ids=list(result.message_ids),
+            entity_ids=list(result.entity_ids),
+        )
 
 
 class SearchResponse(BaseModel):
