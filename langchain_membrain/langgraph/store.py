@@ -9,7 +9,9 @@ value. So the store has two halves:
 
 - **Key-value half: a SQLite sidecar** (``path``; by default ``langgraph-store.sqlite`` in
   the embedded memory's folder, so items survive a restart; ``":memory:"`` only when asked
-  for; a memory on a Qdrant server needs an explicit ``path``). It holds every item's value
+  for; a memory on a Qdrant server, or a served memory
+  (:class:`~membrain.remote.RemoteMemory`), needs an explicit ``path``: the sidecar is this
+  process's, while the items' text and facts live in the shared memory). It holds every item's value
   (JSON), timestamps and order, and answers ``get``, ``put``/``delete``, ``list_namespaces``
   and ``search`` without a query (with ``filter``, ``limit``, ``offset``) exactly as
   LangGraph's ``InMemoryStore`` does.
@@ -186,7 +188,9 @@ class MembrainStore(BaseStore):
     """A LangGraph store: key-value items in a SQLite sidecar, query search by MemBrain.
 
     Args:
-        memory: The MemBrain memory that indexes the items' text and answers query searches.
+        memory: The MemBrain memory that indexes the items' text and answers query searches:
+            an embedded :class:`~membrain.Memory` or a served one
+            (:class:`~membrain.remote.RemoteMemory`; its server extracts in the background).
         path: The SQLite file of the key-value sidecar (created if missing). Default: durable,
             beside the memory's own store (``langgraph-store.sqlite`` in an embedded memory's
             folder), so items survive a restart. A memory on a Qdrant server has no folder:
