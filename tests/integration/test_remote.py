@@ -381,6 +381,81 @@ def test_answers_map_to_the_librarys_errors(
     assert type(e.value) is error and "membrain.test/api/memory/search" in str(e.value)
 
 
+def scripted(*answers: Any) -> tuple[list[str], httpx.MockTransport]:
+    """A transport answering each request with the next of ``answers`` (raised if an error)."""
+    calls: list[str] = []
+    queue = list(answers)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        answer = queue.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        status, content = answer
+        return httpx.Response(status, content=content)
+
+    return calls, httpx.MockTransport(handler)
+
+
+def test_no_answer_and_an_unavailable_server_are_asked_again() -> None:
+    calls, transport = scripted(
+        httpx.ConnectError("refused"),
+        (503, b'{"error": "x", "type": "BackendError"}'),
+        (200, b"[]"),
+    )
+    with RemoteMemory("http://membrain.test", transport=transport) as remote:
+        assert remote.facts(scope=SARA) == []
+    assert len(calls) == 3
+    calls, transport = scripted(*[(502, b"bad gateway")] * 3)
+    with (
+        RemoteMemory("http://membrain.test", transport=transport) as remote,
+        pytest.raises(BackendError, match="502"),
+    ):
+        remote.facts(scope=SARA)
+    assert len(calls) == 3  # one try and two retries, then the last answer's error
+
+
+def test_a_read_timeout_and_a_refusal_are_not_asked_again() -> None:
+    calls, transport = scripted(httpx.ReadTimeout("slow"), (200, b"[]"))
+    with (
+        RemoteMemory("http://membrain.test", transport=transport) as remote,
+        pytest.raises(BackendError, match="slow"),
+    ):
+        remote.facts(scope=SARA)
+    assert len(calls) == 1  # the server may still be working on it
+    calls, transport = scripted((403, b'{"error": "no", "type": "Forbidden"}'), (200, b"[]"))
+    with (
+        RemoteMemory("http://membrain.test", transport=transport) as remote,
+        pytest.raises(RemoteAccessError),
+    ):
+        remote.facts(scope=SARA)
+    assert len(calls) == 1
+    calls, transport = scripted(httpx.ConnectError("refused"), (200, b"[]"))
+    with (
+        RemoteMemory("http://membrain.test", transport=transport, retries=0) as remote,
+        pytest.raises(BackendError, match="refused"),
+    ):
+        remote.facts(scope=SARA)
+    assert len(calls) == 1
+
+
+async def test_the_async_client_asks_again_too() -> None:
+    calls: list[str] = []
+    answers: list[Any] = [httpx.ConnectError("refused"), (200, b"[]")]
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return httpx.Response(answer[0], content=answer[1])
+
+    transport = httpx.MockTransport(handler)
+    async with AsyncRemoteMemory("http://membrain.test", transport=transport) as remote:
+        assert await remote.messages(scope=SARA) == []
+    assert len(calls) == 2
+
+
 def test_the_client_needs_no_server_packages() -> None:
     code = (
         "import sys, membrain.remote; "

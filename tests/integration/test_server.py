@@ -188,6 +188,15 @@ def test_extract_runs_the_pending_messages_now(served: Served) -> None:
         assert "write" in error_of(client.post("/api/memory/extract", json=scope), 403)["error"]
 
 
+def test_an_add_of_too_many_messages_is_refused_whole(served: Served) -> None:
+    message = {"speaker": "Sara", "text": "hi", "timestamp": "2024-03-15T14:01:00Z"}
+    scope = {"dataset": "sara", "task": "flood"}
+    with served.client("sara-writer") as client:
+        response = client.post("/api/memory/add", json={**scope, "messages": [message] * 5001})
+        stored = client.get("/api/memory/messages", params=scope).json()
+    assert "5000" in error_of(response, 422)["error"] and stored == []
+
+
 def test_a_message_id_reused_for_another_text_is_409(served: Served) -> None:
     changed = {**CONVERSATION[0], "text": "I adopted a dog named Rex."}
     with served.client("sara-writer") as client:

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+from tenacity import AsyncRetrying
 
 from membrain.accountable import PurgeResult
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
@@ -30,12 +31,15 @@ from membrain.remote.common import (
     EVENTS,
     FACTS,
     MESSAGES,
+    RETRIES,
     REVIEW_ITEMS,
     Call,
+    Transient,
     add_call,
     add_result,
     answer,
     audit_call,
+    check_transient,
     check_url,
     confirm_call,
     dispute_call,
@@ -49,6 +53,7 @@ from membrain.remote.common import (
     purge_result,
     query_body,
     resolve_call,
+    retry_policy,
     scope_query,
     search_messages_call,
     search_result,
@@ -74,6 +79,8 @@ class AsyncRemoteMemory:
         api_key: A key from the server's keys file (``None`` for a server run without keys).
         timeout: Seconds to wait for each answer.
         transport: An ``httpx`` async transport (tests: ``httpx.MockTransport``).
+        retries: Requests sent again after no answer or a 502/503/504 (see
+            :class:`~membrain.remote.RemoteMemory`).
 
     Example:
         >>> async with AsyncRemoteMemory("http://127.0.0.1:9574", "mbk_...") as mem:
@@ -88,8 +95,10 @@ class AsyncRemoteMemory:
         *,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = RETRIES,
     ) -> None:
         self.url = check_url(url)
+        self._retries = retries
         self._client = httpx.AsyncClient(
             base_url=self.url + API_PREFIX,
             headers=headers(api_key),
@@ -99,9 +108,15 @@ class AsyncRemoteMemory:
 
     async def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
         try:
-            response = await self._client.request(
-                call.method, call.path, json=call.body, params=call.query or None
-            )
+            async for attempt in AsyncRetrying(**retry_policy(self._retries)):
+                with attempt:
+                    response = check_transient(
+                        await self._client.request(
+                            call.method, call.path, json=call.body, params=call.query or None
+                        )
+                    )
+        except Transient as exc:
+            response = exc.response
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise unreachable(self.url, exc) from exc
         return answer(response, reader)

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+from tenacity import Retrying
 
 from membrain.accountable import PurgeResult
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
@@ -30,12 +31,15 @@ from membrain.remote.common import (
     EVENTS,
     FACTS,
     MESSAGES,
+    RETRIES,
     REVIEW_ITEMS,
     Call,
+    Transient,
     add_call,
     add_result,
     answer,
     audit_call,
+    check_transient,
     check_url,
     confirm_call,
     dispute_call,
@@ -49,6 +53,7 @@ from membrain.remote.common import (
     purge_result,
     query_body,
     resolve_call,
+    retry_policy,
     scope_query,
     search_messages_call,
     search_result,
@@ -71,6 +76,9 @@ class RemoteMemory:
         api_key: A key from the server's keys file (``None`` for a server run without keys).
         timeout: Seconds to wait for each answer (an ``add`` that extracts may take long).
         transport: An ``httpx`` transport (tests: ``httpx.MockTransport``).
+        retries: How many times a request is sent again when no answer came (connection
+            refused or reset) or the answer was 502, 503 or 504, backing off from 0.25 s. A
+            read timeout is not retried.
 
     Example:
         >>> from membrain import Scope
@@ -87,8 +95,10 @@ class RemoteMemory:
         *,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        retries: int = RETRIES,
     ) -> None:
         self.url = check_url(url)
+        self._retries = retries
         self._client = httpx.Client(
             base_url=self.url + API_PREFIX,
             headers=headers(api_key),
@@ -98,9 +108,15 @@ class RemoteMemory:
 
     def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
         try:
-            response = self._client.request(
-                call.method, call.path, json=call.body, params=call.query or None
-            )
+            for attempt in Retrying(**retry_policy(self._retries)):
+                with attempt:
+                    response = check_transient(
+                        self._client.request(
+                            call.method, call.path, json=call.body, params=call.query or None
+                        )
+                    )
+        except Transient as exc:
+            response = exc.response
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise unreachable(self.url, exc) from exc
         return answer(response, reader)

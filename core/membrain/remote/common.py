@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
+from tenacity import retry_if_exception, stop_after_attempt, wait_exponential
 
 from membrain.accountable import PurgeResult, as_ids
 from membrain.audit import AuditAction, AuditEvent, ReviewItem
@@ -48,12 +49,15 @@ __all__ = [
     "FACTS",
     "REVIEW_ITEMS",
     "MESSAGES",
+    "RETRIES",
     "Call",
     "RemoteAccessError",
+    "Transient",
     "add_call",
     "add_result",
     "answer",
     "audit_call",
+    "check_transient",
     "check_url",
     "confirm_call",
     "dispute_call",
@@ -67,6 +71,7 @@ __all__ = [
     "purge_call",
     "purge_result",
     "query_body",
+    "retry_policy",
     "resolve_call",
     "scope_query",
     "search_messages_call",
@@ -109,6 +114,51 @@ class RemoteAccessError(MembrainError):
     def __init__(self, message: str, *, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+# -- retries -----------------------------------------------------------------------------------
+RETRIES = 2
+"""How many times a request that got no answer, or a 502/503/504, is sent again by default."""
+_TRANSIENT_STATUS = frozenset({502, 503, 504})
+
+
+class Transient(Exception):  # noqa: N818 - a signal to the retry loop, never raised to callers
+    """An answer worth asking again for (a gateway or an unavailable server)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def check_transient(response: httpx.Response) -> httpx.Response:
+    """``response``, or :class:`Transient` when its status says to ask again."""
+    if response.status_code in _TRANSIENT_STATUS:
+        raise Transient(response)
+    return response
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """No answer came (connection refused or reset), or a gateway or unavailable server.
+
+    A read timeout is not retried: the server may still be working on the request.
+    """
+    if isinstance(exc, Transient | httpx.ConnectTimeout):
+        return True
+    return isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
+
+
+def retry_policy(retries: int) -> dict[str, Any]:
+    """Tenacity's arguments for ``retries`` more attempts, backing off from 0.25 s.
+
+    Every call may be sent again safely: adds are idempotent (message ids are deterministic),
+    and so are forget, supersede and the reads.
+    """
+    return {
+        "stop": stop_after_attempt(max(retries, 0) + 1),
+        "wait": wait_exponential(multiplier=0.25, max=2.0),
+        "retry": retry_if_exception(_is_transient),
+        "reraise": True,
+    }
 
 
 # -- requests and answers (shared by both clients) ------------------------------------------------

@@ -43,6 +43,8 @@ __all__ = [
 
 MAX_K = 1000
 """The most facts one search or context request may ask for."""
+MAX_MESSAGES = 5000
+"""The most messages one add request may carry (send a longer import in parts)."""
 
 
 class ScopedRequest(BaseModel):
@@ -60,6 +62,7 @@ class AddRequest(ScopedRequest):
 
     messages: list[Message | dict[str, Any]] = Field(
         min_length=1,
+        max_length=MAX_MESSAGES,
         description=(
             "Messages with speaker, text and timestamp, or OpenAI-style {role, content} dicts."
         ),
