@@ -104,6 +104,14 @@ def test_context_facts_and_messages_match_the_memory(served: Served) -> None:
         messages = remote.messages(scope=SARA)
     memory = served.memory
     assert context == memory.context(CAT, scope=SARA, max_tokens=300, mode="fast")
+    with served.remote() as remote:
+        reserved = remote.context(CAT, scope=SARA, max_tokens=300, mode="fast", profile_tokens=250)
+        with pytest.raises(InputError, match="profile_tokens"):
+            remote.context(CAT, scope=SARA, max_tokens=300, profile_tokens=301)
+    assert reserved == memory.context(
+        CAT, scope=SARA, max_tokens=300, mode="fast", profile_tokens=250
+    )
+    assert reserved.profile_tokens == 250 and reserved.tokens <= 50
     assert "Miso" in context.text and context.tokens <= 300
     assert facts == memory.facts(scope=SARA) and len(facts) == 2
     assert messages == memory.messages(scope=SARA)
@@ -323,7 +331,6 @@ def test_history_and_audit_match_the_memory(served: Served) -> None:
         (lambda m: m.add("hi", scope=SARA, by="agent:x"), "by"),
         (lambda m: m.add("hi", scope=SARA, on_progress=print), "on_progress"),
         (lambda m: m.search(CAT, scope=SARA, exclude_paths=["B2"]), "exclude_paths"),
-        (lambda m: m.context(CAT, scope=SARA, profile_tokens=10), "profile_tokens"),
         (lambda m: m.extract_pending(scope=SARA, on_progress=print), "on_progress"),
         (lambda m: m.search_messages(CAT, scope=SARA, paths=["C"]), "paths"),
         (lambda m: m.audit(scope=SARA, actions=["renamed"]), "renamed"),

@@ -232,11 +232,9 @@ class AsyncRemoteMemory:
         valid_at: datetime | None = None,
     ) -> Context:
         """A cited context block for ``question`` (see :meth:`RemoteMemory.context`)."""
-        unsupported("context", profile_tokens=profile_tokens != 0)
         body = query_body(question, scope, mode, k, reference, as_of, valid_at)
-        return await self._send(
-            Call("POST", "/context", {**body, "max_tokens": max_tokens}), Context.model_validate
-        )
+        body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
+        return await self._send(Call("POST", "/context", body), Context.model_validate)
 
     async def facts(
         self,

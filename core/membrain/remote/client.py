@@ -262,13 +262,12 @@ class RemoteMemory:
         See :meth:`Memory.context`.
 
         Raises:
-            ConfigurationError: ``profile_tokens`` given, or an unknown mode.
+            ConfigurationError: an unknown mode.
+            InputError: a budget too small, or ``profile_tokens`` outside it.
         """
-        unsupported("context", profile_tokens=profile_tokens != 0)
         body = query_body(question, scope, mode, k, reference, as_of, valid_at)
-        return self._send(
-            Call("POST", "/context", {**body, "max_tokens": max_tokens}), Context.model_validate
-        )
+        body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
+        return self._send(Call("POST", "/context", body), Context.model_validate)
 
     def facts(
         self,

@@ -245,6 +245,7 @@ def create_app(
             body.question,
             scope=access.scope,
             max_tokens=body.max_tokens,
+            profile_tokens=body.profile_tokens,
             mode=body.mode,
             k=body.k,
             reference=body.reference,

@@ -100,6 +100,9 @@ class ContextRequest(_Query):
 
     k: int = Field(default=50, ge=1, le=MAX_K, description="Candidate facts searched.")
     max_tokens: int = Field(default=2000, ge=1, le=1_000_000, description="Token budget.")
+    profile_tokens: int = Field(
+        default=0, ge=0, description="Part of the budget reserved for a profile block."
+    )
 
 
 class MessageSearchRequest(ScopedRequest):
