@@ -97,6 +97,15 @@ def test_search_returns_what_the_memory_returns(served: Served, mode: str) -> No
     assert found[0].source_ids == ("m1",)
 
 
+def test_search_without_a_path_matches_the_memory(served: Served) -> None:
+    with served.remote() as remote:
+        full = remote.search(CAT, scope=SARA, mode="fast", k=3)
+        skipped = full.paths[0]
+        found = remote.search(CAT, scope=SARA, mode="fast", k=3, exclude_paths=[skipped])
+    assert found == served.memory.search(CAT, scope=SARA, mode="fast", k=3, exclude_paths=[skipped])
+    assert skipped not in found.paths and set(found.paths) < set(full.paths)
+
+
 def test_context_facts_and_messages_match_the_memory(served: Served) -> None:
     with served.remote() as remote:
         context = remote.context(CAT, scope=SARA, max_tokens=300, mode="fast")
@@ -330,7 +339,6 @@ def test_history_and_audit_match_the_memory(served: Served) -> None:
     [
         (lambda m: m.add("hi", scope=SARA, by="agent:x"), "by"),
         (lambda m: m.add("hi", scope=SARA, on_progress=print), "on_progress"),
-        (lambda m: m.search(CAT, scope=SARA, exclude_paths=["B2"]), "exclude_paths"),
         (lambda m: m.extract_pending(scope=SARA, on_progress=print), "on_progress"),
         (lambda m: m.search_messages(CAT, scope=SARA, paths=["C"]), "paths"),
         (lambda m: m.audit(scope=SARA, actions=["renamed"]), "renamed"),

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import httpx
 from tenacity import AsyncRetrying
 
-from membrain.accountable import PurgeResult
+from membrain.accountable import PurgeResult, as_ids
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
 from membrain.errors import InputError
 from membrain.ingest import AddResult
@@ -59,7 +59,6 @@ from membrain.remote.common import (
     search_result,
     supersede_call,
     unreachable,
-    unsupported,
 )
 from membrain.storage.base import DENSE, SPARSE
 
@@ -212,8 +211,8 @@ class AsyncRemoteMemory:
         valid_at: datetime | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see :meth:`RemoteMemory.search`)."""
-        unsupported("search", exclude_paths=bool(exclude_paths))
         body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
         return await self._send(
             Call("POST", "/search", body), lambda b: search_result(question, mode, b)
         )

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import httpx
 from tenacity import Retrying
 
-from membrain.accountable import PurgeResult
+from membrain.accountable import PurgeResult, as_ids
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
 from membrain.errors import InputError
 from membrain.ingest import AddResult
@@ -59,7 +59,6 @@ from membrain.remote.common import (
     search_result,
     supersede_call,
     unreachable,
-    unsupported,
 )
 from membrain.storage.base import DENSE, SPARSE
 
@@ -237,11 +236,11 @@ class RemoteMemory:
         """The ``k`` facts that best answer ``question`` (see :meth:`Memory.search`).
 
         Raises:
-            ConfigurationError: ``exclude_paths`` given, or an unknown mode.
+            ConfigurationError: an unknown mode.
             InputError: empty question or ``k`` out of range.
         """
-        unsupported("search", exclude_paths=bool(exclude_paths))
         body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
         return self._send(Call("POST", "/search", body), lambda b: search_result(question, mode, b))
 
     def context(

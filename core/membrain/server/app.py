@@ -233,6 +233,7 @@ def create_app(
             mode=body.mode,
             k=body.k,
             reference=body.reference,
+            exclude_paths=tuple(body.exclude_paths),
             as_of=body.as_of,
             valid_at=body.valid_at,
         )

@@ -93,6 +93,9 @@ class SearchRequest(_Query):
     """A search: the ``k`` facts that best answer ``question``."""
 
     k: int = Field(default=10, ge=1, le=MAX_K, description="How many facts.")
+    exclude_paths: list[str] = Field(
+        default=[], description="Paths the mode would run but should not ('B2', 'time', ...)."
+    )
 
 
 class ContextRequest(_Query):
