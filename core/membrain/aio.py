@@ -284,6 +284,7 @@ class AsyncMemory:
         scope: Scope,
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
+        ids: Sequence[str] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (see :meth:`Memory.facts`)."""
         return await asyncio.to_thread(
@@ -291,6 +292,7 @@ class AsyncMemory:
             scope=scope,
             include_inactive=include_inactive,
             derived_from=tuple(derived_from),
+            ids=None if ids is None else tuple(ids),
         )
 
     async def messages(

@@ -541,6 +541,14 @@ def mcp_command(
     ),
     port: Annotated[int, typer.Option(help="Port to bind over HTTP.")] = 9575,
     llm: LlmOption = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="Serve a scope of a served memory (`membrain serve`) instead of a store; "
+            "its API key is read from MEMBRAIN_API_KEY.",
+        ),
+    ] = None,
 ) -> None:
     """Serve one memory scope to an agent host over MCP (the `mcp` extra)."""
     with _errors():
@@ -550,7 +558,10 @@ def mcp_command(
             raise ConfigurationError(f"--transport must be stdio or http, not {transport!r}")
         mode: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
         run_mcp(
-            settings=_served_settings(path, qdrant_url, llm),
+            path=path,
+            qdrant_url=qdrant_url,
+            llm=llm,
+            url=url,
             dataset=dataset,
             task=task,
             session=session,

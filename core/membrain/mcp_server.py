@@ -15,6 +15,7 @@ its one-line message, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,8 @@ from membrain.errors import ConfigurationError, MembrainError, MissingDependency
 from membrain.indexing import render_fact
 from membrain.memory import Memory
 from membrain.models import MemoryHit, Scope
+from membrain.remote import MemoryLike, RemoteMemory
+from membrain.remote.protocol import actor_for
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["AddedMemory", "FoundFact", "ForgetOutcome", "build_server", "main", "run"]
 
 DEFAULT_PORT = 9575
+API_KEY_VARIABLE = "MEMBRAIN_API_KEY"
+"""The environment variable holding the API key of a served memory (``--url``)."""
 MAX_LIMIT = 50
 """Most facts one ``search_memory`` call returns."""
 AGENT = "agent:mcp"
@@ -121,14 +126,15 @@ the request first."""
 
 
 def build_server(
-    memory: Memory, *, scope: Scope, k: int = 5, max_tokens: int = 1500
+    memory: MemoryLike, *, scope: Scope, k: int = 5, max_tokens: int = 1500
 ) -> MCPServer[object]:
     """An MCP server whose four tools read and write ``scope`` of ``memory``.
 
     The caller keeps ownership of ``memory`` (it closes it). Tool calls run one at a time.
 
     Args:
-        memory: An open memory.
+        memory: An open memory: embedded, or a served one (:class:`~membrain.RemoteMemory`,
+            whose server records its API key as the author of changes).
         scope: The only scope the tools use; no tool argument can change it.
         k: Facts ``search_memory`` returns unless the model asks for another number.
         max_tokens: Budget of ``get_context`` unless the model asks for another one.
@@ -164,8 +170,8 @@ def build_server(
         speaker: Annotated[str, Field(description="The user's name, if known.")] = "User",
     ) -> AddedMemory:
         with calling():
-            result = memory.add(text, scope=scope, user_name=speaker, by=AGENT)
-            facts = memory.store.get_facts(scope, list(result.fact_ids))
+            result = memory.add(text, scope=scope, user_name=speaker, by=actor_for(memory, AGENT))
+            facts = memory.facts(scope=scope, ids=result.fact_ids, include_inactive=True)
         return AddedMemory(
             stored=result.messages_stored > 0,
             facts=[render_fact(fact.text, {}) for fact in facts],
@@ -188,7 +194,7 @@ def build_server(
         reason: Annotated[str, Field(description="Why, in the user's words.")] = "",
     ) -> list[ForgetOutcome]:
         with calling():
-            facts = memory.forget(fact_ids, scope=scope, by=AGENT, reason=reason)
+            facts = memory.forget(fact_ids, scope=scope, by=actor_for(memory, AGENT), reason=reason)
         return [ForgetOutcome(id=fact.id, status=fact.status.value) for fact in facts]
 
     budget = max_tokens
@@ -209,6 +215,9 @@ def run(
     path: str | Path | None = None,
     qdrant_url: str | None = None,
     settings: MembrainSettings | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    llm: str | None = None,
     dataset: str,
     task: str,
     session: str | None = None,
@@ -224,6 +233,12 @@ def run(
         qdrant_url: Use a Qdrant server instead of the embedded store.
         settings: The memory's settings (default: ``MEMBRAIN_*``: model, encoder, Qdrant
             key...); ``path`` or ``qdrant_url`` override its store.
+        url: Serve a served memory's scope instead (``membrain serve``'s URL): the tools call
+            it with ``api_key``, so the agent host and your applications share one memory.
+        api_key: The key for ``url`` (a key of the scope's dataset, role ``write``); default
+            the ``MEMBRAIN_API_KEY`` environment variable, which keeps it out of the host's
+            command line.
+        llm: The extraction model as ``module:attribute`` (instead of ``MEMBRAIN_LLM``).
         dataset: Whose memory.
         task: Which agent or application.
         session: Optional session within the task.
@@ -247,8 +262,19 @@ def run(
             f"refusing to serve MCP on {host!r}: it asks for no credentials; bind to 127.0.0.1"
         )
     scope = Scope(dataset=dataset, task=task, session=session)
-    chosen = settings_for(settings, path=path, qdrant_url=qdrant_url)
-    with Memory.from_settings(chosen, dense=dense) as memory:
+    if url is not None and (path, qdrant_url, settings, dense, llm) != (None,) * 5:
+        raise ConfigurationError(
+            "serve either a store (path, qdrant_url, its settings and model) or a served url"
+        )
+    memory: Memory | RemoteMemory
+    if url is not None:
+        memory = RemoteMemory(url, api_key or os.environ.get(API_KEY_VARIABLE) or None)
+    else:
+        chosen = settings_for(settings, path=path, qdrant_url=qdrant_url)
+        if llm:
+            chosen = chosen.model_copy(update={"llm": llm})
+        memory = Memory.from_settings(chosen, dense=dense)
+    with memory:
         server = build_server(memory, scope=scope)
         if transport == "stdio":
             server.run("stdio")
@@ -270,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind over HTTP.")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to bind over HTTP.")
     parser.add_argument("--llm", help="Extraction model as module:attribute (or MEMBRAIN_LLM).")
+    parser.add_argument("--url", help="A served memory's URL (key in MEMBRAIN_API_KEY).")
     # For tests only: the hashing encoder of membrain.testing instead of the embedding model.
     parser.add_argument("--test-encoder", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -279,9 +306,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         dense = HashingEncoder(64)
     try:
-        settings = settings_for(path=args.path, qdrant_url=args.qdrant_url)
         run(
-            settings=settings.model_copy(update={"llm": args.llm}) if args.llm else settings,
+            path=args.path,
+            qdrant_url=args.qdrant_url,
+            llm=args.llm,
+            url=args.url,
             dataset=args.dataset,
             task=args.task,
             session=args.session,

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from membrain.accountable import AccountableMemory
+from membrain.accountable import AccountableMemory, as_ids
 from membrain.audit import Cause, ReviewPolicy
 from membrain.checks import unicode_text
 from membrain.config import MembrainSettings, settings_for
@@ -505,16 +505,23 @@ class Memory(AccountableMemory):
         scope: Scope,
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
+        ids: Sequence[str] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
         ``derived_from`` keeps the facts citing one of these messages, named by the caller's
         message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them) or by
-        their stored ids (:attr:`StoredMessage.id`).
+        their stored ids (:attr:`StoredMessage.id`). ``ids`` keeps only these facts, in the
+        order given (ids that name no fact of the scope are skipped).
         """
         check_scope(scope)
         stored = _stored_ids(scope, derived_from)
         where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
+        if ids is not None:
+            wanted = [i for i in as_ids(ids) if _is_uuid(i)]
+            found = self._store.get_facts(scope, wanted) if wanted else []
+            cited = set(stored)
+            return [f for f in found if where.admits(f) and (not cited or cited & set(f.sources))]
         if not include_inactive or stored:
             return list(self._store.iter_facts(scope, where))
         return list(self._store.iter_facts(scope))

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from integration.served import serving
 from membrain import Memory, Scope
+from membrain.server import Role
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")
@@ -131,3 +135,47 @@ async def test_another_scope_is_never_returned(tmp_path: Path) -> None:
             assert all("okabe-1" not in hit["sources"] for hit in found)
             context = await session.call_tool("get_context", {"question": question})
             assert "Kurisu" not in context.content[0].text  # type: ignore[union-attr]
+
+
+async def test_the_tools_can_use_a_served_memory(tmp_path: Path) -> None:
+    """``--url``: the agent host and the applications share the memory `membrain serve` owns."""
+    keys = {"desktop": (["sara"], Role.WRITE)}
+    with serving(tmp_path, keys) as memory_server:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[
+                "-m",
+                "membrain.mcp_server",
+                "--url",
+                memory_server.url,
+                "-d",
+                "sara",
+                "-t",
+                "mcp",
+            ],
+            env={**os.environ, "MEMBRAIN_API_KEY": memory_server.keys["desktop"]},
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            added = await call(
+                session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara"
+            )
+            found = await call(session, "search_memory", question="What is the cat called?")
+            forgotten = await call(session, "forget_memory", fact_ids=added["fact_ids"])
+        scope = Scope(dataset="sara", task="mcp")
+        assert any("Miso" in text for text in added["facts"])
+        assert found and found[0]["id"] in added["fact_ids"]
+        assert {f["status"] for f in forgotten} == {"forgotten"}
+        # the server's memory holds it, and the audit names the key
+        events = memory_server.memory.audit(scope=scope, actions=["forgotten"])
+        assert events and {e.actor.name for e in events} == {"desktop"}
+
+
+def test_a_url_and_a_store_are_not_both_served(tmp_path: Path) -> None:
+    from membrain import ConfigurationError
+    from membrain.mcp_server import run
+
+    with pytest.raises(ConfigurationError, match="either"):
+        run(url="http://127.0.0.1:9574", path=tmp_path, dataset="sara", task="mcp")
+    assert not any(tmp_path.iterdir())  # nothing was opened

@@ -241,13 +241,16 @@ class AsyncRemoteMemory:
         scope: Scope,
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
+        ids: Sequence[str] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
-        ``derived_from`` keeps the facts citing one of these messages (see
-        :meth:`Memory.facts`).
+        ``derived_from`` keeps the facts citing one of these messages, ``ids`` only these
+        facts (see :meth:`Memory.facts`).
         """
-        call = facts_call(scope, include_inactive, derived_from)
+        call = facts_call(scope, include_inactive, derived_from, ids)
+        if call is None:
+            return []
         return await self._send(call, FACTS.validate_python)
 
     async def messages(

@@ -280,11 +280,17 @@ def extract_call(scope: Scope, on_progress: Callable[[int], None] | None) -> Cal
     return Call("POST", "/extract", scope_fields(scope))
 
 
-def facts_call(scope: Scope, include_inactive: bool, derived_from: Sequence[str]) -> Call:
-    """The request of :meth:`Memory.facts`."""
+def facts_call(
+    scope: Scope, include_inactive: bool, derived_from: Sequence[str], ids: Sequence[str] | None
+) -> Call | None:
+    """The request of :meth:`Memory.facts` (``None``: no ids, so no facts to ask for)."""
     query = {**scope_query(scope), "include_inactive": str(bool(include_inactive)).lower()}
     if derived_from:
         query["derived_from"] = _strings(derived_from, "derived_from")
+    if ids is not None:
+        query["ids"] = _strings(ids, "ids")
+        if not query["ids"]:
+            return None
     return Call("GET", "/facts", query=query)
 
 

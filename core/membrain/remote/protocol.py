@@ -103,6 +103,7 @@ class MemoryLike(Protocol):
         scope: Scope,
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
+        ids: Sequence[str] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``)."""
         ...
@@ -143,7 +144,7 @@ class MemoryLike(Protocol):
         ...
 
 
-def actor_for(memory: MemoryLike, by: Actor) -> Actor | None:
+def actor_for(memory: MemoryLike, by: Actor | str) -> Actor | str | None:
     """The ``by=`` an adapter passes to ``memory``.
 
     ``by`` for an embedded memory; ``None`` for a served one, whose server names the caller's

@@ -267,15 +267,18 @@ def create_app(
         access: Granted,
         include_inactive: bool = False,
         derived_from: Annotated[list[str] | None, Query()] = None,
+        ids: Annotated[list[str] | None, Query()] = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
-        ``derived_from`` (repeatable) keeps the facts citing one of these messages.
+        ``derived_from`` (repeatable) keeps the facts citing one of these messages, ``ids``
+        (repeatable) only these facts.
         """
         return memory.facts(
             scope=access.scope,
             include_inactive=include_inactive,
             derived_from=tuple(derived_from or ()),
+            ids=ids,
         )
 
     @router.get("/messages", openapi_extra=needs(Role.READ), dependencies=in_query)
