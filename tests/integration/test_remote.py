@@ -311,10 +311,14 @@ def test_evidence_search_and_derived_facts_match_the_memory(served: Served) -> N
             )
         derived = remote.facts(scope=SARA, derived_from=["m2"])
         none = remote.messages(scope=SARA, ids=[])
+        by_id = remote.facts(scope=SARA, ids=[derived[0].id, "not-an-id", "0" * 32])
+        no_facts = remote.facts(scope=SARA, ids=[])
+        both = remote.facts(scope=SARA, ids=[derived[0].id], derived_from=["m1"])
     assert found[0].message.source_id == "m2"
     assert len(derived) == 1 and "bakery" in derived[0].text
     assert derived == served.memory.facts(scope=SARA, derived_from=["m2"])
-    assert none == []
+    assert none == [] and no_facts == [] and both == []  # m2's fact does not cite m1
+    assert by_id == derived == served.memory.facts(scope=SARA, ids=[derived[0].id])
 
 
 def test_history_and_audit_match_the_memory(served: Served) -> None:
