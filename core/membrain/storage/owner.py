@@ -16,9 +16,10 @@ import json
 import os
 import socket
 import sys
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from membrain.errors import StoreInUseError
 
@@ -50,6 +51,7 @@ class FolderLock:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._file: IO[str] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def acquire(self) -> None:
         """Take the lock, or say who holds it.
@@ -86,10 +88,14 @@ class FolderLock:
         )
         handle.flush()
         self._file = handle
+        # A memory dropped without close() lets go of the lock with its last reference.
+        self._finalizer = weakref.finalize(self, handle.close)
 
     def release(self) -> None:
         """Let go of the lock (the holder's details are left; they name nobody once unlocked)."""
         handle, self._file = self._file, None
         if handle is not None and fcntl is not None:
+            if self._finalizer is not None:
+                self._finalizer.detach()
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
