@@ -591,6 +591,40 @@ def keys_add(
         _say(add_key(keys, dataset, role, name))
 
 
+@keys_app.command("list")
+def keys_list(
+    keys: Annotated[Path, typer.Option("--keys", help="The keys file.")],
+    as_json: JsonOption = False,
+) -> None:
+    """List the keys by name, role and datasets (never a key or its hash)."""
+    with _errors():
+        from membrain.server import KeyRing
+
+        grants = KeyRing.load(keys).grants
+        for grant in grants:
+            datasets = sorted(grant.datasets)
+            if as_json:
+                row = {"name": grant.name, "role": grant.role.value, "datasets": datasets}
+                sys.stdout.write(json.dumps(row) + "\n")
+            else:
+                _say(f"{grant.name}  {grant.role.value}  {', '.join(datasets)}")
+        if not grants and not as_json:
+            _say("(no keys)")
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    name: Annotated[str, typer.Argument(help="The name of the key(s) to remove.")],
+    keys: Annotated[Path, typer.Option("--keys", help="The keys file.")],
+) -> None:
+    """Remove a key: a running server refuses it from its next request."""
+    with _errors():
+        from membrain.server import revoke_key
+
+        removed = revoke_key(keys, name)
+        _say(f"removed {removed} key{'s' if removed != 1 else ''} named {name!r}")
+
+
 def main() -> None:
     """Entry point of the membrain script: a failure is one line on stderr, never a traceback.
 

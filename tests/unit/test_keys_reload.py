@@ -3,14 +3,17 @@ and a change that does not load leaves the previous keys in force."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from membrain.server import KeyRing, Role, add_key
-from membrain.server.keys import Unauthenticated
+from membrain import ConfigurationError
+from membrain.server import KeyRing, Role, add_key, revoke_key
+from membrain.server.keys import Unauthenticated, hash_key
 
 
 def _touch_later(path: Path) -> None:
@@ -69,3 +72,48 @@ def test_a_ring_made_in_code_does_not_read_any_file() -> None:
     assert len(ring) == 0
     with pytest.raises(Unauthenticated):
         ring.authenticate("mb_x")
+
+
+def test_revoke_removes_only_that_key_and_keeps_the_rest_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "keys.toml"
+    path.write_text("# keys of the bakery app\n")
+    keep = add_key(path, ["sara"], Role.READ, name="keep")
+    gone = add_key(path, ["sara", "tom"], Role.WRITE, name="gone")
+    last = add_key(path, ["*"], Role.ADMIN, name="last")
+    ring = KeyRing.load(path)
+    assert [(g.name, g.role) for g in ring.grants] == [
+        ("keep", Role.READ),
+        ("gone", Role.WRITE),
+        ("last", Role.ADMIN),
+    ]
+    assert revoke_key(path, "gone") == 1
+    _touch_later(path)
+    assert path.read_text().startswith("# keys of the bakery app\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with pytest.raises(Unauthenticated):
+        ring.authenticate(gone)  # the running ring follows the file
+    assert ring.authenticate(keep).name == "keep" and ring.authenticate(last).name == "last"
+    with pytest.raises(ConfigurationError, match="no key named 'gone'"):
+        revoke_key(path, "gone")
+    assert [p.name for p in tmp_path.iterdir()] == ["keys.toml"]  # no staged file left
+
+
+def test_the_cli_lists_and_revokes_keys(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from membrain.cli import app
+
+    path = tmp_path / "keys.toml"
+    runner = CliRunner()
+    made = runner.invoke(app, ["keys", "add", "--keys", str(path), "-d", "sara", "--name", "app"])
+    key = made.output.strip()
+    listed = runner.invoke(app, ["keys", "list", "--keys", str(path), "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output) == {"name": "app", "role": "read", "datasets": ["sara"]}
+    assert key not in listed.output and hash_key(key) not in listed.output
+    revoked = runner.invoke(app, ["keys", "revoke", "app", "--keys", str(path)])
+    assert revoked.exit_code == 0 and "removed 1 key" in revoked.output
+    empty = runner.invoke(app, ["keys", "list", "--keys", str(path)])
+    assert "(no keys)" in empty.output
+    missing = runner.invoke(app, ["keys", "revoke", "app", "--keys", str(path)])
+    assert missing.exit_code == 1 and "no key named 'app'" in missing.output

@@ -26,6 +26,7 @@ from membrain.server.keys import (
     Role,
     Unauthenticated,
     add_key,
+    revoke_key,
 )
 from membrain.server.run import serve, serve_in_thread
 
@@ -38,6 +39,7 @@ __all__ = [
     "Unauthenticated",
     "add_key",
     "create_app",
+    "revoke_key",
     "serve",
     "serve_in_thread",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "Unauthenticated",
     "add_key",
     "hash_key",
+    "revoke_key",
 ]
 
 ALL_DATASETS = "*"
@@ -190,6 +191,12 @@ class KeyRing:
             self._entries = tuple(_Entry(digest, grant) for digest, grant in entries)
             log.info("keys file %s reloaded: %d keys", source, len(self._entries))
 
+    @property
+    def grants(self) -> list[Grant]:
+        """What each key may do, in the file's order (never the keys or their hashes)."""
+        self._refresh()
+        return [entry.grant for entry in self._entries]
+
     def authenticate(self, key: str | None) -> Grant:
         """The grant of ``key``.
 
@@ -333,3 +340,46 @@ def add_key(
         out.write("\n".join(lines) + "\n")
     KeyRing.load(target)
     return key
+
+
+_TABLE = re.compile(r"^[ \t]*\[\[key\]\]", re.MULTILINE)
+
+
+def revoke_key(path: str | Path, name: str) -> int:
+    """Remove the keys named ``name`` from the keys file; returns how many were removed.
+
+    The rest of the file (other keys, comments) is kept as written; the file is replaced in
+    one step, so a running server reads either the old file or the new one. A server that
+    reads the file refuses the removed key from its next request.
+
+    Raises:
+        ConfigurationError: the file does not load, or no key has this name.
+    """
+    target = Path(path)
+    before = KeyRing.load(target).grants
+    doomed = {index for index, grant in enumerate(before) if grant.name == name}
+    if not doomed:
+        known = ", ".join(sorted({g.name for g in before})) or "none"
+        raise ConfigurationError(f"no key named {name!r} in {str(target)!r} (keys: {known})")
+    text = target.read_text(encoding="utf-8")
+    starts = [match.start() for match in _TABLE.finditer(text)]
+    if len(starts) != len(before):
+        raise ConfigurationError(
+            f"keys file {str(target)!r} has key tables this command cannot tell apart; "
+            "remove the key by hand"
+        )
+    bounds = [*starts, len(text)]
+    kept = text[: starts[0]] + "".join(
+        text[bounds[i] : bounds[i + 1]] for i in range(len(starts)) if i not in doomed
+    )
+    staged = target.with_name(f".{target.name}.{secrets.token_hex(4)}")
+    descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(kept)
+        if len(_read(staged)) != len(before) - len(doomed):
+            raise ConfigurationError(f"removing {name!r} would break {str(target)!r}; unchanged")
+        os.replace(staged, target)
+    finally:
+        staged.unlink(missing_ok=True)
+    return len(doomed)
