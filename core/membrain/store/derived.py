@@ -23,9 +23,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
-from membrain.models import Scope
+from membrain.models import Fact, Scope
 from membrain.storage.lexical import LexicalIndex
 from membrain.store.filters import FactFilter
 from membrain.store.records import RecordStore
@@ -64,6 +65,14 @@ class LexicalSync:
         return len(changed)
 
     def _rebuild(self, tenant: Scope, mark: datetime) -> int:
-        facts = list(self.store.iter_facts(tenant))
-        self.index.rebuild(tenant, facts, mark=mark)
-        return len(facts)
+        """Index the tenant's facts again, streamed from the store (never all in memory)."""
+        counted = 0
+
+        def facts() -> Iterator[Fact]:
+            nonlocal counted
+            for fact in self.store.iter_facts(tenant):
+                counted += 1
+                yield fact
+
+        self.index.rebuild(tenant, facts(), mark=mark)
+        return counted
