@@ -559,8 +559,7 @@ class Memory(AccountableMemory):
         store's files are rewritten so nothing of it stays on disk (as by :meth:`purge`).
         """
         check_scope(scope)
-        for target in (scope, scope.bookkeeping()):
-            self._store.delete_scope(target)
+        self._store.delete_scope(scope, scope.bookkeeping())
 
 
 def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:

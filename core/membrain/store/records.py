@@ -555,13 +555,14 @@ class RecordStore(TreeRecords):
             listener.erased()
 
     # -- whole scopes ------------------------------------------------------------------------
-    def delete_scope(self, scope: Scope) -> None:
+    def delete_scope(self, scope: Scope, *more: Scope) -> None:
         """Delete every record of ``scope`` (all sessions when it has none), its audit included.
 
-        The derived indexes drop theirs when they hear of it; then everything is erased from
-        disk as by :meth:`purge`.
+        ``more`` scopes are deleted with it. The derived indexes drop theirs when they hear of
+        it; then everything is erased from disk as by :meth:`purge`, once for all of them.
         """
-        self.backend.delete_scope(scope)
-        for listener in self._listeners:
-            listener.scope_deleted(scope)
+        for target in (scope, *more):
+            self.backend.delete_scope(target)
+            for listener in self._listeners:
+                listener.scope_deleted(target)
         self._erase(list(Collection))
