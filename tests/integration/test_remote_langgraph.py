@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from integration.served import Served, serving
+from integration.test_langgraph_nodes import RecordingChatModel
 from langchain_membrain import MembrainChatMessageHistory
 from langchain_membrain.langgraph import MembrainStore, make_writer_node
 from langchain_membrain.langgraph.example import build_example_graph
@@ -48,16 +47,6 @@ def settled(served: Served, scope: Scope, timeout: float = 30.0) -> list[Message
             if MessageStatus.PENDING not in statuses or time.monotonic() > deadline:
                 return statuses
             BackgroundWriter.for_memory(served.memory).flush(timeout=5.0)
-
-
-class RecordingChatModel(GenericFakeChatModel):
-    """GenericFakeChatModel that records the messages of every call."""
-
-    seen: list[list[BaseMessage]] = []
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.seen.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
 
 
 # -- LangGraph example graph and nodes --------------------------------------------------------
