@@ -133,7 +133,7 @@ def _explode(*args: object, **kwargs: object) -> None:
 def test_an_unexpected_failure_is_one_line_unless_debugging(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, debug: bool
 ) -> None:
-    monkeypatch.setattr(cli, "load_conversations", _explode)
+    monkeypatch.setattr(cli.memory_commands, "load_conversations", _explode)
     argv = ["ingest", str(tmp_path / "in.json"), "-d", "a", "-t", "b"]
     result = runner.invoke(cli.app, ["--debug", *argv] if debug else argv)
     assert result.exit_code == 2
@@ -149,7 +149,7 @@ def test_the_script_entry_point_never_prints_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(cli, "app", _explode)
-    monkeypatch.setitem(cli._debug, "on", False)
+    monkeypatch.setitem(cli.common.tracebacks, "on", False)
     with pytest.raises(SystemExit) as exit_:
         cli.main()
     assert exit_.value.code == 2
