@@ -10,7 +10,8 @@
   string is a valid ``user_id`` (:func:`~membrain.binding.scope_part`); the user's speaker name
   is ``user_name``, never the id.
 - :class:`MembrainStore` is a LangGraph store (``graph.compile(store=...)``) whose query search
-  is MemBrain's hybrid retrieval.
+  is MemBrain's hybrid retrieval; :class:`RemoteMembrainStore` is the same store served by
+  ``membrain serve``, shared by every process that reaches it.
 - :mod:`langchain_membrain.langgraph.example` wires them into a small agent.
 
 Needs ``pip install 'membrain-memory[langgraph]'``.
@@ -34,6 +35,7 @@ from langchain_membrain.langgraph.nodes import (
     make_writer_node,
     run_values,
 )
+from langchain_membrain.langgraph.remote_store import RemoteMembrainStore
 from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
 from membrain.background import BackgroundWriter
 from membrain.binding import ScopeBinding, scope_part
@@ -42,6 +44,7 @@ __all__ = [
     "DEFAULT_SCOPE_TEMPLATE",
     "BackgroundWriter",
     "MembrainStore",
+    "RemoteMembrainStore",
     "ScopeBinding",
     "ScopeTemplate",
     "UserName",

@@ -10,6 +10,7 @@ from pathlib import Path
 from membrain import Memory, RemoteMemory
 from membrain.background import BackgroundWriter
 from membrain.server import KeyRing, Role, add_key, create_app, serve_in_thread
+from membrain.server.run import extensions
 from membrain.testing import HashingEncoder
 
 CONVERSATION = [
@@ -53,6 +54,12 @@ def serving(
     }
     memory = Memory(root / "store", dense=HashingEncoder(dim=64))
     background = BackgroundWriter.for_memory(memory) if writer else None
-    app = create_app(memory, keys=KeyRing.load(keys_file), writer=background, close_memory=True)
+    app = create_app(
+        memory,
+        keys=KeyRing.load(keys_file),
+        writer=background,
+        close_memory=True,
+        extensions=extensions(memory),  # what `membrain serve` adds: the LangGraph store
+    )
     with serve_in_thread(app) as url:
         yield Served(url=url, memory=memory, keys=made)

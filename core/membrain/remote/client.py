@@ -8,7 +8,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
-from tenacity import Retrying
 
 from membrain.accountable import PurgeResult, as_ids
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
@@ -34,12 +33,10 @@ from membrain.remote.common import (
     RETRIES,
     REVIEW_ITEMS,
     Call,
-    Transient,
     add_call,
     add_result,
     answer,
     audit_call,
-    check_transient,
     check_url,
     confirm_call,
     dispute_call,
@@ -53,12 +50,11 @@ from membrain.remote.common import (
     purge_result,
     query_body,
     resolve_call,
-    retry_policy,
     scope_query,
     search_messages_call,
     search_result,
+    send,
     supersede_call,
-    unreachable,
 )
 from membrain.storage.base import DENSE, SPARSE
 
@@ -106,19 +102,7 @@ class RemoteMemory:
         )
 
     def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
-        try:
-            for attempt in Retrying(**retry_policy(self._retries)):
-                with attempt:
-                    response = check_transient(
-                        self._client.request(
-                            call.method, call.path, json=call.body, params=call.query or None
-                        )
-                    )
-        except Transient as exc:
-            response = exc.response
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise unreachable(self.url, exc) from exc
-        return answer(response, reader)
+        return answer(send(self._client, self.url, self._retries, call), reader)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

@@ -13,7 +13,13 @@ from typing import Any, TypeVar
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
-from tenacity import retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from membrain.accountable import PurgeResult, as_ids
 from membrain.audit import AuditAction, AuditEvent, ReviewItem
@@ -76,6 +82,8 @@ __all__ = [
     "scope_query",
     "search_messages_call",
     "search_result",
+    "send",
+    "send_async",
     "supersede_call",
     "unreachable",
     "unsupported",
@@ -159,6 +167,46 @@ def retry_policy(retries: int) -> dict[str, Any]:
         "retry": retry_if_exception(_is_transient),
         "reraise": True,
     }
+
+
+def send(client: httpx.Client, url: str, retries: int, call: Call) -> httpx.Response:
+    """Send ``call`` (again after no answer or a 502/503/504, see :func:`retry_policy`).
+
+    Raises:
+        BackendError: no answer came, after every retry.
+    """
+    try:
+        for attempt in Retrying(**retry_policy(retries)):
+            with attempt:
+                return check_transient(
+                    client.request(
+                        call.method, call.path, json=call.body, params=call.query or None
+                    )
+                )
+    except Transient as exc:
+        return exc.response
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise unreachable(url, exc) from exc
+    raise AssertionError("unreachable: tenacity returns or raises")
+
+
+async def send_async(
+    client: httpx.AsyncClient, url: str, retries: int, call: Call
+) -> httpx.Response:
+    """:func:`send` on an async client."""
+    try:
+        async for attempt in AsyncRetrying(**retry_policy(retries)):
+            with attempt:
+                return check_transient(
+                    await client.request(
+                        call.method, call.path, json=call.body, params=call.query or None
+                    )
+                )
+    except Transient as exc:
+        return exc.response
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise unreachable(url, exc) from exc
+    raise AssertionError("unreachable: tenacity returns or raises")
 
 
 # -- requests and answers (shared by both clients) ------------------------------------------------

@@ -17,7 +17,7 @@ message (the traceback goes to the log, never to the client).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -72,7 +72,15 @@ from membrain.server.schemas import (
 )
 from membrain.tokens import count_tokens
 
-__all__ = ["ROLE_FIELD", "Access", "FactNotFound", "Granted", "authorize", "create_app"]
+__all__ = [
+    "ROLE_FIELD",
+    "Access",
+    "FactNotFound",
+    "Granted",
+    "authenticate",
+    "authorize",
+    "create_app",
+]
 
 log = logging.getLogger("membrain.server")
 
@@ -131,6 +139,24 @@ def _scope_query(
     """Documents the scope query parameters; ``authorize`` reads and checks them."""
 
 
+async def authenticate(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Grant | None:
+    """The grant of the request's key (``None`` on a server run without keys).
+
+    The dependency of routes that check datasets themselves (an extension's routes, whose
+    requests name several datasets): they call ``grant.check(dataset, role)`` for each.
+
+    Raises:
+        Unauthenticated: no key, or an unknown key.
+    """
+    keys: KeyRing | None = request.app.state.keys
+    if keys is None:
+        return None
+    return keys.authenticate(credentials.credentials if credentials else None)
+
+
 async def authorize(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -145,11 +171,8 @@ async def authorize(
         ScopeError: a missing or malformed scope.
         Forbidden: the key does not cover the dataset, or its role is below the route's.
     """
-    keys: KeyRing | None = request.app.state.keys
     role = route_role(request.scope.get("route"))
-    grant = None
-    if keys is not None:
-        grant = keys.authenticate(credentials.credentials if credentials else None)
+    grant = await authenticate(request, credentials)
     scope = Scope(**await _scope_fields(request))
     if grant is not None:
         grant.check(scope.dataset, role)
@@ -170,6 +193,7 @@ def create_app(
     keys: KeyRing | None,
     writer: BackgroundWriter | None = None,
     close_memory: bool = False,
+    extensions: Sequence[APIRouter] = (),
 ) -> FastAPI:
     """The HTTP API over ``memory``.
 
@@ -180,6 +204,8 @@ def create_app(
         writer: Extracts what ``add`` stores with ``extract=false``; without one such
             messages stay pending until an ``add`` extracts them.
         close_memory: At shutdown, after the writer has flushed, close ``memory``.
+        extensions: More routes (see :func:`membrain.server.extensions`); each route depends
+            on :func:`authenticate` and checks the datasets it touches itself.
 
     Example:
         >>> app = create_app(Memory(path="/tmp/mem"), keys=KeyRing.load("keys.toml"))
@@ -383,6 +409,8 @@ def create_app(
         return HealthResponse(version=_version())
 
     app.include_router(router)
+    for extension in extensions:
+        app.include_router(extension)
     app.add_exception_handler(MembrainError, _membrain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)

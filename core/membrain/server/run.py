@@ -13,22 +13,56 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from membrain.background import BackgroundWriter
 from membrain.checks import is_loopback
 from membrain.config import MembrainSettings, settings_for
-from membrain.errors import ConfigurationError
+from membrain.errors import ConfigurationError, MembrainError
 from membrain.memory import Memory
 from membrain.server.app import create_app
 from membrain.server.keys import KeyRing
 
-__all__ = ["DEFAULT_PORT", "check_host", "is_loopback", "serve", "serve_in_thread"]
+__all__ = [
+    "DEFAULT_PORT",
+    "EXTENSIONS",
+    "check_host",
+    "extensions",
+    "is_loopback",
+    "serve",
+    "serve_in_thread",
+]
 
 DEFAULT_PORT = 9574
+EXTENSIONS = "membrain.server"
+"""Entry-point group of server extensions: callables ``(memory) -> APIRouter | None``."""
+
+log = logging.getLogger("membrain.server")
+
+
+def extensions(memory: Memory) -> list[APIRouter]:
+    """The routes installed packages add to the server for ``memory``.
+
+    Each entry point of the :data:`EXTENSIONS` group is a callable taking the memory and
+    returning an ``APIRouter`` (its routes depend on :func:`membrain.server.app.authenticate`
+    and check every dataset they touch), or ``None`` when it cannot serve this memory. One
+    that cannot load (its framework is not installed) is logged and left out.
+    """
+    found = []
+    for point in metadata.entry_points(group=EXTENSIONS):
+        try:
+            router = point.load()(memory)
+        except (ImportError, MembrainError) as exc:
+            log.warning("server extension %r is off: %s", point.name, exc)
+            continue
+        if router is not None:
+            log.info("server extension %r is on", point.name)
+            found.append(router)
+    return found
 
 
 def check_host(host: str, keys: KeyRing | None) -> None:
@@ -85,7 +119,9 @@ def serve(
     app: FastAPI | None = None
     try:
         writer = BackgroundWriter.for_memory(memory)
-        app = create_app(memory, keys=keys, writer=writer, close_memory=True)
+        app = create_app(
+            memory, keys=keys, writer=writer, close_memory=True, extensions=extensions(memory)
+        )
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws="none")
         uvicorn.Server(config).run()
     finally:

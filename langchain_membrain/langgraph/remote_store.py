@@ -1,0 +1,247 @@
+"""A LangGraph store served by ``membrain serve``: :class:`RemoteMembrainStore` and its wire format.
+
+``membrain serve`` serves one :class:`~.store.MembrainStore` over the served memory at
+``POST /api/store/batch`` (:mod:`langchain_membrain.langgraph.served`), so every worker of an
+application shares the same items. :class:`RemoteMembrainStore` is the LangGraph ``BaseStore``
+that sends a batch of operations there; it needs no server package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import httpx
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from pydantic import BaseModel, Field
+
+from membrain import ConfigurationError
+from membrain.remote.common import Call, answer, check_url, headers, send
+
+__all__ = [
+    "MAX_OPS",
+    "STORE_BATCH",
+    "RemoteMembrainStore",
+    "StoreBatch",
+    "WireOp",
+    "op_json",
+    "op_of",
+    "result_json",
+    "result_of",
+]
+
+STORE_BATCH = "/api/store/batch"
+MAX_OPS = 1000
+"""The most operations one batch request may carry."""
+
+
+# -- the wire format ---------------------------------------------------------------------------
+class _Get(BaseModel):
+    op: Literal["get"]
+    namespace: list[str]
+    key: str
+
+
+class _Search(BaseModel):
+    op: Literal["search"]
+    namespace_prefix: list[str]
+    query: str | None = None
+    filter: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+
+
+class _Put(BaseModel):
+    op: Literal["put"]
+    namespace: list[str]
+    key: str
+    value: dict[str, Any] | None
+    index: Literal[False] | list[str] | None = None
+
+
+class _Condition(BaseModel):
+    match_type: Literal["prefix", "suffix"]
+    path: list[str]
+
+
+class _List(BaseModel):
+    op: Literal["list"]
+    match_conditions: list[_Condition] = []
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+WireOp = _Get | _Search | _Put | _List
+"""One operation as JSON."""
+
+
+class StoreBatch(BaseModel):
+    """A batch of LangGraph store operations, run as ``MembrainStore.batch`` runs them."""
+
+    ops: list[Annotated[WireOp, Field(discriminator="op")]] = Field(max_length=MAX_OPS)
+
+
+def op_json(op: Op) -> dict[str, Any]:
+    """The JSON of one LangGraph operation."""
+    if isinstance(op, GetOp):
+        return {"op": "get", "namespace": list(op.namespace), "key": op.key}
+    if isinstance(op, SearchOp):
+        return {
+            "op": "search",
+            "namespace_prefix": list(op.namespace_prefix),
+            "query": op.query,
+            "filter": op.filter,
+            "limit": op.limit,
+            "offset": op.offset,
+        }
+    if isinstance(op, PutOp):
+        index = list(op.index) if isinstance(op.index, list) else op.index
+        return {
+            "op": "put",
+            "namespace": list(op.namespace),
+            "key": op.key,
+            "value": op.value,
+            "index": index,
+        }
+    if isinstance(op, ListNamespacesOp):
+        conditions = [
+            {"match_type": c.match_type, "path": list(c.path)} for c in op.match_conditions or ()
+        ]
+        return {
+            "op": "list",
+            "match_conditions": conditions,
+            "max_depth": op.max_depth,
+            "limit": op.limit,
+            "offset": op.offset,
+        }
+    raise ConfigurationError(f"unknown store operation {type(op).__name__}")
+
+
+def op_of(wire: WireOp) -> Op:
+    """The LangGraph operation of its JSON."""
+    if isinstance(wire, _Get):
+        return GetOp(tuple(wire.namespace), wire.key)
+    if isinstance(wire, _Search):
+        return SearchOp(
+            tuple(wire.namespace_prefix), wire.filter, wire.limit, wire.offset, wire.query
+        )
+    if isinstance(wire, _Put):
+        return PutOp(tuple(wire.namespace), wire.key, wire.value, wire.index)
+    conditions = tuple(MatchCondition(c.match_type, tuple(c.path)) for c in wire.match_conditions)
+    return ListNamespacesOp(conditions or None, wire.max_depth, wire.limit, wire.offset)
+
+
+def _item_json(item: Item) -> dict[str, Any]:
+    return {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+        "score": item.score if isinstance(item, SearchItem) else None,
+    }
+
+
+def result_json(result: Result) -> Any:
+    """The JSON of one operation's result."""
+    if isinstance(result, Item):
+        return _item_json(result)
+    if isinstance(result, list):
+        return [_item_json(r) if isinstance(r, Item) else list(r) for r in result]
+    return None
+
+
+def result_of(op: Op, body: Any) -> Result:
+    """The LangGraph result of ``op`` from its JSON."""
+    if isinstance(op, GetOp):
+        return None if body is None else Item(**_item_fields(body))
+    if isinstance(op, SearchOp):
+        return [SearchItem(**_item_fields(b), score=b.get("score")) for b in body]
+    if isinstance(op, ListNamespacesOp):
+        return [tuple(ns) for ns in body]
+    return None
+
+
+def _item_fields(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "namespace": tuple(body["namespace"]),
+        "key": body["key"],
+        "value": body["value"],
+        "created_at": datetime.fromisoformat(body["created_at"]),
+        "updated_at": datetime.fromisoformat(body["updated_at"]),
+    }
+
+
+# -- the client --------------------------------------------------------------------------------
+class RemoteMembrainStore(BaseStore):
+    """The LangGraph store a MemBrain server serves (``membrain serve``), over HTTP.
+
+    Items and their query search are the server's :class:`~.store.MembrainStore`, shared by
+    every process that talks to it.
+
+    Args:
+        url: The server's base URL (``http://host:9574``).
+        api_key: A key from the server's keys file (``None`` for a server run without keys).
+        timeout: Seconds to wait for each answer.
+        retries: Requests sent again after no answer or a 502/503/504.
+        transport: An ``httpx`` transport (tests).
+
+    Example:
+        >>> store = RemoteMembrainStore("http://127.0.0.1:9574", "mb_...")  # doctest: +SKIP
+        >>> store.put(("sara", "prefs"), "pet", {"text": "I have a cat named Miso."})
+        ... # doctest: +SKIP
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = check_url(url)
+        self._retries = retries
+        self._client = httpx.Client(
+            base_url=self.url, headers=headers(api_key), timeout=timeout, transport=transport
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> RemoteMembrainStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Send the operations in one request; the results in the same order."""
+        ops = list(ops)
+        if not ops:
+            return []
+        call = Call("POST", STORE_BATCH, {"ops": [op_json(op) for op in ops]})
+        bodies = answer(send(self._client, self.url, self._retries, call), list)
+        return [result_of(op, body) for op, body in zip(ops, bodies, strict=True)]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))

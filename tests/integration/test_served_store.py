@@ -1,0 +1,139 @@
+"""The LangGraph store served by `membrain serve`, shared by every process that reaches it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    PutOp,
+    SearchOp,
+)
+
+from integration.served import Served, serving
+from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespace
+from membrain import InputError, MessageStatus
+from membrain.background import BackgroundWriter
+from membrain.remote import RemoteAccessError
+from membrain.server import Role
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    keys = {
+        "sara-writer": (["sara"], Role.WRITE),
+        "sara-reader": (["sara"], Role.READ),
+        "tom-writer": (["tom"], Role.WRITE),
+        "admin": (["*"], Role.ADMIN),
+    }
+    with serving(tmp_path_factory.mktemp("served-store"), keys, writer=True) as state:
+        yield state
+
+
+Opener = Callable[[str], RemoteMembrainStore]
+
+
+@pytest.fixture
+def store(served: Served) -> Iterator[Opener]:
+    """Opens clients of the served store with a key, by name; closes them after the test."""
+    opened: list[RemoteMembrainStore] = []
+
+    def open_store(key: str) -> RemoteMembrainStore:
+        opened.append(RemoteMembrainStore(served.url, served.keys.get(key, key)))
+        return opened[-1]
+
+    yield open_store
+    for client in opened:
+        client.close()
+
+
+def test_two_workers_share_the_items_and_their_search(served: Served, store: Opener) -> None:
+    first, second = store("sara-writer"), store("sara-writer")
+    first.put(("sara", "prefs"), "pet", {"text": "I adopted a cat named Miso."})
+    first.put(("sara", "prefs"), "home", {"text": "I live in Lisbon near the river."})
+    item = second.get(("sara", "prefs"), "pet")
+    assert item is not None and item.value == {"text": "I adopted a cat named Miso."}
+    assert item.namespace == ("sara", "prefs") and item.created_at <= item.updated_at
+    [hit, *_] = second.search(("sara",), query="cat named Miso")
+    assert hit.key == "pet" and hit.score is not None
+    assert [
+        i.key for i in second.search(("sara", "prefs"), filter={"text": hit.value["text"]})
+    ] == ["pet"]
+    second.delete(("sara", "prefs"), "home")
+    assert first.get(("sara", "prefs"), "home") is None
+    assert ("sara", "prefs") in first.list_namespaces(prefix=("sara",))
+    # the served memory's writer extracts the items' text into facts
+    BackgroundWriter.for_memory(served.memory).flush(timeout=30.0)
+    scope = scope_for_namespace(("sara", "prefs"), task="store")
+    assert {m.status for m in served.memory.messages(scope=scope)} == {MessageStatus.PROCESSED}
+
+
+def test_batches_answer_in_order(served: Served, store: Opener) -> None:
+    remote = store("sara-writer")
+    results = remote.batch(
+        [
+            PutOp(("sara", "batch"), "a", {"text": "I play the cello."}),
+            GetOp(("sara", "batch"), "a"),  # reads see the store as it was before the batch
+            SearchOp(("sara", "batch"), None, 10, 0, None),
+            ListNamespacesOp(None, None, 100, 0),
+        ]
+    )
+    assert results[0] is None and results[1] is None and results[2] == []
+    assert isinstance(results[3], list)
+    got = remote.get(("sara", "batch"), "a")
+    assert got is not None and got.value == {"text": "I play the cello."}
+
+
+def test_a_key_reaches_only_its_datasets(served: Served, store: Opener) -> None:
+    tom = store("tom-writer")
+    tom.put(("tom", "notes"), "n1", {"text": "Tom likes chess."})
+    sara = store("sara-writer")
+    for call in (
+        lambda: sara.get(("tom", "notes"), "n1"),
+        lambda: sara.put(("tom", "notes"), "n2", {"text": "forged"}),
+        lambda: sara.search(("tom",), query="chess"),
+        lambda: sara.search((), query="chess"),  # no dataset named: needs a key for all
+    ):
+        with pytest.raises(RemoteAccessError) as refused:
+            call()
+        assert refused.value.status == 403
+    listed = sara.list_namespaces()
+    assert listed and all(ns[0] == "sara" for ns in listed)
+    everything = store("admin").list_namespaces()
+    assert ("tom", "notes") in everything and set(listed) <= set(everything)
+    reader = store("sara-reader")
+    assert reader.get(("sara", "prefs"), "never-put") is None  # a read key reads
+    with pytest.raises(RemoteAccessError):
+        reader.put(("sara", "prefs"), "x", {"text": "a read key may not write"})
+    with pytest.raises(RemoteAccessError) as unknown:
+        store("mb_unknown").get(("sara", "prefs"), "pet")
+    assert unknown.value.status == 401
+
+
+def test_a_bad_namespace_is_refused_by_client_and_server(store: Opener) -> None:
+    remote = store("sara-writer")
+    with pytest.raises(InvalidNamespaceError):  # LangGraph's own check, before sending
+        remote.put(("sara", "a.b"), "k", {"text": "dots are label separators"})
+    with pytest.raises(InputError, match="namespace"):  # a raw batch: the server checks too
+        remote.batch([PutOp(("sara", "a.b"), "k", {"text": "dots are label separators"})])
+    assert remote.list_namespaces(prefix=("sara",), max_depth=2).count(("sara", "a.b")) == 0
+
+
+def test_a_graph_compiled_with_the_served_store(served: Served, store: Opener) -> None:
+    def remember(state: MessagesState, *, store: BaseStore) -> dict[str, Any]:
+        store.put(("sara", "graph"), "last", {"text": str(state["messages"][-1].content)})
+        return {}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("remember", remember)
+    builder.add_edge(START, "remember")
+    graph = builder.compile(store=store("sara-writer"))
+    graph.invoke({"messages": [("user", "I started learning the violin.")]})
+    seen = store("sara-reader").get(("sara", "graph"), "last")
+    assert seen is not None and seen.value == {"text": "I started learning the violin."}
