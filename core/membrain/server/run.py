@@ -59,9 +59,11 @@ def extensions(memory: Memory) -> list[APIRouter]:
         except (ImportError, MembrainError) as exc:
             log.warning("server extension %r is off: %s", point.name, exc)
             continue
-        if router is not None:
-            log.info("server extension %r is on", point.name)
-            found.append(router)
+        if router is None:
+            log.info("server extension %r does not serve this memory", point.name)
+            continue
+        log.info("server extension %r is on", point.name)
+        found.append(router)
     return found
 
 
