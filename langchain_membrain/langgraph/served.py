@@ -25,7 +25,10 @@ from membrain import ConfigurationError, InputError, Memory
 from membrain.server.app import authenticate
 from membrain.server.keys import ALL_DATASETS, Forbidden, Grant, Role
 
-__all__ = ["store_routes"]
+__all__ = ["MAX_LISTED", "store_routes"]
+
+MAX_LISTED = 100_000
+"""The most namespaces a listing that names no dataset reads before keeping the key's own."""
 
 
 # -- the server side ---------------------------------------------------------------------------
@@ -74,20 +77,28 @@ def store_routes(memory: Memory) -> APIRouter | None:
     def batch(body: StoreBatch, grant: Annotated[Grant | None, Depends(authenticate)]) -> list[Any]:
         """Run LangGraph store operations; answers one result per operation, in order."""
         ops = [op_of(wire) for wire in body.ops]
+        # a listing that names no dataset is run whole, then cut to the key's datasets and paged
+        narrowed: dict[int, ListNamespacesOp] = {}
+        run: list[Op] = []
+        for i, op in enumerate(ops):
+            if grant is not None and isinstance(op, ListNamespacesOp) and not _listed_dataset(op):
+                narrowed[i] = op
+                op = op._replace(limit=MAX_LISTED, offset=0)
+            run.append(op)
         try:
             for op in ops:
                 _check(grant, op)
-            results = store.batch(ops)
+            results = store.batch(run)
         except InvalidNamespaceError as exc:
             raise InputError(f"invalid namespace: {exc}") from None
-        if grant is not None:
-            for i, op in enumerate(ops):
-                if isinstance(op, ListNamespacesOp) and _listed_dataset(op) is None:
-                    listed = results[i]
-                    assert isinstance(listed, list)
-                    results[i] = [
-                        ns for ns in listed if isinstance(ns, tuple) and grant.covers(_dataset(ns))
-                    ]
+        for i, listing in narrowed.items():
+            assert grant is not None
+            found = results[i]
+            listed = (
+                [ns for ns in found if isinstance(ns, tuple)] if isinstance(found, list) else []
+            )
+            mine = [ns for ns in listed if ns and grant.covers(_dataset(ns))]
+            results[i] = mine[listing.offset : listing.offset + listing.limit]
         return [result_json(result) for result in results]
 
     return router

@@ -103,6 +103,9 @@ def test_a_key_reaches_only_its_datasets(served: Served, store: Opener) -> None:
         with pytest.raises(RemoteAccessError) as refused:
             call()
         assert refused.value.status == 403
+    # the key's own namespaces are paged, though others sort before them
+    assert tom.list_namespaces(limit=1) == [("tom", "notes")]
+    assert tom.list_namespaces(max_depth=1) == [("tom",)]
     listed = sara.list_namespaces()
     assert listed and all(ns[0] == "sara" for ns in listed)
     everything = store("admin").list_namespaces()
