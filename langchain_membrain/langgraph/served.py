@@ -13,6 +13,7 @@ a namespace listing without a dataset prefix returns only the namespaces of the 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from fastapi import APIRouter, Depends
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, Op, PutOp, SearchOp
 
 from langchain_membrain.langgraph.remote_store import STORE_BATCH, StoreBatch, op_of, result_json
+from langchain_membrain.langgraph.sidecar import sidecar_location
 from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
 from membrain import ConfigurationError, InputError, Memory
 from membrain.server.app import authenticate
@@ -68,9 +70,19 @@ def store_routes(memory: Memory) -> APIRouter | None:
     server): the extension is then off.
     """
     try:
-        store = MembrainStore(memory=memory)
+        sidecar_location(memory, None)
     except ConfigurationError:
         return None
+    opened: list[MembrainStore] = []
+    lock = threading.Lock()
+
+    def store() -> MembrainStore:
+        """The store, opened on first use (a server nobody asks for items creates no file)."""
+        with lock:
+            if not opened:
+                opened.append(MembrainStore(memory=memory))
+            return opened[0]
+
     router = APIRouter()
 
     @router.post(STORE_BATCH, tags=["langgraph store"])
@@ -88,7 +100,7 @@ def store_routes(memory: Memory) -> APIRouter | None:
         try:
             for op in ops:
                 _check(grant, op)
-            results = store.batch(run)
+            results = store().batch(run)
         except InvalidNamespaceError as exc:
             raise InputError(f"invalid namespace: {exc}") from None
         for i, listing in narrowed.items():

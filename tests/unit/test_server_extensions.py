@@ -52,3 +52,13 @@ def test_extensions_that_cannot_serve_are_left_out_and_logged(
         assert run.extensions(memory) == [router]
     assert "'missing-framework' is off" in caplog.text and "'refuses' is off" in caplog.text
     assert "'good' is on" in caplog.text
+
+
+def test_the_store_extension_creates_its_file_on_first_use_only(tmp_path: Path) -> None:
+    from langchain_membrain.langgraph.served import store_routes
+    from langchain_membrain.langgraph.sidecar import SIDECAR_NAME
+
+    with Memory(tmp_path, dense=HashingEncoder(32)) as memory:
+        router = store_routes(memory)
+        assert router is not None and [r.path for r in router.routes] == ["/api/store/batch"]
+        assert not (tmp_path / SIDECAR_NAME).exists()
