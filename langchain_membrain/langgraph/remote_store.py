@@ -29,7 +29,7 @@ from langgraph.store.base import (
 from pydantic import BaseModel, Field
 
 from membrain import ConfigurationError
-from membrain.remote.common import Call, answer, check_url, headers, send
+from membrain.remote.common import RETRIES, Call, answer, check_url, headers, send
 
 __all__ = [
     "MAX_OPS",
@@ -197,7 +197,8 @@ class RemoteMembrainStore(BaseStore):
         url: The server's base URL (``http://host:9574``).
         api_key: A key from the server's keys file (``None`` for a server run without keys).
         timeout: Seconds to wait for each answer.
-        retries: Requests sent again after no answer or a 502/503/504.
+        retries: Requests sent again after no answer or a 502/503/504 (every operation is
+            safe to repeat: a put writes the same value again).
         transport: An ``httpx`` transport (tests).
 
     Example:
@@ -214,7 +215,7 @@ class RemoteMembrainStore(BaseStore):
         api_key: str | None = None,
         *,
         timeout: float = 30.0,
-        retries: int = 2,
+        retries: int = RETRIES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = check_url(url)
@@ -239,8 +240,10 @@ class RemoteMembrainStore(BaseStore):
         if not ops:
             return []
         call = Call("POST", STORE_BATCH, {"ops": [op_json(op) for op in ops]})
-        bodies = answer(send(self._client, self.url, self._retries, call), list)
-        return [result_of(op, body) for op, body in zip(ops, bodies, strict=True)]
+        response = send(self._client, self.url, self._retries, call)
+        return answer(
+            response, lambda bodies: [result_of(o, b) for o, b in zip(ops, bodies, strict=True)]
+        )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` in a worker thread."""

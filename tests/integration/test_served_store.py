@@ -140,3 +140,16 @@ def test_a_graph_compiled_with_the_served_store(served: Served, store: Opener) -
     graph.invoke({"messages": [("user", "I started learning the violin.")]})
     seen = store("sara-reader").get(("sara", "graph"), "last")
     assert seen is not None and seen.value == {"text": "I started learning the violin."}
+
+
+def test_an_answer_of_the_wrong_shape_is_a_backend_error() -> None:
+    import httpx
+
+    from membrain import BackendError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=[])  # no result for the one operation sent
+
+    remote = RemoteMembrainStore("http://membrain.test", transport=httpx.MockTransport(handler))
+    with remote, pytest.raises(BackendError, match="unexpected answer"):
+        remote.get(("sara", "prefs"), "pet")
