@@ -563,10 +563,13 @@ class Memory(AccountableMemory):
 
 
 def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
-    """Stored message ids for ids that are either stored ids or the caller's source ids."""
-    if isinstance(ids, str):
-        raise InputError("message ids must be a list of strings, not one string")
-    return tuple(dict.fromkeys([*ids, *(message_id(scope, source_id) for source_id in ids)]))
+    """Stored message ids for ids that are either stored ids or the caller's source ids.
+
+    Raises:
+        InputError: ``ids`` is neither a string nor a sequence of strings.
+    """
+    given = as_ids(ids, "message ids")
+    return tuple(dict.fromkeys([*given, *(message_id(scope, source_id) for source_id in given)]))
 
 
 def _is_uuid(text: str) -> bool:
