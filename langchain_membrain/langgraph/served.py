@@ -23,11 +23,14 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp,
 from langchain_membrain.langgraph.remote_store import STORE_BATCH, StoreBatch, op_of, result_json
 from langchain_membrain.langgraph.sidecar import sidecar_location
 from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
-from membrain import ConfigurationError, InputError, Memory
+from membrain import Actor, ActorKind, ConfigurationError, InputError, Memory
 from membrain.server.app import authenticate
 from membrain.server.keys import ALL_DATASETS, Forbidden, Grant, Role
 
-__all__ = ["MAX_LISTED", "store_routes"]
+__all__ = ["ANONYMOUS", "MAX_LISTED", "store_routes"]
+
+ANONYMOUS = Actor(kind=ActorKind.API)
+"""Who the audit names for writes on a server run without keys."""
 
 MAX_LISTED = 100_000
 """The most namespaces a listing that names no dataset reads before keeping the key's own."""
@@ -100,7 +103,7 @@ def store_routes(memory: Memory) -> APIRouter | None:
         try:
             for op in ops:
                 _check(grant, op)
-            results = store().batch(run)
+            results = store().batch_by(run, grant.actor if grant else ANONYMOUS)
         except InvalidNamespaceError as exc:
             raise InputError(f"invalid namespace: {exc}") from None
         for i, listing in narrowed.items():

@@ -329,6 +329,13 @@ class MembrainStore(BaseStore):
     # -- batch -------------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run operations: reads against the store as it was, then the puts (last one wins)."""
+        return self.batch_by(ops, self._actor)
+
+    def batch_by(self, ops: Iterable[Op], actor: Actor) -> list[Result]:
+        """:meth:`batch`, the audit log naming ``actor`` for its writes.
+
+        A server names the API key that sent the batch, instead of the store's own actor.
+        """
         ops = list(ops)
         results: list[Result] = [None] * len(ops)
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -352,7 +359,7 @@ class MembrainStore(BaseStore):
         for i, op in queries:
             results[i] = self._query(op)
         if puts:
-            self._apply(puts)
+            self._apply(puts, actor)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -513,7 +520,7 @@ class MembrainStore(BaseStore):
             return DEFAULT_USER_NAME
         return name.strip()
 
-    def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp]) -> None:
+    def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp], actor: Actor) -> None:
         rows: list[tuple[str, str, str | None, str | None]] = []
         messages: dict[Scope, list[Message]] = {}
         previous = self._sources(puts)
@@ -548,9 +555,7 @@ class MembrainStore(BaseStore):
         # MemBrain first: a crash in between leaves an unreferenced message, never an item
         # whose text is missing from the index.
         for scope, batch in messages.items():
-            self.memory.add(
-                batch, scope=scope, extract=False, by=actor_for(self.memory, self._actor)
-            )
+            self.memory.add(batch, scope=scope, extract=False, by=actor_for(self.memory, actor))
         now = datetime.now(UTC).isoformat()
         with self._lock, self._conn:
             for ns, key, stored, ref in rows:
@@ -573,7 +578,7 @@ class MembrainStore(BaseStore):
         for (namespace, key), old in previous.items():
             if old not in {ref for ns, k, _, ref in rows if (ns, k) == (ns_text(namespace), key)}:
                 retired.setdefault(self._scope_for(namespace), []).append(old)
-        self._retire(retired)
+        self._retire(retired, actor)
         if self._extract:
             for scope, batch in messages.items():
                 schedule_extraction(self.memory, scope, batch, self._writer)
@@ -593,7 +598,7 @@ class MembrainStore(BaseStore):
                     found[(namespace, key)] = row[0]
         return found
 
-    def _retire(self, retired: Mapping[Scope, list[str]]) -> None:
+    def _retire(self, retired: Mapping[Scope, list[str]], actor: Actor) -> None:
         """Forget the facts of overwritten or deleted items' previous values (audited).
 
         A previous value still waiting for extraction is extracted first, so its facts never
@@ -608,6 +613,6 @@ class MembrainStore(BaseStore):
                 self.memory.forget(
                     [f.id for f in facts],
                     scope=scope,
-                    by=actor_for(self.memory, self._actor),
+                    by=actor_for(self.memory, actor),
                     reason="the store item was overwritten or deleted",
                 )

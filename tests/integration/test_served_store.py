@@ -72,6 +72,11 @@ def test_two_workers_share_the_items_and_their_search(served: Served, store: Ope
     BackgroundWriter.for_memory(served.memory).flush(timeout=30.0)
     scope = scope_for_namespace(("sara", "prefs"), task="store")
     assert {m.status for m in served.memory.messages(scope=scope)} == {MessageStatus.PROCESSED}
+    # the audit names the key that wrote, and the key that deleted
+    stored = served.memory.audit(scope=scope, actions=["stored"])
+    assert stored and {e.actor.name for e in stored} == {"sara-writer"}
+    forgotten = served.memory.audit(scope=scope, actions=["forgotten"])  # the deleted item's
+    assert forgotten and {e.actor.name for e in forgotten} == {"sara-writer"}
 
 
 def test_batches_answer_in_order(served: Served, store: Opener) -> None:
