@@ -8,7 +8,6 @@ steps leaves the messages pending for the next ``add``. Read path: :mod:`membrai
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -62,7 +61,7 @@ from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
 from membrain.retrieval.search import RRF_K, Searcher
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE, SPARSE, Backend, check_scope
+from membrain.storage.base import DENSE, SPARSE, Backend, check_scope, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import FactFilter, LexicalSync, RecordStore
 
@@ -518,7 +517,7 @@ class Memory(AccountableMemory):
         stored = _stored_ids(scope, derived_from)
         where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
         if ids is not None:
-            wanted = [i for i in as_ids(ids) if _is_uuid(i)]
+            wanted = [i for i in as_ids(ids) if is_point_id(i)]
             found = self._store.get_facts(scope, wanted) if wanted else []
             cited = set(stored)
             return [f for f in found if where.admits(f) and (not cited or cited & set(f.sources))]
@@ -537,7 +536,7 @@ class Memory(AccountableMemory):
         if ids is None:
             found = list(self._store.iter_messages(scope))
         else:
-            wanted = [i for i in _stored_ids(scope, ids) if _is_uuid(i)]
+            wanted = [i for i in _stored_ids(scope, ids) if is_point_id(i)]
             found = self._store.get_messages(scope, wanted) if wanted else []
         return sorted(found, key=lambda m: m.message.timestamp)
 
@@ -570,14 +569,6 @@ def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
     """
     given = as_ids(ids, "message ids")
     return tuple(dict.fromkeys([*given, *(message_id(scope, source_id) for source_id in given)]))
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:

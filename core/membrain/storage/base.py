@@ -40,6 +40,7 @@ __all__ = [
     "check_payload_values",
     "check_condition_value",
     "check_scope",
+    "is_point_id",
     "point_uuid",
     "scope_payload",
 ]
@@ -186,6 +187,15 @@ def check_payload_values(values: Mapping[str, Any]) -> dict[str, Any]:
             "write the point again under the other scope instead"
         )
     return dict(values)
+
+
+def is_point_id(text: str) -> bool:
+    """Whether ``text`` is a UUID string, the form every point id takes."""
+    try:
+        uuid.UUID(text)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
 
 
 def point_uuid(point_id: str) -> uuid.UUID:
