@@ -62,11 +62,12 @@ def settings_for(
     *,
     path: str | Path | None = None,
     qdrant_url: str | None = None,
+    llm: str | None = None,
 ) -> MembrainSettings:
-    """``settings`` (default: read from ``MEMBRAIN_*``) with its store overridden.
+    """``settings`` (default: read from ``MEMBRAIN_*``) with its store and model overridden.
 
     ``path`` names an embedded store, ``qdrant_url`` a Qdrant server; either replaces the
-    store ``settings`` name.
+    store ``settings`` name. ``llm`` (``module:attribute``) replaces its extraction model.
 
     Raises:
         ConfigurationError: both ``path`` and ``qdrant_url``, or an invalid ``MEMBRAIN_*``.
@@ -78,8 +79,9 @@ def settings_for(
             settings = MembrainSettings()
         except ValidationError as exc:
             raise ConfigurationError(f"invalid MEMBRAIN_* setting: {exc}") from None
+    update: dict[str, object] = {"llm": llm} if llm else {}
     if qdrant_url is not None:
-        return settings.model_copy(update={"qdrant_url": qdrant_url})
-    if path is not None:
-        return settings.model_copy(update={"path": Path(path), "qdrant_url": None})
-    return settings
+        update["qdrant_url"] = qdrant_url
+    elif path is not None:
+        update.update(path=Path(path), qdrant_url=None)
+    return settings.model_copy(update=update) if update else settings

@@ -270,9 +270,7 @@ def run(
     if url is not None:
         memory = RemoteMemory(url, api_key or os.environ.get(API_KEY_VARIABLE) or None)
     else:
-        chosen = settings_for(settings, path=path, qdrant_url=qdrant_url)
-        if llm:
-            chosen = chosen.model_copy(update={"llm": llm})
+        chosen = settings_for(settings, path=path, qdrant_url=qdrant_url, llm=llm)
         memory = Memory.from_settings(chosen, dense=dense)
     with memory:
         server = build_server(memory, scope=scope)

@@ -97,6 +97,8 @@ def test_the_settings_name_the_store_and_overrides_win(
     assert from_env.qdrant_url == "http://qdrant.example:6333" and from_env.batch_size == 7
     local = settings_for(path=tmp_path)
     assert (local.path, local.qdrant_url, local.batch_size) == (tmp_path, None, 7)
+    modelled = settings_for(path=tmp_path, llm="app:model")
+    assert (modelled.path, modelled.llm, modelled.batch_size) == (tmp_path, "app:model", 7)
     other = settings_for(from_env, qdrant_url="http://other:6333")
     assert other.qdrant_url == "http://other:6333" and other.batch_size == 7
     with pytest.raises(ConfigurationError, match="not both"):

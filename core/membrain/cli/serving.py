@@ -20,7 +20,6 @@ from membrain.cli.common import (
     failures,
     say,
 )
-from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError
 
 __all__ = ["keys_add", "keys_list", "keys_revoke", "mcp_command", "serve"]
@@ -51,19 +50,10 @@ def serve(
             port=port,
             keys_file=keys,
             log_level=log_level,
-            settings=_served_settings(path, qdrant_url, llm),
+            path=path,
+            qdrant_url=qdrant_url,
+            llm=llm,
         )
-
-
-def _served_settings(
-    path: Path | None, qdrant_url: str | None, llm: str | None
-) -> MembrainSettings:
-    """``MEMBRAIN_*`` with the command's ``--path`` or ``--qdrant-url`` and ``--llm``."""
-    if qdrant_url is not None:
-        settings = settings_for(qdrant_url=qdrant_url)
-    else:
-        settings = settings_for(path=path)
-    return settings.model_copy(update={"llm": llm}) if llm else settings
 
 
 @app.command("mcp")

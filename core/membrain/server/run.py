@@ -89,6 +89,7 @@ def serve(
     keys_file: str | Path | None = None,
     log_level: str = "info",
     settings: MembrainSettings | None = None,
+    llm: str | None = None,
 ) -> None:
     """Serve the memory at ``path`` (or the Qdrant server at ``qdrant_url``) until stopped.
 
@@ -105,6 +106,7 @@ def serve(
         keys_file: The API keys (see :mod:`membrain.server.keys`); without it no key is asked.
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
         settings: The memory's settings (model, encoder, Qdrant key, batch size...).
+        llm: The extraction model as ``module:attribute`` (instead of ``MEMBRAIN_LLM``).
 
     Raises:
         ConfigurationError: a non-loopback host without keys, a malformed keys file, or a
@@ -116,7 +118,7 @@ def serve(
     if not logging.getLogger().handlers:  # refused requests and failures reach the console
         level = logging.getLevelNamesMapping().get(log_level.upper(), logging.DEBUG)
         logging.basicConfig(level=level, format="%(levelname)s: %(name)s: %(message)s")
-    memory = Memory.from_settings(settings_for(settings, path=path, qdrant_url=qdrant_url))
+    memory = Memory.from_settings(settings_for(settings, path=path, qdrant_url=qdrant_url, llm=llm))
     writer: BackgroundWriter | None = None
     app: FastAPI | None = None
     try:
