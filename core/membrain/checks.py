@@ -15,7 +15,27 @@ from pydantic import AfterValidator
 
 from membrain.errors import InputError
 
-__all__ = ["UtcDatetime", "is_loopback", "is_unicode", "now", "unicode_text", "utc"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "MAX_QUESTION_CHARS",
+    "MAX_REASON_CHARS",
+    "UtcDatetime",
+    "bounded_text",
+    "is_loopback",
+    "is_unicode",
+    "now",
+    "unicode_text",
+    "utc",
+]
+
+MAX_MESSAGE_CHARS = 100_000
+"""The longest message text (and, apart, image caption) a memory stores: about 25k tokens."""
+
+MAX_QUESTION_CHARS = 8_000
+"""The longest question a search, context or message search accepts."""
+
+MAX_REASON_CHARS = 2_000
+"""The longest reason or reviewer's note an audit event records."""
 
 
 def utc(value: datetime) -> datetime:
@@ -45,6 +65,21 @@ def unicode_text(value: str, what: str) -> str:
     """
     if not is_unicode(value):
         raise InputError(f"{what} {value!r} is not valid Unicode text (a lone surrogate?)")
+    return value
+
+
+def bounded_text(value: object, what: str, limit: int) -> str:
+    """``value`` when it is a string of valid Unicode of at most ``limit`` characters.
+
+    Raises:
+        InputError: it is not; the message names ``what`` and the limit.
+    """
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise InputError(f"{what} has {len(value):,} characters; at most {limit:,} are accepted")
+    if not is_unicode(value):
+        raise InputError(f"{what} is not valid Unicode text (a lone surrogate?)")
     return value
 
 
