@@ -22,6 +22,7 @@ import re
 import secrets
 import threading
 import tomllib
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -93,6 +94,9 @@ class Role(StrEnum):
 class Grant:
     """What one key may do: its role over its datasets.
 
+    Dataset names are NFC-normalised, as :class:`membrain.models.Scope` normalises them, so
+    a name typed with a combining accent and its precomposed form are one dataset.
+
     Attributes:
         name: The key's name in the keys file, or a prefix of its hash when it has none.
         role: The key's role.
@@ -103,9 +107,12 @@ class Grant:
     role: Role
     datasets: frozenset[str]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "datasets", frozenset(map(_nfc, self.datasets)))
+
     def covers(self, dataset: str) -> bool:
         """Whether the key may use ``dataset``."""
-        return ALL_DATASETS in self.datasets or dataset in self.datasets
+        return ALL_DATASETS in self.datasets or _nfc(dataset) in self.datasets
 
     def check(self, dataset: str, needs: Role) -> None:
         """Refuse unless the key may act on ``dataset`` with role ``needs``.
@@ -128,6 +135,11 @@ class Grant:
 class _Entry:
     digest: str
     grant: Grant
+
+
+def _nfc(dataset: str) -> str:
+    """``dataset`` in the normal form scopes use for names."""
+    return unicodedata.normalize("NFC", dataset)
 
 
 def hash_key(key: str) -> str:
@@ -292,16 +304,23 @@ def _parse_entry(table: object, index: int, source: Path) -> tuple[str, Grant]:
 
 
 def _check_datasets(value: Any, where: str) -> list[str]:
+    """The dataset names of a key, each as a scope names it (NFC-normalised).
+
+    Raises:
+        ConfigurationError: not a non-empty list, or a name no scope may have.
+    """
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise ConfigurationError(f"{where}: 'datasets' must be a non-empty list of names or ['*']")
+    names: list[str] = []
     for dataset in value:
         if dataset == ALL_DATASETS:
+            names.append(dataset)
             continue
         try:
-            Scope(dataset=dataset, task="keys")
+            names.append(Scope(dataset=dataset, task="keys").dataset)
         except ScopeError as exc:
             raise ConfigurationError(f"{where}: bad dataset name: {exc}") from None
-    return list(value)
+    return names
 
 
 def add_key(
@@ -309,8 +328,8 @@ def add_key(
 ) -> str:
     """Create a key for ``datasets`` with ``role``, append it to the keys file, return it.
 
-    The file (created with mode 0600 when missing) keeps only the key's hash: the returned key
-    cannot be shown again.
+    The file keeps only the key's hash: the returned key cannot be shown again. It is created
+    when missing and made private (mode 0600) on every write, whatever its mode was.
 
     Raises:
         ConfigurationError: a bad role, dataset list or name, or an existing keys file that does
@@ -337,9 +356,24 @@ def add_key(
     # dataset and key names hold no quote, backslash or control character: safe as TOML strings
     descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(descriptor, "a", encoding="utf-8") as out:
+        _make_private(descriptor, target)
         out.write("\n".join(lines) + "\n")
     KeyRing.load(target)
     return key
+
+
+def _make_private(descriptor: int, path: Path) -> None:
+    """Set mode 0600 on the open keys file at ``path``, before anything is written to it.
+
+    Raises:
+        ConfigurationError: the mode cannot be changed (a file of another user).
+    """
+    try:
+        os.chmod(descriptor if os.chmod in os.supports_fd else path, 0o600)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot make keys file {str(path)!r} private (mode 0600): {exc}"
+        ) from None
 
 
 _TABLE = re.compile(r"^[ \t]*\[\[key\]\]", re.MULTILINE)
@@ -376,6 +410,7 @@ def revoke_key(path: str | Path, name: str) -> int:
     descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            _make_private(descriptor, staged)
             out.write(kept)
         if len(_read(staged)) != len(before) - len(doomed):
             raise ConfigurationError(f"removing {name!r} would break {str(target)!r}; unchanged")

@@ -1,0 +1,103 @@
+"""The keys file stays private on every write, and its dataset names match scopes' names."""
+
+from __future__ import annotations
+
+import stat
+import unicodedata
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from membrain import Scope
+from membrain.cli import app
+from membrain.server import KeyRing, Role, add_key, revoke_key
+from membrain.server.keys import Forbidden, Grant
+
+DECOMPOSED = "jose\u0301"  # "e" followed by a combining acute accent
+COMPOSED = "jos\u00e9"  # the precomposed "é"
+
+runner = CliRunner()
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _public_keys_file(tmp_path: Path) -> Path:
+    """A keys file holding one key, left readable by everyone (as an editor or `cp` may)."""
+    path = tmp_path / "keys.toml"
+    add_key(path, ["sara"], Role.READ, name="first")
+    path.chmod(0o644)
+    assert _mode(path) == 0o644
+    return path
+
+
+def test_adding_a_key_makes_an_existing_public_keys_file_private(tmp_path: Path) -> None:
+    path = _public_keys_file(tmp_path)
+    add_key(path, ["tom"], Role.WRITE, name="second")
+    assert _mode(path) == 0o600
+    assert [g.name for g in KeyRing.load(path).grants] == ["first", "second"]
+
+
+def test_the_cli_add_makes_an_existing_public_keys_file_private(tmp_path: Path) -> None:
+    path = _public_keys_file(tmp_path)
+    made = runner.invoke(app, ["keys", "add", "--keys", str(path), "-d", "tom", "--name", "tom"])
+    assert made.exit_code == 0, made.output
+    assert _mode(path) == 0o600
+    key = made.output.strip()
+    assert KeyRing.load(path).authorize(key, "tom", Role.READ).name == "tom"
+
+
+def test_a_new_keys_file_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "keys.toml"
+    made = runner.invoke(app, ["keys", "add", "--keys", str(path), "-d", "sara"])
+    assert made.exit_code == 0, made.output
+    assert _mode(path) == 0o600
+
+
+def test_revoking_a_key_leaves_the_keys_file_private(tmp_path: Path) -> None:
+    path = _public_keys_file(tmp_path)
+    add_key(path, ["tom"], Role.READ, name="gone")
+    path.chmod(0o644)
+    revoked = runner.invoke(app, ["keys", "revoke", "gone", "--keys", str(path)])
+    assert revoked.exit_code == 0, revoked.output
+    assert _mode(path) == 0o600
+    path.chmod(0o644)
+    assert revoke_key(path, "first") == 1
+    assert _mode(path) == 0o600
+
+
+def test_a_key_for_a_decomposed_dataset_name_authorizes_its_scope(tmp_path: Path) -> None:
+    assert DECOMPOSED != COMPOSED
+    assert Scope(dataset=DECOMPOSED, task="t").dataset == COMPOSED
+    path = tmp_path / "keys.toml"
+    key = add_key(path, [DECOMPOSED], Role.WRITE, name="jose")
+    assert DECOMPOSED not in path.read_text(encoding="utf-8")  # stored as scopes name it
+    ring = KeyRing.load(path)
+    for typed in (COMPOSED, DECOMPOSED):
+        dataset = Scope(dataset=typed, task="t").dataset
+        assert ring.authorize(key, dataset, Role.WRITE).name == "jose"
+        assert ring.authorize(key, typed, Role.READ).name == "jose"
+    with pytest.raises(Forbidden):
+        ring.authorize(key, "jose", Role.READ)
+
+
+def test_a_hand_written_decomposed_dataset_name_is_read_as_scopes_name_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.toml"
+    key = add_key(path, ["placeholder"], Role.READ, name="jose")
+    text = path.read_text(encoding="utf-8").replace('"placeholder"', f'"{DECOMPOSED}"')
+    path.write_text(text, encoding="utf-8")
+    assert DECOMPOSED in path.read_text(encoding="utf-8")
+    (grant,) = KeyRing.load(path).grants
+    assert grant.datasets == frozenset({COMPOSED})
+    assert KeyRing.load(path).authorize(key, COMPOSED, Role.READ).name == "jose"
+
+
+def test_a_grant_made_in_code_normalises_its_datasets() -> None:
+    grant = Grant(name="jose", role=Role.READ, datasets=frozenset({DECOMPOSED}))
+    assert grant.datasets == frozenset({unicodedata.normalize("NFC", DECOMPOSED)})
+    assert grant.covers(COMPOSED) and grant.covers(DECOMPOSED)
+    grant.check(COMPOSED, Role.READ)
