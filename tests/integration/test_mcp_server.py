@@ -179,3 +179,62 @@ def test_a_url_and_a_store_are_not_both_served(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="either"):
         run(url="http://127.0.0.1:9574", path=tmp_path, dataset="sara", task="mcp")
     assert not any(tmp_path.iterdir())  # nothing was opened
+
+
+# -- streamable HTTP asks for no credentials: loopback only --------------------------------------
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, object]]]:
+    """The servers started, recorded instead of served until stopped."""
+    from mcp.server.mcpserver import MCPServer
+
+    calls: list[tuple[str, dict[str, object]]] = []
+
+    def record(self: MCPServer[object], transport: str = "stdio", **options: object) -> None:
+        calls.append((transport, options))
+
+    monkeypatch.setattr(MCPServer, "run", record)
+    return calls
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "memory.example.org"])
+def test_http_refuses_a_host_other_machines_can_reach(
+    tmp_path: Path, started: list[tuple[str, dict[str, object]]], host: str
+) -> None:
+    from membrain import ConfigurationError
+    from membrain.mcp_server import run
+
+    store = tmp_path / "store"
+    with pytest.raises(ConfigurationError, match="refusing to serve MCP"):
+        run(path=store, dataset="sara", task="mcp", transport="http", host=host)
+    assert not store.exists() and not started  # refused before opening anything
+
+
+def test_the_commands_refuse_http_on_a_public_host(
+    started: list[tuple[str, dict[str, object]]],
+) -> None:
+    from typer.testing import CliRunner
+
+    from membrain.cli import app
+    from membrain.mcp_server import main
+
+    scope = ["--dataset", "sara", "--task", "mcp", "--url", "http://127.0.0.1:9"]
+    public = ["--transport", "http", "--host", "0.0.0.0"]
+    refused = CliRunner().invoke(app, ["mcp", *scope, *public])
+    assert refused.exit_code == 1, refused.output
+    assert "refusing to serve MCP" in refused.output
+    with pytest.raises(SystemExit) as exited:
+        main([*scope, *public])
+    assert exited.value.code == 1
+    assert not started
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+def test_http_on_a_loopback_host_starts_serving(
+    started: list[tuple[str, dict[str, object]]], host: str
+) -> None:
+    from membrain.mcp_server import run
+
+    # a served memory's url: nothing is opened or called before the tools are
+    unused = "http://127.0.0.1:9"
+    run(url=unused, api_key="mb_x", dataset="sara", task="mcp", transport="http", host=host, port=0)
+    assert started == [("streamable-http", {"host": host, "port": 0})]
