@@ -19,7 +19,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from membrain.errors import ConfigurationError
 
-__all__ = ["MembrainSettings", "settings_for"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "MembrainSettings", "settings_for"]
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest request body ``membrain serve`` reads by default (4 MiB)."""
 
 
 class MembrainSettings(BaseSettings):
@@ -55,6 +58,8 @@ class MembrainSettings(BaseSettings):
     that, from every index and the store's files. The facts extracted from them stay and then
     cite evidence that no longer exists.
     """
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1)
+    """The largest request body ``membrain serve`` reads; a larger one answers 413."""
 
 
 def settings_for(

@@ -40,6 +40,15 @@ def serve(
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
     llm: LlmOption = None,
+    max_body: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body",
+            min=1,
+            help="Largest request body in bytes; larger ones answer 413 "
+            "(default MEMBRAIN_MAX_BODY_BYTES, else 4 MiB).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the memory over HTTP (the `server` extra): one process owns the store."""
     with failures():
@@ -53,6 +62,7 @@ def serve(
             path=path,
             qdrant_url=qdrant_url,
             llm=llm,
+            max_body_bytes=max_body,
         )
 
 

@@ -522,6 +522,8 @@ def error(response: httpx.Response) -> MembrainError:
         return ConflictError(message)
     if status == 422:
         return _INPUT_ERRORS.get(kind, InputError)(message)
+    if status == 413:  # the request is larger than the server reads
+        return InputError(message)
     return BackendError(message)
 
 

@@ -10,8 +10,9 @@ role needs ``admin``.
 Errors answer as JSON ``{"error": "<one line>", "type": "<ErrorClass>"}``: bad input 422, an
 unknown fact or message 404, a request that contradicts what is stored 409 (a message id reused
 for another text, superseding a retracted fact), a missing or unknown key 401, a key without
-the dataset or role 403, a store that cannot serve 503, anything unexpected 500 with a generic
-message (the traceback goes to the log, never to the client).
+the dataset or role 403, a body larger than ``max_body_bytes`` 413 (refused before it is read),
+a store that cannot serve 503, anything unexpected 500 with a generic message (the traceback
+goes to the log, never to the client).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from starlette.types import Scope as AsgiScope
 
 from membrain.audit import AuditEvent, FactHistory, ReviewItem
 from membrain.background import BackgroundWriter
+from membrain.config import DEFAULT_MAX_BODY_BYTES
 from membrain.errors import (
     BackendError,
     ConfigurationError,
@@ -77,8 +79,10 @@ __all__ = [
     "Access",
     "FactNotFound",
     "Granted",
+    "RequestTooLarge",
     "authenticate",
     "authorize",
+    "body_limit",
     "create_app",
 ]
 
@@ -95,6 +99,19 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from the server's
 
 class FactNotFound(NotFoundError):
     """A fact id that names no fact of the scope (HTTP 404)."""
+
+
+class RequestTooLarge(HTTPException):
+    """A request body larger than the server reads (HTTP 413).
+
+    Args:
+        limit: The largest body the server reads, in bytes.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413, f"the request body is larger than {limit:,} bytes; send it in smaller parts"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +211,7 @@ def create_app(
     writer: BackgroundWriter | None = None,
     close_memory: bool = False,
     extensions: Sequence[APIRouter] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """The HTTP API over ``memory``.
 
@@ -206,11 +224,17 @@ def create_app(
         close_memory: At shutdown, after the writer has flushed, close ``memory``.
         extensions: More routes (see :func:`membrain.server.extensions`); each route depends
             on :func:`authenticate` and checks the datasets it touches itself.
+        max_body_bytes: The largest request body read; a larger one answers 413 before it is
+            read (on its ``Content-Length``, or as soon as a streamed body passes the limit).
+
+    Raises:
+        ConfigurationError: ``max_body_bytes`` is not a positive integer.
 
     Example:
         >>> app = create_app(Memory(path="/tmp/mem"), keys=KeyRing.load("keys.toml"))
         ... # doctest: +SKIP
     """
+    max_body_bytes = body_limit(max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -414,6 +438,7 @@ def create_app(
     app.add_exception_handler(MembrainError, _membrain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_middleware(_BodyLimit, limit=max_body_bytes)
     app.add_middleware(_UnexpectedErrors)
     return app
 
@@ -491,7 +516,83 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if isinstance(exc, RequestTooLarge):
+        return _too_large(exc)
     return _body(exc.status_code, str(exc.detail), "HTTPError")
+
+
+def _too_large(exc: RequestTooLarge) -> JSONResponse:
+    response = _body(exc.status_code, str(exc.detail), type(exc).__name__)
+    response.headers["Connection"] = "close"  # the rest of the body is not read
+    return response
+
+
+class _BodyLimit:
+    """Answers 413 to a request body larger than ``limit`` bytes, without reading it.
+
+    A ``Content-Length`` over the limit is refused before the application runs; a body of
+    unknown length (chunked) is counted as it streams in and refused at the first chunk past
+    the limit.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            await _too_large(RequestTooLarge(self.limit))(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> AsgiMessage:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise RequestTooLarge(self.limit)
+            return message
+
+        async def watched(message: AsgiMessage) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except RequestTooLarge as exc:  # read outside a route (the routes answer it themselves)
+            if started:
+                raise
+            await _too_large(exc)(scope, receive, send)
+
+
+def body_limit(value: object) -> int:
+    """``value`` when it is a usable request body limit: a positive number of bytes.
+
+    Raises:
+        ConfigurationError: it is not.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"the largest request body must be a positive number of bytes, not {value!r:.40}"
+        )
+    return value
+
+
+def _content_length(scope: AsgiScope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 class _UnexpectedErrors:

@@ -24,7 +24,7 @@ from membrain.checks import is_loopback
 from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError, MembrainError
 from membrain.memory import Memory
-from membrain.server.app import create_app
+from membrain.server.app import body_limit, create_app
 from membrain.server.keys import KeyRing
 
 __all__ = [
@@ -90,6 +90,7 @@ def serve(
     log_level: str = "info",
     settings: MembrainSettings | None = None,
     llm: str | None = None,
+    max_body_bytes: int | None = None,
 ) -> None:
     """Serve the memory at ``path`` (or the Qdrant server at ``qdrant_url``) until stopped.
 
@@ -107,10 +108,12 @@ def serve(
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
         settings: The memory's settings (model, encoder, Qdrant key, batch size...).
         llm: The extraction model as ``module:attribute`` (instead of ``MEMBRAIN_LLM``).
+        max_body_bytes: The largest request body read, larger ones answer 413 (default: the
+            settings' ``max_body_bytes``, ``MEMBRAIN_MAX_BODY_BYTES``, 4 MiB).
 
     Raises:
-        ConfigurationError: a non-loopback host without keys, a malformed keys file, or a
-            store that cannot open with these settings.
+        ConfigurationError: a non-loopback host without keys, a malformed keys file, a
+            ``max_body_bytes`` below 1, or a store that cannot open with these settings.
         StoreInUseError: another process owns the embedded store.
     """
     keys = KeyRing.load(keys_file) if keys_file is not None else None
@@ -118,13 +121,20 @@ def serve(
     if not logging.getLogger().handlers:  # refused requests and failures reach the console
         level = logging.getLevelNamesMapping().get(log_level.upper(), logging.DEBUG)
         logging.basicConfig(level=level, format="%(levelname)s: %(name)s: %(message)s")
-    memory = Memory.from_settings(settings_for(settings, path=path, qdrant_url=qdrant_url, llm=llm))
+    chosen = settings_for(settings, path=path, qdrant_url=qdrant_url, llm=llm)
+    limit = body_limit(chosen.max_body_bytes if max_body_bytes is None else max_body_bytes)
+    memory = Memory.from_settings(chosen)
     writer: BackgroundWriter | None = None
     app: FastAPI | None = None
     try:
         writer = BackgroundWriter.for_memory(memory)
         app = create_app(
-            memory, keys=keys, writer=writer, close_memory=True, extensions=extensions(memory)
+            memory,
+            keys=keys,
+            writer=writer,
+            close_memory=True,
+            extensions=extensions(memory),
+            max_body_bytes=limit,
         )
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws="none")
         uvicorn.Server(config).run()

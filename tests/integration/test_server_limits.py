@@ -1,0 +1,185 @@
+"""What the server refuses before the memory sees it: large bodies, long texts, foreign hosts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from typer.testing import CliRunner
+
+from membrain import InputError, Memory, Scope
+from membrain.background import BackgroundWriter
+from membrain.config import DEFAULT_MAX_BODY_BYTES, MembrainSettings
+from membrain.errors import ConfigurationError
+from membrain.remote import RemoteMemory
+from membrain.server import create_app, serve_in_thread
+from membrain.testing import HashingEncoder
+
+SARA = {"dataset": "sara", "task": "assistant"}
+LIMIT = 1000
+
+
+def unopened(**options: Any) -> FastAPI:
+    """The app over a memory never opened: enough for requests refused before a route runs."""
+    return create_app(Memory.__new__(Memory), keys=None, **options)
+
+
+async def asgi_post(
+    app: FastAPI, chunks: list[bytes], *, length: int | None, host: bytes = b"localhost"
+) -> tuple[int, dict[str, Any], int]:
+    """POST ``chunks`` to ``/api/memory/search`` in-process: (status, JSON body, chunks read)."""
+    headers = [(b"host", host), (b"content-type", b"application/json")]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/memory/search",
+        "raw_path": b"/api/memory/search",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 9574),
+    }
+    read = 0
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal read
+        read += 1
+        if read > len(chunks):
+            return {"type": "http.disconnect"}
+        return {"type": "http.request", "body": chunks[read - 1], "more_body": read < len(chunks)}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, httpx.Response(status, content=body).json(), read
+
+
+def refused_as_too_large(status: int, body: dict[str, Any]) -> None:
+    assert status == 413
+    assert body["type"] == "RequestTooLarge" and f"{LIMIT:,} bytes" in body["error"]
+
+
+# -- the request body limit ----------------------------------------------------------------------
+async def test_a_declared_length_over_the_limit_is_refused_unread() -> None:
+    status, body, read = await asgi_post(unopened(max_body_bytes=LIMIT), [b"x"], length=LIMIT + 1)
+    refused_as_too_large(status, body)
+    assert read == 0
+
+
+async def test_a_streamed_body_is_refused_at_the_first_chunk_past_the_limit() -> None:
+    chunks = [b"[" * 100] * 1000  # 100 kB of unknown length
+    status, body, read = await asgi_post(unopened(max_body_bytes=LIMIT), chunks, length=None)
+    refused_as_too_large(status, body)
+    assert read == LIMIT // 100 + 1
+
+
+async def test_a_body_at_the_limit_is_read() -> None:
+    content = b'{"dataset": "sara", "task": "assistant", "k": 0}'
+    padded = content[:-1] + b" " * (LIMIT - len(content)) + b"}"
+    status, body, _ = await asgi_post(unopened(max_body_bytes=LIMIT), [padded], length=LIMIT)
+    assert status == 422 and body["type"] == "ValidationError"  # read, then found invalid
+
+
+def test_a_bad_limit_is_a_configuration_error() -> None:
+    for bad in (0, -1, True, "4MiB", 1.5):
+        with pytest.raises(ConfigurationError, match="largest request body"):
+            unopened(max_body_bytes=bad)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A keyless server on loopback that reads bodies of at most ``LIMIT`` bytes."""
+    path = tmp_path_factory.mktemp("limits") / "store"
+    memory = Memory(path, dense=HashingEncoder(dim=64))
+    app = create_app(memory, keys=None, close_memory=True, max_body_bytes=LIMIT)
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_over_a_socket_both_kinds_of_large_body_are_413(small: str) -> None:
+    big = b'{"dataset": "sara", "task": "assistant", "question": "' + b"x" * 5000 + b'"}'
+
+    def streamed() -> Iterator[bytes]:
+        for start in range(0, len(big), 100):
+            yield big[start : start + 100]
+
+    with httpx.Client(base_url=small) as client:
+        declared = client.post("/api/memory/search", content=big)
+        chunked = client.post("/api/memory/search", content=streamed())
+        after = client.post("/api/memory/search", json={**SARA, "question": "cat?"})
+    for response in (declared, chunked):
+        refused_as_too_large(response.status_code, response.json())
+    assert after.status_code == 200, after.text  # the server goes on serving
+
+
+def test_the_remote_client_reads_a_413_as_an_input_error(small: str) -> None:
+    message = {"speaker": "Sara", "text": "I adopted a cat.", "timestamp": "2024-03-15T14:01Z"}
+    with RemoteMemory(small) as remote, pytest.raises(InputError, match="larger than 1,000"):
+        remote.add([message] * 50, scope=Scope(**SARA))
+
+
+async def test_the_default_limit_is_4_mib() -> None:
+    app = unopened()
+    over = DEFAULT_MAX_BODY_BYTES + 1
+    status, body, read = await asgi_post(app, [b"x"], length=over)
+    assert (status, body["type"], read) == (413, "RequestTooLarge", 0)
+    assert DEFAULT_MAX_BODY_BYTES == 4 * 1024 * 1024 == MembrainSettings().max_body_bytes
+
+
+def test_serve_takes_the_limit_from_the_settings_or_its_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from membrain.server import run
+
+    class Stop(Exception):
+        pass
+
+    class Opened:
+        def close(self) -> None:
+            pass
+
+    limits: list[int] = []
+
+    def recording(memory: object, **options: Any) -> FastAPI:
+        limits.append(options["max_body_bytes"])
+        raise Stop
+
+    monkeypatch.setattr(run, "create_app", recording)
+    monkeypatch.setattr(run, "extensions", lambda memory: [])
+    monkeypatch.setattr(Memory, "from_settings", lambda settings: Opened())
+    monkeypatch.setattr(BackgroundWriter, "for_memory", lambda memory: None)
+    monkeypatch.setenv("MEMBRAIN_MAX_BODY_BYTES", "2048")
+    with pytest.raises(Stop):
+        run.serve(path=tmp_path / "a", port=0)
+    with pytest.raises(Stop):
+        run.serve(path=tmp_path / "b", port=0, max_body_bytes=512)
+    with pytest.raises(ConfigurationError, match="largest request body"):
+        run.serve(path=tmp_path / "c", port=0, max_body_bytes=0)
+    assert limits == [2048, 512]
+
+
+def test_membrain_serve_has_a_max_body_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    import membrain.server
+    from membrain.cli import app
+
+    given: list[dict[str, Any]] = []
+    monkeypatch.setattr(membrain.server, "serve", lambda **options: given.append(options))
+    runner = CliRunner()
+    assert runner.invoke(app, ["serve", "--max-body", "65536"]).exit_code == 0
+    assert runner.invoke(app, ["serve"]).exit_code == 0
+    assert runner.invoke(app, ["serve", "--max-body", "0"]).exit_code == 2
+    assert [options["max_body_bytes"] for options in given] == [65536, None]
