@@ -17,7 +17,7 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from membrain.checks import UtcDatetime, now, unicode_text, utc
+from membrain.checks import MAX_MESSAGE_CHARS, UtcDatetime, bounded_text, now, unicode_text, utc
 from membrain.errors import ConfigurationError, InputError, ScopeError
 
 __all__ = [
@@ -200,9 +200,11 @@ class Message(_Record):
 
     @model_validator(mode="after")
     def _check_content(self) -> Message:
+        for name in ("text", "caption"):  # valid Unicode of at most MAX_MESSAGE_CHARS
+            bounded_text(getattr(self, name) or "", f"message {name}", MAX_MESSAGE_CHARS)
         if not self.text.strip() and not (self.caption or "").strip():
             raise InputError(f"message from {self.speaker!r} has neither text nor caption")
-        for name in ("speaker", "text", "caption", "source_id", "addressee"):
+        for name in ("speaker", "source_id", "addressee"):
             unicode_text(getattr(self, name) or "", f"message {name}")
         return self
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from membrain import InputError, Memory, Scope
 from membrain.background import BackgroundWriter
+from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
 from membrain.config import DEFAULT_MAX_BODY_BYTES, MembrainSettings
 from membrain.errors import ConfigurationError
 from membrain.remote import RemoteMemory
@@ -101,13 +102,26 @@ def test_a_bad_limit_is_a_configuration_error() -> None:
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    with Memory(tmp_path_factory.mktemp("limits") / "store", dense=HashingEncoder(64)) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def small(memory: Memory) -> Iterator[str]:
     """A keyless server on loopback that reads bodies of at most ``LIMIT`` bytes."""
-    path = tmp_path_factory.mktemp("limits") / "store"
-    memory = Memory(path, dense=HashingEncoder(dim=64))
-    app = create_app(memory, keys=None, close_memory=True, max_body_bytes=LIMIT)
-    with serve_in_thread(app) as url:
+    with serve_in_thread(create_app(memory, keys=None, max_body_bytes=LIMIT)) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def roomy(memory: Memory) -> Iterator[httpx.Client]:
+    """A client of a keyless server with the default body limit."""
+    with (
+        serve_in_thread(create_app(memory, keys=None)) as url,
+        httpx.Client(base_url=url, timeout=60.0) as client,
+    ):
+        yield client
 
 
 def test_over_a_socket_both_kinds_of_large_body_are_413(small: str) -> None:
@@ -183,3 +197,58 @@ def test_membrain_serve_has_a_max_body_option(monkeypatch: pytest.MonkeyPatch) -
     assert runner.invoke(app, ["serve"]).exit_code == 0
     assert runner.invoke(app, ["serve", "--max-body", "0"]).exit_code == 2
     assert [options["max_body_bytes"] for options in given] == [65536, None]
+
+
+# -- length limits ---------------------------------------------------------------------------
+def one_line_422(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 422, response.text
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error", "type"} and "\n" not in body["error"]
+    return body
+
+
+@pytest.mark.parametrize("path", ["/search", "/context", "/messages/search"])
+def test_a_question_longer_than_the_limit_is_a_422(roomy: httpx.Client, path: str) -> None:
+    longest = {**SARA, "question": "x" * MAX_QUESTION_CHARS}
+    longer = {**SARA, "question": "x" * (MAX_QUESTION_CHARS + 1)}
+    assert roomy.post(f"/api/memory{path}", json=longest).status_code == 200
+    body = one_line_422(roomy.post(f"/api/memory{path}", json=longer))
+    assert body["type"] == "ValidationError" and "8000" in body["error"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"speaker": "Sara", "text": "x" * (MAX_MESSAGE_CHARS + 1), "timestamp": "2024-03-15"},
+        {"speaker": "Sara", "text": "hi", "caption": "x" * (MAX_MESSAGE_CHARS + 1), "timestamp": 0},
+        {"role": "user", "content": "x" * (MAX_MESSAGE_CHARS + 1)},
+    ],
+    ids=["text", "caption", "chat content"],
+)
+def test_a_message_longer_than_the_limit_is_a_422(
+    roomy: httpx.Client, message: dict[str, Any]
+) -> None:
+    scope = {"dataset": "sara", "task": "long-messages"}
+    response = roomy.post("/api/memory/add", json={**scope, "messages": [message]})
+    assert "100,000" in one_line_422(response)["error"]
+    assert roomy.get("/api/memory/messages", params=scope).json() == []
+
+
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        ("/forget", {"fact_ids": ["f"], "reason": "r"}),
+        ("/supersede", {"old_fact_id": "f", "new_fact_ids": ["g"], "reason": "r"}),
+        ("/dispute", {"fact_ids": ["f"], "reason": "r"}),
+        ("/purge", {"fact_ids": ["f"], "reason": "r"}),
+        ("/review/resolve", {"item_id": "i", "note": "r"}),
+    ],
+)
+def test_a_reason_or_note_longer_than_the_limit_is_a_422(
+    roomy: httpx.Client, path: str, fields: dict[str, Any]
+) -> None:
+    named = "note" if "note" in fields else "reason"
+    longer = {**SARA, **fields, named: "x" * (MAX_REASON_CHARS + 1)}
+    body = one_line_422(roomy.post(f"/api/memory{path}", json=longer))
+    assert body["type"] == "ValidationError" and named in body["error"]
+    assert "2000" in body["error"]

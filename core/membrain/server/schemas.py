@@ -3,17 +3,21 @@
 Responses are the Python API's own records serialised (:class:`~membrain.models.MemoryHit`,
 :class:`~membrain.models.Context`, :class:`~membrain.models.Fact`, ...), so a client reads the
 same fields as ``Memory`` returns. Every request names its scope with ``dataset``, ``task`` and
-an optional ``session``; unknown fields are refused.
+an optional ``session``; unknown fields are refused. A question is at most
+:data:`~membrain.checks.MAX_QUESTION_CHARS` characters, a reason or note
+:data:`~membrain.checks.MAX_REASON_CHARS`, a message's text or caption
+:data:`~membrain.checks.MAX_MESSAGE_CHARS` (checked by :class:`~membrain.models.Message`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from membrain.accountable import PurgeResult
+from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
 from membrain.ingest import AddResult
 from membrain.memory import EvidenceHit
 from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
@@ -46,6 +50,11 @@ MAX_K = 1000
 MAX_MESSAGES = 5000
 """The most messages one add request may carry (send a longer import in parts)."""
 
+Question = Annotated[str, Field(max_length=MAX_QUESTION_CHARS, description="What to look for.")]
+Reason = Annotated[
+    str, Field(max_length=MAX_REASON_CHARS, description="Why, as the audit log records it.")
+]
+
 
 class ScopedRequest(BaseModel):
     """The scope every request names: whose memory, which task, optionally which session."""
@@ -64,7 +73,8 @@ class AddRequest(ScopedRequest):
         min_length=1,
         max_length=MAX_MESSAGES,
         description=(
-            "Messages with speaker, text and timestamp, or OpenAI-style {role, content} dicts."
+            "Messages with speaker, text and timestamp, or OpenAI-style {role, content} dicts; "
+            f"a text or caption has at most {MAX_MESSAGE_CHARS:,} characters."
         ),
     )
     extract: bool = Field(
@@ -76,7 +86,7 @@ class AddRequest(ScopedRequest):
 
 
 class _Query(ScopedRequest):
-    question: str = Field(description="What to look for.")
+    question: Question
     mode: RetrievalMode = Field(default=RetrievalMode.EXPAND, description="Retrieval mode.")
     reference: datetime | None = Field(
         default=None, description="'Now' for relative times in the question (default: now)."
@@ -111,7 +121,7 @@ class ContextRequest(_Query):
 class MessageSearchRequest(ScopedRequest):
     """A search of the raw messages (the evidence), by BM25, dense or both fused."""
 
-    question: str = Field(description="What to look for.")
+    question: Question
     k: int = Field(default=10, ge=1, le=MAX_K, description="How many messages.")
     paths: list[str] = Field(
         default=[SPARSE, DENSE],
@@ -140,7 +150,7 @@ class ForgetRequest(ScopedRequest):
     """Facts to tombstone (kept for audit, out of every search)."""
 
     fact_ids: list[str] = Field(min_length=1)
-    reason: str = ""
+    reason: Reason = ""
 
 
 class SupersedeRequest(ScopedRequest):
@@ -148,7 +158,7 @@ class SupersedeRequest(ScopedRequest):
 
     old_fact_id: str
     new_fact_ids: list[str] = Field(min_length=1)
-    reason: str = ""
+    reason: Reason = ""
 
 
 class ConfirmRequest(ScopedRequest):
@@ -161,7 +171,7 @@ class DisputeRequest(ScopedRequest):
     """Facts a person disputes: they wait in the review queue."""
 
     fact_ids: list[str] = Field(min_length=1)
-    reason: str = ""
+    reason: Reason = ""
 
 
 class ResolveRequest(ScopedRequest):
@@ -169,7 +179,7 @@ class ResolveRequest(ScopedRequest):
 
     item_id: str
     accept: bool = True
-    note: str = ""
+    note: Reason = ""
 
 
 class PurgeRequest(ScopedRequest):
@@ -178,7 +188,7 @@ class PurgeRequest(ScopedRequest):
     fact_ids: list[str] = Field(default=[], description="Facts to erase.")
     message_ids: list[str] = Field(default=[], description="Stored messages to erase.")
     sources: bool = Field(default=False, description="Also erase the named facts' source messages.")
-    reason: str = ""
+    reason: Reason = ""
 
 
 class PurgeResponse(BaseModel):
