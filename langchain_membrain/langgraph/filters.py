@@ -2,7 +2,8 @@
 
 InMemoryStore's semantics: equality, nested mappings, lists compared element-wise, and the
 ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` operators; comparisons with missing
-values are false.
+values are false. A filter is checked whole before it is used (:func:`check_filter`): an
+unknown operator is an :class:`~membrain.InputError` even when no item reaches it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["matches"]
+from membrain import InputError
+
+__all__ = ["OPERATORS", "check_filter", "matches"]
+
+OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+"""The operators a filter may use."""
+
+
+def check_filter(filter_: Mapping[str, Any] | None) -> None:
+    """Refuse a filter that :func:`matches` cannot apply.
+
+    Raises:
+        InputError: the filter is not a mapping with string keys, or uses an unknown operator.
+    """
+    if filter_ is None:
+        return
+    if not isinstance(filter_, Mapping) or not all(isinstance(k, str) for k in filter_):
+        raise InputError(f"a filter is a mapping of field names, got {filter_!r:.80}")
+    for wanted in filter_.values():
+        _check_wanted(wanted)
+
+
+def _check_wanted(wanted: Any) -> None:
+    if isinstance(wanted, dict):
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            unknown = [k for k in wanted if k not in OPERATORS]
+            if unknown:
+                raise InputError(f"Unsupported operator: {unknown[0]!r:.40}")
+            return
+        check_filter(wanted)
+    elif isinstance(wanted, list | tuple):
+        for item in wanted:
+            _check_wanted(item)
 
 
 def matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool:
@@ -41,8 +74,8 @@ def _operator(actual: Any, operator: str, operand: Any) -> bool:
         return bool(actual == operand)
     if operator == "$ne":
         return bool(actual != operand)
-    if operator not in ("$gt", "$gte", "$lt", "$lte"):
-        raise ValueError(f"Unsupported operator: {operator}")
+    if operator not in OPERATORS:
+        raise InputError(f"Unsupported operator: {operator!r:.40}")
     try:
         left, right = float(actual), float(operand)
     except (TypeError, ValueError):

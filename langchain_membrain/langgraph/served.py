@@ -5,10 +5,14 @@
 every worker of an application shares the same items (reached with
 :class:`~.remote_store.RemoteMembrainStore`).
 
-Every operation is checked against the API key: the dataset of a namespace is its first label
-(as :func:`~.store.scope_for_namespace` maps it); ``get`` and a search need ``read``, ``put``
-needs ``write``. A search whose prefix names no dataset needs a key for every dataset (``"*"``);
-a namespace listing without a dataset prefix returns only the namespaces of the key's datasets.
+Every operation is checked first (:func:`~.sidecar.check_op`: a bad label, key, query, value
+or filter fails the whole batch with an ``InputError``, before any operation runs), then
+against the API key. The dataset of a namespace is the one the store keeps its items' text in
+(:meth:`~.store.MembrainStore.scope_for`: the first label, or its hash when it is not a valid
+dataset name), so a key reaches exactly the items it may: ``get`` and a search need ``read``,
+``put`` and ``delete`` need ``write`` on that dataset. A search prefix that does not decide one
+dataset (``()``) needs a key for every dataset (``"*"``); a namespace listing whose prefix does
+not decide one returns only the namespaces of the key's datasets.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from fastapi import APIRouter, Depends
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, Op, PutOp, SearchOp
 
 from langchain_membrain.langgraph.remote_store import STORE_BATCH, StoreBatch, op_of, result_json
-from langchain_membrain.langgraph.sidecar import sidecar_location
-from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
-from membrain import Actor, ActorKind, ConfigurationError, InputError, Memory
+from langchain_membrain.langgraph.sidecar import check_op, sidecar_location
+from langchain_membrain.langgraph.store import MembrainStore
+from membrain import Actor, ActorKind, ConfigurationError, InputError, Memory, ScopeError
 from membrain.server.app import authenticate
 from membrain.server.keys import ALL_DATASETS, Forbidden, Grant, Role
 
@@ -37,33 +41,73 @@ MAX_LISTED = 100_000
 
 
 # -- the server side ---------------------------------------------------------------------------
-def _dataset(namespace: Sequence[str]) -> str:
-    return scope_for_namespace(tuple(namespace)).dataset
+def _dataset(store: MembrainStore, namespace: Sequence[str]) -> str:
+    """The dataset the store keeps the items of ``namespace`` in."""
+    return store.scope_for(tuple(namespace)).dataset
 
 
-def _check(grant: Grant | None, op: Op) -> None:
-    """Refuse ``op`` unless the key may do it (see the module docs)."""
-    if grant is None:
-        return
-    if isinstance(op, GetOp | PutOp):
-        grant.check(_dataset(op.namespace), Role.WRITE if isinstance(op, PutOp) else Role.READ)
-    elif isinstance(op, SearchOp):
-        if op.namespace_prefix:
-            grant.check(_dataset(op.namespace_prefix[:1]), Role.READ)
-        elif ALL_DATASETS not in grant.datasets:
-            raise Forbidden(f"key {grant.name!r} may search only under its datasets' namespaces")
-    elif isinstance(op, ListNamespacesOp):
-        prefix = _listed_dataset(op)
-        if prefix is not None:
-            grant.check(prefix, Role.READ)
-        # else: every key may read; the listing keeps only the key's datasets (store_routes)
+def _prefix_dataset(store: MembrainStore, prefix: Sequence[str]) -> str | None:
+    """The one dataset of every namespace under ``prefix``; ``None`` when it may reach several.
+
+    ``"*"`` is a wildcard in a listing's match path: it decides nothing.
+    """
+    depth = store.dataset_labels
+    if depth is None or len(prefix) < depth or "*" in prefix[:depth]:
+        return None
+    return _dataset(store, prefix[:depth])
 
 
-def _listed_dataset(op: ListNamespacesOp) -> str | None:
+def _listed_dataset(store: MembrainStore, op: ListNamespacesOp) -> str | None:
+    """The one dataset a listing's prefix conditions decide, if any."""
     for condition in op.match_conditions or ():
-        if condition.match_type == "prefix" and condition.path and condition.path[0] != "*":
-            return _dataset(condition.path[:1])
+        if condition.match_type == "prefix":
+            dataset = _prefix_dataset(store, condition.path)
+            if dataset is not None:
+                return dataset
     return None
+
+
+def _check(store: MembrainStore, grant: Grant, op: Op) -> None:
+    """Refuse ``op`` unless the key may do it (see the module docs).
+
+    Raises:
+        Forbidden: the key does not cover the dataset, or its role is too low.
+    """
+    if isinstance(op, GetOp | PutOp):
+        role = Role.WRITE if isinstance(op, PutOp) else Role.READ
+        grant.check(_dataset(store, op.namespace), role)
+    elif isinstance(op, SearchOp):
+        dataset = _prefix_dataset(store, op.namespace_prefix)
+        if dataset is not None:
+            grant.check(dataset, Role.READ)
+        elif ALL_DATASETS not in grant.datasets:
+            raise Forbidden(
+                f"key {grant.name!r} may search only under a prefix that names one of its datasets"
+            )
+    elif isinstance(op, ListNamespacesOp):
+        dataset = _listed_dataset(store, op)
+        if dataset is not None:
+            grant.check(dataset, Role.READ)
+        # else: every key may read; the listing keeps only the key's datasets (_narrowed)
+
+
+def _covers(store: MembrainStore, grant: Grant, namespace: tuple[str, ...]) -> bool:
+    """Whether the key may read the items of ``namespace`` (not when it maps to no dataset)."""
+    try:
+        return grant.covers(_dataset(store, namespace))
+    except (ScopeError, InvalidNamespaceError):
+        return False
+
+
+def _narrowed(
+    store: MembrainStore, grant: Grant, listing: ListNamespacesOp, found: Any
+) -> list[tuple[str, ...]]:
+    """A listing's answer cut to the key's datasets: whole namespaces kept, then cut and paged."""
+    listed = [ns for ns in found if isinstance(ns, tuple)] if isinstance(found, list) else []
+    mine = [ns for ns in listed if _covers(store, grant, ns)]
+    depth = listing.max_depth
+    kept = sorted({ns[:depth] for ns in mine}) if depth is not None else sorted(mine)
+    return kept[listing.offset : listing.offset + listing.limit]
 
 
 def store_routes(memory: Memory) -> APIRouter | None:
@@ -92,28 +136,30 @@ def store_routes(memory: Memory) -> APIRouter | None:
     def batch(body: StoreBatch, grant: Annotated[Grant | None, Depends(authenticate)]) -> list[Any]:
         """Run LangGraph store operations; answers one result per operation, in order."""
         ops = [op_of(wire) for wire in body.ops]
-        # a listing that names no dataset is run whole, then cut to the key's datasets and paged
-        narrowed: dict[int, ListNamespacesOp] = {}
-        run: list[Op] = []
-        for i, op in enumerate(ops):
-            if grant is not None and isinstance(op, ListNamespacesOp) and not _listed_dataset(op):
-                narrowed[i] = op
-                op = op._replace(limit=MAX_LISTED, offset=0)
-            run.append(op)
         try:
             for op in ops:
-                _check(grant, op)
-            results = store().batch_by(run, grant.actor if grant else ANONYMOUS)
+                check_op(op)  # all, before the keys are asked: a bad op fails the whole batch
+            served = store()
+            narrowed: dict[int, ListNamespacesOp] = {}
+            run: list[Op] = []
+            for i, op in enumerate(ops):
+                if grant is not None:
+                    _check(served, grant, op)
+                    if (
+                        isinstance(op, ListNamespacesOp)
+                        and ALL_DATASETS not in grant.datasets
+                        and _listed_dataset(served, op) is None
+                    ):
+                        # run whole, over full namespaces; _narrowed keeps the key's and pages
+                        narrowed[i] = op
+                        op = op._replace(max_depth=None, limit=MAX_LISTED, offset=0)
+                run.append(op)
+            results = served.batch_by(run, grant.actor if grant else ANONYMOUS)
         except InvalidNamespaceError as exc:
             raise InputError(f"invalid namespace: {exc}") from None
         for i, listing in narrowed.items():
             assert grant is not None
-            found = results[i]
-            listed = (
-                [ns for ns in found if isinstance(ns, tuple)] if isinstance(found, list) else []
-            )
-            mine = [ns for ns in listed if ns and grant.covers(_dataset(ns))]
-            results[i] = mine[listing.offset : listing.offset + listing.limit]
+            results[i] = _narrowed(served, grant, listing, results[i])
         return [result_json(result) for result in results]
 
     return router

@@ -3,28 +3,50 @@
 - Where the sidecar lives (:func:`sidecar_location`): beside the memory's own store (a file in
   an embedded memory's folder), an explicit ``path``, or ``":memory:"`` when asked for.
 - LangGraph's ``index=`` configuration checked against the memory (:func:`index_fields`).
-- Namespace rules and the SQL helpers of the key-value half.
+- Namespace rules, the checks every operation passes before a batch runs (:func:`check_op`),
+  and the SQL helpers of the key-value half.
+
+A namespace is stored as the JSON array of its labels (:func:`ns_text`), so no label, whatever
+characters it holds, can address another namespace; a prefix matches whole labels only. Files
+written before (labels joined by ``.``) are converted when opened (:func:`connect`).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from langgraph.store.base import InvalidNamespaceError, MatchCondition, tokenize_path
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchOp,
+    tokenize_path,
+)
 
+from langchain_membrain.langgraph.filters import check_filter
 from membrain import ConfigurationError, InputError, Memory, MemoryLike
 from membrain.checks import is_unicode
 from membrain.storage.edge import EdgeBackend
 
 __all__ = [
+    "FORMAT",
     "IN_MEMORY",
     "SIDECAR_NAME",
     "check_key",
+    "check_labels",
+    "check_namespace",
+    "check_op",
     "configured_fields",
     "connect",
+    "ns_of",
+    "ns_text",
     "sidecar_location",
     "strings",
     "tokenized",
@@ -53,6 +75,10 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 """
+
+FORMAT = 1
+"""The sidecar's layout (``PRAGMA user_version``): 1 stores a namespace as a JSON array of its
+labels; 0, the layout before it, joined the labels with ``.``."""
 
 _INDEX_KEYS = frozenset({"dims", "embed", "fields"})
 
@@ -87,13 +113,60 @@ def sidecar_location(memory: MemoryLike, path: str | Path | None) -> str:
 
 
 def connect(location: str) -> sqlite3.Connection:
-    """Open (and create) the sidecar at ``location``."""
+    """Open (and create) the sidecar at ``location``, converting a file of an older layout.
+
+    Raises:
+        ConfigurationError: the file was written by a newer version (a layout above
+            :data:`FORMAT`).
+    """
     conn = sqlite3.connect(location, check_same_thread=False)
     with conn:
         if location != IN_MEMORY:
             conn.execute("PRAGMA journal_mode=WAL")
         conn.executescript(SCHEMA)
+    try:
+        _upgrade(conn, location)
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def _layout(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _upgrade(conn: sqlite3.Connection, location: str) -> None:
+    """Bring the sidecar to :data:`FORMAT`, in one transaction that another opener waits for.
+
+    Layout 0 joined labels with ``.``; puts never accepted a label holding ``.`` (see
+    :func:`check_namespace`), so splitting there gives the labels back unambiguously.
+    """
+    if _layout(conn) == FORMAT:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _layout(conn)
+        if version > FORMAT:
+            raise ConfigurationError(
+                f"the LangGraph store sidecar {location!r} has layout {version}, newer than this "
+                f"version reads ({FORMAT}): upgrade membrain-memory"
+            )
+        if version == 0:
+            conn.create_function(
+                "membrain_dotted_ns", 1, lambda old: ns_text(old.split(".")), deterministic=True
+            )
+            for table in ("namespaces", "items"):
+                # through a "."-prefixed value, which no old or new namespace is, so no two
+                # rows ever share a namespace during the update (ns is unique per table)
+                conn.execute(f"UPDATE {table} SET ns = '.' || membrain_dotted_ns(ns)")
+                conn.execute(f"UPDATE {table} SET ns = substr(ns, 2)")
+        conn.execute(f"PRAGMA user_version = {FORMAT}")
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
 
 
 def _is_memory_encoder(embed: object, dense: object) -> bool:
@@ -176,37 +249,123 @@ def check_key(key: object) -> str:
     return key
 
 
-def check_namespace(namespace: tuple[str, ...]) -> None:
-    """LangGraph's namespace rules for writes."""
-    if not namespace:
-        raise InvalidNamespaceError("Namespace cannot be empty.")
+def check_labels(namespace: tuple[str, ...]) -> None:
+    """LangGraph's rules for the labels of any operation, and valid Unicode text.
+
+    Raises:
+        InvalidNamespaceError: a label that is not a non-empty string of valid Unicode text
+            without periods (``.``) or NUL bytes.
+    """
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} in {namespace}: labels must be non-empty "
-                "strings without periods ('.') or NUL bytes."
+                f"Invalid namespace label {label!r:.80} in {namespace!r:.200}: labels must be "
+                "non-empty strings without periods ('.') or NUL bytes."
             )
         if not is_unicode(label):
             raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} in {namespace}: not valid Unicode text."
+                f"Invalid namespace label {label!r:.80} in {namespace!r:.200}: not valid "
+                "Unicode text."
             )
+
+
+def check_namespace(namespace: tuple[str, ...]) -> None:
+    """LangGraph's namespace rules for writes.
+
+    Raises:
+        InvalidNamespaceError: an empty namespace, a bad label, or the root label
+            ``"langgraph"``.
+    """
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    check_labels(namespace)
     if namespace[0] == "langgraph":
         raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+            f'Root label for namespace cannot be "langgraph". Got: {namespace!r:.200}'
         )
 
 
+def check_value(value: Mapping[str, Any]) -> str:
+    """An item value as the sidecar stores it (JSON).
+
+    Raises:
+        InputError: the value is not a mapping, not JSON-serialisable, or holds text that is
+            not valid Unicode.
+    """
+    try:
+        text = json.dumps(dict(value), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"an item value must be JSON-serialisable: {exc}") from None
+    if not is_unicode(text):
+        raise InputError("an item value must hold valid Unicode text (no lone surrogate)")
+    return text
+
+
+def check_op(op: Op) -> None:
+    """Refuse an operation the store cannot run; a batch checks all of its before running any.
+
+    Raises:
+        InvalidNamespaceError: a namespace, prefix or match path with a bad label, or a put's
+            namespace breaking :func:`check_namespace`.
+        InputError: a bad item key, value, query, filter or match type.
+        ValueError: not a LangGraph store operation.
+    """
+    if isinstance(op, GetOp):
+        check_labels(tuple(op.namespace))
+        check_key(op.key)
+    elif isinstance(op, PutOp):
+        check_namespace(tuple(op.namespace))
+        check_key(op.key)
+        if op.value is not None:
+            check_value(op.value)
+        index = op.index
+        if not (
+            index is None
+            or index is False
+            or (isinstance(index, list | tuple) and all(isinstance(p, str) for p in index))
+        ):
+            raise InputError(f"a put's index is False or a list of JSON paths, got {index!r:.80}")
+    elif isinstance(op, SearchOp):
+        check_labels(tuple(op.namespace_prefix))
+        if op.query is not None and (not isinstance(op.query, str) or not is_unicode(op.query)):
+            raise InputError(f"a search query must be valid Unicode text, got {op.query!r:.80}")
+        check_filter(op.filter)
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            if condition.match_type not in ("prefix", "suffix"):
+                raise InputError(f"Unsupported match type: {condition.match_type!r:.40}")
+            check_labels(tuple(condition.path))
+    else:
+        raise ValueError(f"Unknown operation type: {type(op)}")
+
+
 def ns_text(namespace: Sequence[str]) -> str:
-    """A namespace as the sidecar stores it (labels joined by ``.``)."""
-    return ".".join(namespace)
+    """A namespace as the sidecar stores it: the JSON array of its labels.
+
+    Example:
+        >>> ns_text(("sara", "prefs"))
+        '["sara","prefs"]'
+    """
+    return json.dumps(list(namespace), ensure_ascii=False, separators=(",", ":"))
+
+
+def ns_of(text: str) -> tuple[str, ...]:
+    """The namespace the sidecar stored as ``text`` (see :func:`ns_text`)."""
+    return tuple(json.loads(text))
 
 
 def prefix_sql(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, list[Any]]:
-    """SQL condition (and parameters) of the namespaces under ``prefix``."""
+    """SQL condition (and parameters) of the namespaces under ``prefix``, by whole labels.
+
+    A stored namespace is under ``prefix`` when it is ``prefix`` or its JSON starts with the
+    prefix's labels and a comma: inside a JSON string a quote is escaped, so ``"`` followed by
+    ``,`` only ever ends a label.
+    """
     if not prefix:
         return "1", []
-    text = ns_text(prefix)
-    return f"({column} = ? OR substr({column}, 1, ?) = ?)", [text, len(text) + 1, text + "."]
+    whole = ns_text(prefix)
+    under = whole[:-1] + ","
+    return f"({column} = ? OR substr({column}, 1, ?) = ?)", [whole, len(under), under]
 
 
 def does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

@@ -57,7 +57,12 @@ Semantics and limits
 - Filters: exact match on value fields (nested dicts and lists compare structurally) and the
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` operators. A comparison with a missing
   or non-numeric value is false (``InMemoryStore`` raises ``TypeError`` there; PostgreSQL's JSONB
-  comparison is false, as here).
+  comparison is false, as here). Another operator is an ``InputError`` (``InMemoryStore`` raises
+  ``ValueError``), even when no item reaches it.
+- Every operation of a batch is checked before any runs: LangGraph's label rules (non-empty
+  labels without ``.`` or NUL, as its store methods check them) for reads too, item keys,
+  values, queries and filters of valid Unicode text. A bad one fails the whole batch, which then
+  reads and writes nothing.
 - ``list_namespaces`` lists only namespaces that hold items. ``InMemoryStore`` also lists
   namespaces emptied by deletes and namespaces a ``get`` merely looked at.
 - Query search returns only items MemBrain found (``InMemoryStore`` with an embedding index
@@ -111,11 +116,12 @@ from langgraph.store.base import (
 
 from langchain_membrain.langgraph.filters import matches
 from langchain_membrain.langgraph.sidecar import (
-    check_key,
-    check_namespace,
+    check_op,
+    check_value,
     configured_fields,
     connect,
     does_match,
+    ns_of,
     ns_text,
     prefix_sql,
     sidecar_location,
@@ -127,7 +133,6 @@ from membrain import (
     Actor,
     ActorKind,
     ConfigurationError,
-    InputError,
     Memory,
     MemoryLike,
     Message,
@@ -296,6 +301,8 @@ class MembrainStore(BaseStore):
             )
         else:
             self._scope_for = namespace_to_scope
+        builtin = namespace_to_scope is None or namespace_to_scope is scope_for_namespace
+        self._dataset_labels = 1 if builtin else None
         self.path = sidecar_location(memory, path)
         self._conn = connect(self.path)
         self._lock = threading.RLock()
@@ -303,6 +310,16 @@ class MembrainStore(BaseStore):
     def scope_for(self, namespace: tuple[str, ...]) -> Scope:
         """The MemBrain scope that holds the text of the items of ``namespace``."""
         return self._scope_for(tuple(namespace))
+
+    @property
+    def dataset_labels(self) -> int | None:
+        """How many leading labels of a namespace decide its dataset.
+
+        ``1`` for the store's own mappings (``task=``, or ``namespace_to_scope`` given
+        :func:`scope_for_namespace`): every namespace under ``(d,)`` has the dataset of ``(d,)``.
+        ``None`` for another ``namespace_to_scope``, which may read any label.
+        """
+        return self._dataset_labels
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -337,6 +354,8 @@ class MembrainStore(BaseStore):
         A server names the API key that sent the batch, instead of the store's own actor.
         """
         ops = list(ops)
+        for op in ops:
+            check_op(op)
         results: list[Result] = [None] * len(ops)
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         queries: list[tuple[int, SearchOp]] = []
@@ -352,8 +371,7 @@ class MembrainStore(BaseStore):
                 elif isinstance(op, ListNamespacesOp):
                     results[i] = self._list_namespaces(op)
                 elif isinstance(op, PutOp):
-                    check_namespace(tuple(op.namespace))
-                    puts[(tuple(op.namespace), check_key(op.key))] = op
+                    puts[(tuple(op.namespace), op.key)] = op
                 else:
                     raise ValueError(f"Unknown operation type: {type(op)}")
         for i, op in queries:
@@ -371,7 +389,7 @@ class MembrainStore(BaseStore):
     def _fields(row: Sequence[Any]) -> dict[str, Any]:
         ns, key, value, created, updated = row[:5]
         return {
-            "namespace": tuple(ns.split(".")),
+            "namespace": ns_of(ns),
             "key": key,
             "value": json.loads(value),
             "created_at": datetime.fromisoformat(created),
@@ -411,10 +429,7 @@ class MembrainStore(BaseStore):
         return [self._search_item(row) for row in window(kept, op.offset, op.limit)]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = [
-            tuple(ns.split("."))
-            for (ns,) in self._conn.execute("SELECT DISTINCT ns FROM items").fetchall()
-        ]
+        found = [ns_of(ns) for (ns,) in self._conn.execute("SELECT DISTINCT ns FROM items")]
         if op.match_conditions:
             found = [ns for ns in found if all(does_match(c, ns) for c in op.match_conditions)]
         if op.max_depth is not None:
@@ -431,7 +446,7 @@ class MembrainStore(BaseStore):
         item_where, item_params = prefix_sql(prefix, "i.ns")
         with self._lock:
             namespaces = [
-                tuple(ns.split("."))
+                ns_of(ns)
                 for (ns,) in self._conn.execute(
                     f"SELECT DISTINCT ns FROM items WHERE {where} AND source_id IS NOT NULL",
                     params,
@@ -528,12 +543,7 @@ class MembrainStore(BaseStore):
             if op.value is None:
                 rows.append((ns_text(namespace), key, None, None))
                 continue
-            try:
-                value_json = json.dumps(dict(op.value), ensure_ascii=False)
-            except (TypeError, ValueError) as exc:
-                raise InputError(
-                    f"the value of {namespace}/{key} is not JSON-serialisable: {exc}"
-                ) from exc
+            value_json = check_value(op.value)
             text = "" if op.index is False else self._text(op.value, op.index)
             source_id: str | None = None
             if text:

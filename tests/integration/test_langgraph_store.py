@@ -229,8 +229,11 @@ def test_documented_divergences_from_inmemory(stores: tuple[MembrainStore, InMem
     second = ours.get(("c",), "k")
     assert first is not None and second is not None
     assert second.created_at == first.created_at and second.updated_at >= first.updated_at
-    with pytest.raises(ValueError, match="Unsupported operator"):
+    # an unknown operator is an InputError (InMemoryStore: ValueError), though no item reaches it
+    with pytest.raises(InputError, match="Unsupported operator"):
         ours.search((), filter={"n": {"$in": [1]}})
+    with pytest.raises(InputError, match="Unsupported operator"):
+        ours.search(("nothing", "here"), filter={"a": {"b": [{"$bogus": 1}]}})
 
 
 def test_namespace_rules(stores: tuple[MembrainStore, InMemoryStore]) -> None:
@@ -246,6 +249,127 @@ def test_namespace_rules(stores: tuple[MembrainStore, InMemoryStore]) -> None:
     assert ours.search(("a",)) == []
     with pytest.raises(NotImplementedError, match="TTL"):
         ours.put(("a",), "k", {"v": 1}, ttl=5)
+
+
+def test_labels_are_whole_labels_whatever_they_hold(
+    stores: tuple[MembrainStore, InMemoryStore],
+) -> None:
+    # characters that mean something to the sidecar's encoding, or to a naive one
+    odd = [("a",), ("a", "b"), ('a","b',), ("a,b",), ('a"',), ("a]",), ("[a",), ("a\\",)]
+    odd += [("a/b",), ("a|b",), ("a:b",), ("a\u2024b",), ("ａ",), ("a", "b,c"), ("a b",)]
+    both(stores, [PutOp(ns, "k", {"ns": list(ns)}) for ns in odd])
+    for ns in odd:
+        both(stores, [GetOp(ns, "k"), SearchOp(ns, limit=100)])
+        both(stores, [ListNamespacesOp((MatchCondition("prefix", ns),), limit=100)])
+        both(stores, [ListNamespacesOp((MatchCondition("suffix", ns),), limit=100)])
+    both(stores, [SearchOp((), limit=100), ListNamespacesOp(limit=100)])
+
+
+def test_a_dotted_label_never_addresses_the_labels_it_joins(
+    stores: tuple[MembrainStore, InMemoryStore],
+) -> None:
+    ours, _ = stores
+    ours.put(("bob", "x"), "secret", {"text": "Bob's"})
+    # LangGraph's store methods refuse such labels; a raw batch is refused the same way
+    for op in (
+        GetOp(("bob.x",), "secret"),
+        SearchOp(("bob.x",)),
+        SearchOp(("bob.x",), query="Bob"),
+        ListNamespacesOp((MatchCondition("prefix", ("bob.x",)),)),
+        PutOp(("bob.x",), "secret", None),
+    ):
+        with pytest.raises(InvalidNamespaceError, match="periods"):
+            ours.batch([op])
+    assert ours.get(("bob", "x"), "secret") is not None
+
+
+def test_a_bad_operation_fails_its_whole_batch(stores: tuple[MembrainStore, InMemoryStore]) -> None:
+    ours, _ = stores
+    ours.put(("a",), "k", {"text": "kept"})
+    bad: list[tuple[Any, type[Exception]]] = [
+        (SearchOp(("a",), {"text": {"$bogus": 1}}), InputError),
+        (SearchOp(("a",), None, 10, 0, "x\ud800"), InputError),
+        (GetOp(("x\ud800",), "k"), InvalidNamespaceError),
+        (GetOp(("a",), "k\ud800"), InputError),
+        (SearchOp(("a", "x\ud800")), InvalidNamespaceError),
+        (ListNamespacesOp((MatchCondition("suffix", ("x\ud800",)),)), InvalidNamespaceError),
+        (ListNamespacesOp((MatchCondition("infix", ("a",)),)), InputError),  # type: ignore[arg-type]
+        (PutOp(("a",), "v", {"text": "x\ud800"}), InputError),
+        (PutOp(("a",), "v", {"when": object()}), InputError),
+    ]
+    for op, error in bad:
+        with pytest.raises(error):
+            ours.batch([PutOp(("a",), "k", {"text": "overwritten"}), PutOp(("b",), "k", {}), op])
+        assert [(i.namespace, i.value) for i in ours.search((), limit=10)] == [
+            (("a",), {"text": "kept"})
+        ]
+
+
+def _old_sidecar(path: Path, rows: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+    """A sidecar as the first layout wrote it: namespaces joined by ".", user_version 0."""
+    import json
+    import sqlite3
+
+    from langchain_membrain.langgraph.sidecar import SCHEMA
+
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.executescript(SCHEMA)
+        for seq, (ns, key, value) in enumerate(rows, 1):
+            conn.execute("INSERT OR IGNORE INTO namespaces VALUES (?, ?)", (ns, seq))
+            conn.execute(
+                "INSERT INTO items (ns, key, value, created_at, updated_at) VALUES (?,?,?,?,?)",
+                (
+                    ns,
+                    key,
+                    json.dumps(value),
+                    "2024-01-01T00:00:00+00:00",
+                    "2024-01-01T00:00:00+00:00",
+                ),
+            )
+    conn.close()
+
+
+def test_a_sidecar_of_the_first_layout_is_converted_once(
+    shared_memory: Memory, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from langchain_membrain.langgraph.sidecar import FORMAT
+
+    path = tmp_path / "old.sqlite"
+    # '["a","b"]' was a legal label then (no dot): its new form is what ("a", "b") becomes
+    _old_sidecar(
+        path,
+        [
+            ("users.u1.prefs", "k1", {"n": 1}),
+            ("users.u1", "k2", {"n": 2}),
+            ('["a","b"]', "k3", {"n": 3}),
+            ("a.b", "k4", {"n": 4}),
+            ("ｂｏｂ", "k5", {"n": 5}),
+        ],
+    )
+    for _ in range(2):  # opened again: already converted, unchanged
+        with MembrainStore(memory=shared_memory, path=path, extract=False) as store:
+            assert [(i.namespace, i.key) for i in store.search((), limit=10)] == [
+                (("users", "u1", "prefs"), "k1"),
+                (("users", "u1"), "k2"),
+                (('["a","b"]',), "k3"),
+                (("a", "b"), "k4"),
+                (("ｂｏｂ",), "k5"),
+            ]
+            assert [i.key for i in store.search(("users", "u1"))] == ["k1", "k2"]
+            assert [i.key for i in store.search(("a",))] == ["k4"]
+            assert store.list_namespaces(prefix=("users",), max_depth=2) == [("users", "u1")]
+            got = store.get(("a", "b"), "k4")
+            assert got is not None and got.value == {"n": 4}
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (FORMAT,)
+    conn.execute(f"PRAGMA user_version = {FORMAT + 1}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ConfigurationError, match="newer"):
+        MembrainStore(memory=shared_memory, path=path, extract=False)
 
 
 def test_scope_for_namespace() -> None:
