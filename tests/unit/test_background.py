@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,6 +35,8 @@ FACTS = json.dumps(
     }
 )
 ROOT = Path(__file__).resolve().parents[2]
+HANG_GUARD = 30.0
+"""Seconds a test waits for something that must happen before it calls the code broken."""
 
 
 def chat(n: int, start: int = 0) -> list[dict[str, str]]:
@@ -58,7 +61,8 @@ def chat(n: int, start: int = 0) -> list[dict[str, str]]:
     ]
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+def wait_until(predicate: Callable[[], bool], timeout: float = HANG_GUARD) -> bool:
+    """Whether ``predicate`` comes true (``timeout`` only guards against a hang)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -92,48 +96,128 @@ def scope() -> Scope:
     return Scope(dataset="sara", task=f"assistant-{next(_counter)}")
 
 
-@pytest.fixture(scope="module")
-def slow_llm() -> ScriptedChatModel:
-    return ScriptedChatModel(entities=[ENTITIES], facts=[FACTS], delay=0.3)
+class Gate:
+    """Model replies that hold extraction inside the model call while the gate is closed."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        """Set when a reply was asked for since the gate was closed."""
+        self.held_too_long = False
+        """A reply gave up waiting: something waited for the model instead of moving on."""
+        self._open = threading.Event()
+        self._open.set()
+
+    def close(self) -> None:
+        self.reached.clear()
+        self.held_too_long = False
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def reply(self, text: str) -> Callable[[str, str], str]:
+        def answer(system: str, prompt: str) -> str:
+            self.reached.set()
+            if self.held_too_long or not self._open.wait(HANG_GUARD):  # give up once, at most
+                self.held_too_long = True
+                raise TimeoutError("the model was held and never released")
+            return text
+
+        return answer
 
 
 @pytest.fixture(scope="module")
-def slow_memory(
-    tmp_path_factory: pytest.TempPathFactory, slow_llm: ScriptedChatModel
-) -> Iterator[Memory]:
-    path = tmp_path_factory.mktemp("slow") / "store"
-    with Memory(path=path, dense=HashingEncoder(dim=64), llm=slow_llm) as mem:
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture
+def closed_gate(gate: Gate) -> Iterator[Gate]:
+    """The gate of ``gated_memory``'s model, closed for one test."""
+    gate.close()
+    try:
+        yield gate
+    finally:
+        gate.open()
+
+
+@pytest.fixture(scope="module")
+def gated_memory(tmp_path_factory: pytest.TempPathFactory, gate: Gate) -> Iterator[Memory]:
+    """A memory whose model answers only while ``gate`` is open."""
+    llm = ScriptedChatModel(entities=[gate.reply(ENTITIES)], facts=[FACTS])
+    path = tmp_path_factory.mktemp("gated") / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64), llm=llm) as mem:
         yield mem
 
 
-def test_schedule_returns_at_once_while_a_slow_model_extracts(
-    slow_memory: Memory, slow_llm: ScriptedChatModel, scope: Scope
+class WorkerClock:
+    """The writer's monotonic clock, moved only by the test.
+
+    The worker reads it each time it decides which scopes are due; :meth:`worker_decided`
+    waits for such a decision at the current time.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._test_thread = threading.current_thread()
+        self._worker_read: float | None = None
+        self._changed = threading.Condition()
+
+    def monotonic(self) -> float:
+        with self._changed:
+            if threading.current_thread() is not self._test_thread:
+                self._worker_read = self.now
+                self._changed.notify_all()
+            return self.now
+
+    def move_to(self, moment: float) -> None:
+        with self._changed:
+            assert moment > self.now
+            self.now = moment
+
+    def worker_decided(self) -> bool:
+        """Whether the worker decided what is due at the current time (waits for it)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._worker_read == self.now, HANG_GUARD)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> WorkerClock:
+    """A clock that stands still unless the test moves it, for the writers of one test."""
+    fake = WorkerClock()
+    monkeypatch.setattr("membrain.background.time", SimpleNamespace(monotonic=fake.monotonic))
+    return fake
+
+
+def test_schedule_never_waits_for_an_extraction_under_way(
+    gated_memory: Memory, closed_gate: Gate, scope: Scope
 ) -> None:
-    with BackgroundWriter(slow_memory, idle_seconds=0.01) as writer:
-        slow_memory.add(chat(1), scope=scope, extract=False)
-        started = time.perf_counter()
+    with BackgroundWriter(gated_memory, idle_seconds=0.01) as writer:
+        gated_memory.add(chat(1), scope=scope, extract=False)
         writer.schedule(scope, tokens=10)
-        assert time.perf_counter() - started < 0.1
-        assert wait_until(lambda: writer.runs > 0)
-        time.sleep(0.05)
-        # the worker is inside a 0.3 s model call now: a new turn is stored and scheduled at once
-        slow_memory.add(chat(1, start=1), scope=scope, extract=False)
-        started = time.perf_counter()
+        assert closed_gate.reached.wait(HANG_GUARD)  # the worker is inside the model call
+        assert writer.runs == 1
+        # a new turn is stored and scheduled while the model is held
+        gated_memory.add(chat(1, start=1), scope=scope, extract=False)
         writer.schedule(scope, tokens=10)
-        assert time.perf_counter() - started < 0.1
-        assert statuses(slow_memory, scope)[MessageStatus.PENDING] >= 1
-        assert writer.flush(timeout=20)
-    assert statuses(slow_memory, scope) == Counter({MessageStatus.PROCESSED: 2})
-    assert len(slow_memory.facts(scope=scope)) >= 1
+        assert not closed_gate.held_too_long  # neither schedule waited for the model
+        assert statuses(gated_memory, scope) == Counter({MessageStatus.PENDING: 2})
+        closed_gate.open()
+        assert writer.flush(timeout=HANG_GUARD)
+    assert statuses(gated_memory, scope) == Counter({MessageStatus.PROCESSED: 2})
+    assert len(gated_memory.facts(scope=scope)) >= 1
 
 
-def test_token_threshold_triggers_extraction(memory: Memory, scope: Scope) -> None:
-    with BackgroundWriter(memory, token_threshold=10, idle_seconds=60) as writer:
+def test_token_threshold_triggers_extraction(
+    memory: Memory, scope: Scope, clock: WorkerClock
+) -> None:
+    with BackgroundWriter(memory, token_threshold=10, idle_seconds=0.5) as writer:
         memory.add(chat(1), scope=scope, extract=False)
         writer.schedule(scope, tokens=6)
-        time.sleep(0.3)
+        clock.move_to(0.1)  # never as far as the idle deadline: only tokens can trigger
+        assert clock.worker_decided()
+        assert writer.pending() == {scope: 6}  # 6 of 10 tokens: not due
         assert writer.runs == 0
-        assert writer.pending() == {scope: 6}
         memory.add(chat(1, start=1), scope=scope, extract=False)
         writer.schedule(scope, tokens=6)
         assert wait_until(lambda: statuses(memory, scope) == Counter({MessageStatus.PROCESSED: 2}))
@@ -141,15 +225,20 @@ def test_token_threshold_triggers_extraction(memory: Memory, scope: Scope) -> No
         assert writer.pending() == {}
 
 
-def test_idle_interval_triggers_extraction(memory: Memory, scope: Scope) -> None:
-    with BackgroundWriter(memory, token_threshold=10**6, idle_seconds=1.0) as writer:
+def test_idle_interval_triggers_extraction(
+    memory: Memory, scope: Scope, clock: WorkerClock
+) -> None:
+    with BackgroundWriter(memory, token_threshold=10**6, idle_seconds=0.5) as writer:
         memory.add(chat(2), scope=scope, extract=False)
-        writer.schedule(scope, tokens=5)
-        time.sleep(0.6)
-        writer.schedule(scope, tokens=5)  # activity re-arms the idle timer
-        time.sleep(0.6)  # 1.2 s after the first schedule, 0.6 s after the last
+        writer.schedule(scope, tokens=5)  # idle at 0.5
+        clock.move_to(0.3)
+        writer.schedule(scope, tokens=5)  # activity re-arms the idle timer: idle at 0.8
+        clock.move_to(0.6)  # 0.6 after the first schedule, 0.3 after the last
+        assert clock.worker_decided()
+        assert writer.pending() == {scope: 10}
         assert writer.runs == 0
         assert statuses(memory, scope) == Counter({MessageStatus.PENDING: 2})
+        clock.move_to(0.9)
         assert wait_until(lambda: statuses(memory, scope) == Counter({MessageStatus.PROCESSED: 2}))
         assert writer.runs == 1
 
@@ -173,13 +262,17 @@ def test_flush_extracts_now_and_waits(memory: Memory, scope: Scope) -> None:
         assert statuses(memory, backlog)[MessageStatus.PROCESSED] == 1
 
 
-def test_flush_times_out_on_a_slow_model(slow_memory: Memory, scope: Scope) -> None:
-    with BackgroundWriter(slow_memory, idle_seconds=60) as writer:
-        slow_memory.add(chat(1), scope=scope, extract=False)
+def test_flush_times_out_while_the_model_is_held(
+    gated_memory: Memory, closed_gate: Gate, scope: Scope
+) -> None:
+    with BackgroundWriter(gated_memory, idle_seconds=60) as writer:
+        gated_memory.add(chat(1), scope=scope, extract=False)
         writer.schedule(scope, tokens=5)
-        assert writer.flush(timeout=0.05) is False
-        assert writer.flush(timeout=20) is True
-    assert statuses(slow_memory, scope) == Counter({MessageStatus.PROCESSED: 1})
+        assert writer.flush(timeout=0.05) is False  # the model is held: it cannot finish
+        assert closed_gate.reached.wait(HANG_GUARD)  # the flush did start the extraction
+        closed_gate.open()
+        assert writer.flush(timeout=HANG_GUARD) is True
+    assert statuses(gated_memory, scope) == Counter({MessageStatus.PROCESSED: 1})
 
 
 def test_shutdown_flushes_and_stops(memory: Memory, scope: Scope) -> None:
