@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +32,6 @@ from membrain import ConfigurationError, Memory, MessageStatus, Role, Scope, Sco
 from membrain.background import BackgroundWriter
 from membrain.binding import DEFAULT_USER_NAME, ScopeBinding, scope_part
 from membrain.testing import HashingEncoder, ScriptedChatModel
-from membrain.tokens import count_tokens
 
 CONFIG: RunnableConfig = {"configurable": {"user_id": "Sara", "thread_id": "t1"}}
 SCOPE = Scope(dataset="Sara", task="assistant", session="t1")
@@ -47,6 +46,9 @@ FACTS = json.dumps(
     }
 )
 
+
+HANG_GUARD = 30.0
+"""Seconds a test waits for something that must happen before it calls the code broken."""
 
 _counter = itertools.count()
 
@@ -215,34 +217,37 @@ def test_writer_node_needs_a_user(
         )
 
 
-def test_writer_node_returns_before_a_slow_extraction_finishes(tmp_path: Path) -> None:
-    llm = ScriptedChatModel(entities=[ENTITIES], facts=[FACTS], delay=0.5)
+def test_writer_node_returns_while_an_extraction_is_under_way(tmp_path: Path) -> None:
+    reached, release = threading.Event(), threading.Event()
+    gave_up: list[bool] = []
+
+    def held(system: str, prompt: str) -> str:
+        """The model's entity reply, held until the test releases it."""
+        reached.set()
+        if gave_up or not release.wait(HANG_GUARD):
+            gave_up.append(True)
+            raise TimeoutError("the model was held and never released")
+        return ENTITIES
+
+    llm = ScriptedChatModel(entities=[held], facts=[FACTS])
     with (
         Memory(path=tmp_path / "slow", dense=HashingEncoder(dim=64), llm=llm) as memory,
         BackgroundWriter(memory, idle_seconds=0.01) as writer,
     ):
-        # one-time process set-up (tokenizer tables, first write) is not what is measured
-        count_tokens("warm up")
-        memory.add(
-            [{"speaker": "x", "text": "warm up", "timestamp": "2024-01-01T00:00:00Z"}],
-            scope=Scope(dataset="warm", task="up"),
-            extract=False,
-        )
         node = make_writer_node(memory=memory, writer=writer)
         first = {"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}
-        started = time.perf_counter()
-        assert node(first, CONFIG) == {}
-        assert time.perf_counter() - started < 0.25  # the model alone needs 2 x 0.5 s
-        deadline = time.monotonic() + 10
-        while writer.runs == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        # the worker is extracting now; the next turn is written without waiting for it
         second = {"messages": [*first["messages"], AIMessage("Lovely!", id="a1")]}
-        started = time.perf_counter()
-        node(second, CONFIG)
-        assert time.perf_counter() - started < 0.25
-        assert memory.facts(scope=SCOPE) == []  # not extracted yet
-        assert writer.flush(timeout=30)
+        try:
+            assert node(first, CONFIG) == {}
+            assert reached.wait(HANG_GUARD)  # the worker is inside the model call, held there
+            node(second, CONFIG)  # the next turn is written while the model is held
+            assert not gave_up  # neither node call waited for the model
+            texts = [m.message.text for m in memory.messages(scope=SCOPE)]
+            assert texts == ["I adopted a grey cat named Miso.", "Lovely!"]
+            assert memory.facts(scope=SCOPE) == []  # not extracted yet
+        finally:
+            release.set()
+        assert writer.flush(timeout=HANG_GUARD)
         facts = memory.facts(scope=SCOPE)
         assert [f.text for f in facts][:1] == ["[Sara] adopted a grey cat named [Miso]."]
         assert all(m.status is MessageStatus.PROCESSED for m in memory.messages(scope=SCOPE))
