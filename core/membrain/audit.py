@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from membrain.checks import MAX_REASON_CHARS, bounded_text
+from membrain.errors import InputError
 from membrain.models import Actor, ActorKind, Fact, Scope, UtcDatetime
 
 __all__ = [
@@ -66,6 +68,8 @@ class AuditAction(StrEnum):
     """A person accepted or rejected a review item."""
     PURGED = "purged"
     """Content was erased (ids only remain, here)."""
+    SCOPE_DELETED = "scope_deleted"
+    """Whole scopes were deleted (recorded in their dataset's erasure log, ids and names)."""
 
 
 class _Record(BaseModel):
@@ -103,6 +107,19 @@ class Cause:
     actor: Actor = field(default_factory=lambda: Actor(kind=ActorKind.SYSTEM))
     reason: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse what an audit event could not record, before anything is written.
+
+        Raises:
+            InputError: the reason (or note) is not text, not valid Unicode or longer than
+                :data:`~membrain.checks.MAX_REASON_CHARS`; the actor is not an :class:`Actor`
+                or its name is longer than that.
+        """
+        bounded_text(self.reason, "a reason", MAX_REASON_CHARS)
+        if not isinstance(self.actor, Actor):
+            raise InputError(f"an actor must be an Actor, got {type(self.actor).__name__}")
+        bounded_text(self.actor.name, "an actor name", MAX_REASON_CHARS)
 
     @classmethod
     def of(cls, actor: Actor | str | None, default: ActorKind, reason: str = "") -> Cause:

@@ -29,7 +29,7 @@ from membrain.audit import (
     ReviewPolicy,
 )
 from membrain.errors import ConflictError, InputError, NotFoundError, ScopeError
-from membrain.models import ActorKind, EntityVersion, Fact, FactStatus, Scope, Trust
+from membrain.models import ActorKind, Fact, FactStatus, Scope, Trust
 from membrain.store import FactFilter, RecordStore
 
 __all__ = ["Ledger", "close_validity"]
@@ -203,8 +203,10 @@ class Ledger:
             raise InputError("dispute needs at least one fact id")
         facts = self.facts(scope, fact_ids)
         changed = [f.model_copy(update={"trust": Trust.DISPUTED}) for f in facts]
+        # The item first: a dispute interrupted after it still reaches a person.
+        item = self.request_review(scope, ReviewKind.DISPUTE, fact_ids, cause)
         self.store.update_facts(scope, changed, action=AuditAction.DISPUTED, cause=cause)
-        return self.request_review(scope, ReviewKind.DISPUTE, fact_ids, cause)
+        return item
 
     def disputed_at_extraction(self, scope: Scope, facts: Sequence[Fact], cause: Cause) -> None:
         """Queue the facts an extraction flagged disputed (a time contradiction)."""
@@ -331,12 +333,16 @@ class Ledger:
         Raises:
             InputError: a fact id names no fact of the scope, or a message id no message.
         """
-        facts = self.facts(scope, fact_ids) if fact_ids else []
+        # An erasure interrupted earlier is finished first; the ids it erased count as found.
+        finished = self.store.finish_erasures(scope)
+        wanted = [i for i in dict.fromkeys(fact_ids) if i not in finished]
+        facts = self.facts(scope, wanted) if wanted else []
         messages = list(dict.fromkeys(message_ids))
         known = {m.id for m in self.store.get_messages(scope, messages)}
-        missing = sorted(set(messages) - known)
+        missing = sorted(set(messages) - known - finished)
         if missing:
             raise NotFoundError(f"no message with id {', '.join(missing)} in scope {scope.key!r}")
+        messages = [m for m in messages if m in known]
         if sources:
             cited = [s for f in facts for s in f.sources if s not in known]
             # Evidence a retention policy or an earlier purge erased is gone already.
@@ -347,61 +353,31 @@ class Ledger:
             facts.extend(derived)
         erased = list(dict.fromkeys(f.id for f in facts))
         named = list(dict.fromkeys(e for f in facts for e in f.entity_ids))
-        entities, dropped = self._entities_after(scope, named, set(erased))
-        self.store.put_entities(scope.without_session(), entities, cause=cause)
-        self.store.purge(scope, facts=erased, messages=messages, entities=dropped, cause=cause)
+        dropped = self._entities_dropped(scope, named, set(erased))
+        revise = [e for e in named if e not in dropped]
+        self.store.purge(
+            scope, facts=erased, messages=messages, entities=dropped, revise=revise, cause=cause
+        )
         for item in self.review_queue(scope):
             if set(item.fact_ids) <= set(erased):
                 self._resolved(scope, item, False, Cause(cause.actor, "its facts were purged"))
+        erased += [i for i in dict.fromkeys(fact_ids) if i in finished and i not in erased]
+        messages += [i for i in dict.fromkeys(message_ids) if i in finished and i not in messages]
         return erased, messages, dropped
 
-    def _entities_after(
+    def _entities_dropped(
         self, scope: Scope, entity_ids: Sequence[str], erased: set[str]
-    ) -> tuple[list[Any], list[str]]:
-        """The entities to rewrite (versions from erased facts removed) and the ids to erase."""
+    ) -> list[str]:
+        """The entities no fact but erased ones names (participants aside): erased with them."""
         whole = scope.without_session()
-        keep, drop = [], []
+        drop = []
         for entity in self.store.get_entities(whole, entity_ids):
             left = self.store.first_facts(
                 whole, FactFilter(status=None, entity_ids=(entity.id,)), limit=len(erased) + 1
             )
             if not entity.participant and all(f.id in erased for f in left):
                 drop.append(entity.id)
-                continue
-            versions = _without_erased(entity.versions, erased)
-            if versions != entity.versions:
-                keep.append(entity.model_copy(update={"versions": versions}))
-        return keep, drop
-
-
-def _without_erased(
-    versions: Sequence[EntityVersion], erased: set[str]
-) -> tuple[EntityVersion, ...]:
-    """Description versions with what erased facts taught taken out of every later version.
-
-    Each version extends the one before it (``"<previous> <addition>"``): the additions of the
-    versions citing erased facts are dropped, the rest chained again and renumbered.
-    """
-    if not any(set(v.fact_ids) & erased for v in versions):
-        return tuple(versions)
-    kept: list[EntityVersion] = []
-    description, previous = "", ""
-    for version in versions:
-        text = version.description
-        addition = text[len(previous) :].strip() if text.startswith(previous) else text
-        previous = text
-        if set(version.fact_ids) & erased:
-            continue
-        description = f"{description} {addition}".strip()
-        kept.append(
-            EntityVersion(
-                version=len(kept) + 1,
-                description=description,
-                recorded_at=version.recorded_at,
-                fact_ids=version.fact_ids,
-            )
-        )
-    return tuple(kept)
+        return drop
 
 
 def _item(event: AuditEvent) -> ReviewItem:

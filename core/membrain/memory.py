@@ -193,6 +193,11 @@ class Memory(AccountableMemory):
         # The derived indexes and caches hear of every mutation from the record store.
         for listener in (self._lexical, self._tree, self._ingestor):
             self._store.subscribe(listener)
+        try:  # a change a killed process left half-applied is settled before anything is served
+            self._store.recover()
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def from_settings(

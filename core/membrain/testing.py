@@ -23,7 +23,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["HashingEncoder", "ScriptedChatModel", "file_extents", "files_holding"]
+__all__ = [
+    "HashingEncoder",
+    "ScriptedChatModel",
+    "file_extents",
+    "files_holding",
+    "files_holding_text",
+    "tantivy_term",
+]
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -179,3 +186,42 @@ def files_holding(root: str | Path, needle: str | bytes) -> list[Path]:
                 break
             tail, tail_end = data[-overlap:], offset + len(chunk)
     return found
+
+
+_FST_INPUTS = (
+    b"te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHGWUV,YKJZXQ;)(~[]$!'*@"
+)
+
+
+def tantivy_term(token: str) -> bytes:
+    """The bytes tantivy's term dictionary (an FST) writes for the inside of ``token``.
+
+    The FST holds no term as a contiguous string: each node with a single transition is one
+    byte, ``0b11`` plus the input's rank among common bytes (fst's ``COMMON_INPUTS``), and the
+    nodes of a term's tail come in reverse order. The first letters branch from shared nodes and
+    the last ones may share a suffix, so the inside of a long unusual lowercase token (its
+    letters from the third to the fourth-last) is what a probe looks for.
+
+    Raises:
+        ValueError: ``token`` is shorter than 8 characters or holds an uncommon byte.
+    """
+    inside = token[2:-3].encode()
+    if len(token) < 8 or any(c not in _FST_INPUTS for c in inside):
+        raise ValueError(f"probe a long token of common lowercase letters, not {token!r}")
+    return bytes(0xC0 | (_FST_INPUTS.index(c) + 1) for c in reversed(inside))
+
+
+def files_holding_text(root: str | Path, word: str) -> list[Path]:
+    """Every file under ``root`` holding ``word``: as text, or as a term of a tantivy index.
+
+    A plain scan misses tantivy, which keeps its terms compressed in ``.term`` files: this
+    also looks for :func:`tantivy_term` of the lowercased word.
+
+    Example:
+        >>> mem.purge([fact.id], scope=scope, messages=True); mem.close()  # doctest: +SKIP
+        >>> files_holding_text("./.membrain", "Zorblaxian")  # doctest: +SKIP
+        []
+    """
+    found = set(files_holding(root, word))
+    found |= set(files_holding(root, tantivy_term(word.lower())))
+    return sorted(found)

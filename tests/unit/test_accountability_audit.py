@@ -213,7 +213,11 @@ def test_belief_changes_are_audited_with_their_actor(mem: Memory, life: dict[str
     events = mem.audit(scope=scope)
     actions = {e.action for e in events}
     # (failed extractions and their dismissal: tests/unit/test_poisoned_messages.py)
-    assert actions == set(AuditAction) - {AuditAction.EXTRACTION_FAILED, AuditAction.DISMISSED}
+    assert actions == set(AuditAction) - {
+        AuditAction.EXTRACTION_FAILED,
+        AuditAction.DISMISSED,
+        AuditAction.SCOPE_DELETED,  # written in the dataset's erasure log
+    }
 
     def one(action: str) -> list[tuple[tuple[str, ...], str]]:
         return [(e.targets, str(e.actor)) for e in events if e.action == action]

@@ -105,7 +105,7 @@ INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.FACTS: ("status", "entity_ids", "sources", "precision", "trust"),
     Collection.ENTITIES: ("name_key", "alias_keys"),
     Collection.TREE: ("level", "parent", "children"),
-    Collection.AUDIT: ("action", "targets"),
+    Collection.AUDIT: ("action", "targets", "state"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
 
@@ -246,13 +246,18 @@ class Filter:
     conditions: tuple[Condition, ...]
 
     @classmethod
-    def of(cls, scope: Scope, *wheres: Where | None, ids: Sequence[str] | None = None) -> Filter:
+    def of(
+        cls, scope: Scope | None, *wheres: Where | None, ids: Sequence[str] | None = None
+    ) -> Filter:
         """The filter of ``scope`` AND every condition of every ``where`` (AND the ids).
+
+        ``scope`` is ``None`` only for :meth:`BaseBackend.tenants`, which reads no record.
 
         Raises:
             InputError: A condition uses a boolean value, or an id is not a UUID string.
         """
-        found = [Condition("match", key, value) for key, value in scope_conditions(scope).items()]
+        bound = scope_conditions(scope) if scope is not None else {}
+        found = [Condition("match", key, value) for key, value in bound.items()]
         for where in wheres:
             for key, value in (where or {}).items():
                 check_condition_value(key, value)
@@ -334,6 +339,9 @@ class BaseBackend(ABC):
     engine: ClassVar[str] = "the engine"
     """The engine's name, for error messages."""
 
+    exclusive: ClassVar[bool] = False
+    """Whether this process alone writes the store (an embedded one it holds the lock of)."""
+
     @abstractmethod
     def optimize(self) -> None:
         """Build indexes for recently written data (a no-op where the engine does it itself)."""
@@ -387,15 +395,15 @@ class BaseBackend(ABC):
     def _count(self, collection: Collection, where: Filter) -> int:
         """Exact count of the points ``where`` selects."""
 
-    def _tenants(self, collection: Collection) -> list[str]:
-        """Every distinct ``tenant`` payload value of the collection.
+    def _tenants(self, collection: Collection, where: Filter) -> list[str]:
+        """Every distinct ``tenant`` payload value of the points ``where`` selects.
 
         This default pages through every point; engines with facets override it.
         """
         keys: set[str] = set()
         offset: uuid.UUID | None = None
         while True:
-            page, following = self._scroll(collection, Filter(()), 1024, offset)
+            page, following = self._scroll(collection, where, 1024, offset)
             keys.update(str(p.payload.get("tenant")) for p in page if p.payload.get("tenant"))
             if following is None:
                 return sorted(keys)
@@ -493,13 +501,15 @@ class BaseBackend(ABC):
                 with self._errors(f"compact {collection.value}"):
                     self._compact(collection)
 
-    def tenants(self, collection: Collection) -> list[Scope]:
-        """The (dataset, task) scopes that hold points of ``collection``, for maintenance jobs.
+    def tenants(self, collection: Collection, *, where: Where | None = None) -> list[Scope]:
+        """The (dataset, task) scopes that hold points of ``collection`` (``where`` admits).
 
-        The only call not bound to one scope: it returns scopes, never records.
+        For maintenance jobs; the only call not bound to one scope: it returns scopes, never
+        records.
         """
+        condition = Filter.of(None, where)
         with self._gate.reading(), self._errors(f"list the tenants of {collection.value}"):
-            keys = self._tenants(collection)
+            keys = self._tenants(collection, condition)
         scopes = []
         for key in sorted(set(keys)):
             dataset, _, task = key.partition("/")

@@ -163,9 +163,11 @@ class QdrantClientBackend(BaseBackend):
         )
         return [scored(r) for r in records], str(next_offset) if next_offset else None
 
-    def _tenants(self, collection: Collection) -> list[str]:
+    def _tenants(self, collection: Collection, where: Filter) -> list[str]:
         name = self._name(collection)
-        found = self._client.facet(name, key="tenant", limit=1_000_000, exact=True)
+        found = self._client.facet(
+            name, key="tenant", limit=1_000_000, exact=True, facet_filter=_native(where)
+        )
         return [str(hit.value) for hit in found.hits]
 
     def _count(self, collection: Collection, where: Filter) -> int:

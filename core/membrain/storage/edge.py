@@ -141,6 +141,7 @@ class EdgeBackend(BaseBackend):
     """
 
     engine = "Qdrant Edge"
+    exclusive = True  # the folder lock keeps other processes out
 
     def __init__(self, path: Path, *, optimize_threshold: int = 20_000) -> None:
         super().__init__()
@@ -315,8 +316,8 @@ class EdgeBackend(BaseBackend):
         records, next_offset = self._shard(collection).scroll(request)
         return [scored(r) for r in records], str(next_offset) if next_offset else None
 
-    def _tenants(self, collection: Collection) -> list[str]:
-        request = qe.FacetRequest(key="tenant", limit=1_000_000, exact=True)
+    def _tenants(self, collection: Collection, where: Filter) -> list[str]:
+        request = qe.FacetRequest(key="tenant", limit=1_000_000, exact=True, filter=_native(where))
         return [str(hit.value) for hit in self._shard(collection).facet(request).hits]
 
     def _count(self, collection: Collection, where: Filter) -> int:

@@ -11,14 +11,11 @@ Everything above speaks in :mod:`membrain.models` records, :class:`FactFilter` a
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
-from membrain.audit import AuditAction, AuditEvent, Cause
+from membrain.audit import AuditAction, Cause
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
-from membrain.errors import InputError
 from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.inputs import MonotonicClock
 from membrain.listeners import RecordListener
@@ -31,10 +28,11 @@ from membrain.storage.base import (
     Collection,
     Point,
     ScoredPoint,
-    TimeRange,
     VectorQuery,
+    point_uuid,
 )
 from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload
+from membrain.store.journal import AuditJournal, Change, created, record_scope, without_erased
 from membrain.store.tree import TreeNode, TreeRecords
 
 __all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode"]
@@ -82,16 +80,29 @@ def _payload(record: Any, **extra: Any) -> dict[str, Any]:
     return data
 
 
-def _record_scope(scope: Scope, payload: dict[str, Any]) -> Scope:
-    session = payload.get("session") or None
-    return Scope(dataset=scope.dataset, task=scope.task, session=session)
+_record_scope = record_scope
+
+_UPDATED_FACT_FIELDS = (
+    "status",
+    "trust",
+    "supersedes",
+    "superseded_by",
+    "superseded_at",
+    "forgotten_at",
+    "retracted_at",
+    "valid_to",
+    "revised_at",
+    "believed_until",
+    "valid_end",
+)
+"""The fields an update of a fact may change (its audit event carries their new values)."""
 
 
 def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-class RecordStore(TreeRecords):
+class RecordStore(TreeRecords, AuditJournal):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
     Args:
@@ -111,6 +122,7 @@ class RecordStore(TreeRecords):
         self.sparse = sparse
         self._listeners: list[RecordListener] = []
         self._ticks = MonotonicClock()
+        self.exclusive = backend.exclusive
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
         )
@@ -119,10 +131,6 @@ class RecordStore(TreeRecords):
         """Tell ``listener`` about every later mutation (once, however often subscribed)."""
         if all(known is not listener for known in self._listeners):
             self._listeners.append(listener)
-
-    def now(self) -> datetime:
-        """A record time later than every one this store gave before (the audit's clock)."""
-        return self._ticks.next()
 
     def _points(
         self,
@@ -150,8 +158,11 @@ class RecordStore(TreeRecords):
             [_payload(m) for m in messages],
             [message_text(m.message) for m in messages],
         )
-        self.backend.upsert(Collection.MESSAGES, scope, points)
-        self._audit(scope, cause, [(AuditAction.STORED, tuple(m.id for m in messages), {})])
+        stored = Change(
+            AuditAction.STORED, tuple(m.id for m in messages), {}, created(Collection.MESSAGES)
+        )
+        with self._change(scope, cause, [stored]):
+            self.backend.upsert(Collection.MESSAGES, scope, points)
         for listener in self._listeners:
             listener.messages_written(scope, messages)
 
@@ -193,19 +204,25 @@ class RecordStore(TreeRecords):
         fields: dict[str, Any] = {"status": status.value}
         if status is not MessageStatus.DISMISSED:
             fields.update(error=error, raw_output=raw_output)
-        self.backend.set_payload(Collection.MESSAGES, scope, ids, fields)
-        events: list[tuple[AuditAction, tuple[str, ...], dict[str, Any]]] = []
-        for message_id, items in (discarded or {}).items():
-            reasons = [f"{reason}: {text}" for reason, text in items]
-            self.backend.set_payload(
-                Collection.MESSAGES, scope, [message_id], {"discarded": reasons}
-            )
-            kinds = sorted({reason for reason, _ in items})
-            events.append((AuditAction.DISCARDED, (message_id,), {"reasons": kinds}))
         action = AuditAction.EXTRACTION_FAILED if error else AuditAction.PROCESSED
         if status is MessageStatus.DISMISSED:
             action = AuditAction.DISMISSED
-        self._audit(scope, cause, [(action, tuple(ids), {}), *events])
+        changes = [Change(action, tuple(ids), {}, {"kind": "status", "status": status.value})]
+        notes: dict[str, list[str]] = {}
+        for message_id, items in (discarded or {}).items():
+            notes[message_id] = [f"{reason}: {text}" for reason, text in items]
+            kinds = sorted({reason for reason, _ in items})
+            changes.append(
+                Change(
+                    AuditAction.DISCARDED, (message_id,), {"reasons": kinds}, {"kind": "discarded"}
+                )
+            )
+        with self._change(scope, cause, changes):
+            self.backend.set_payload(Collection.MESSAGES, scope, ids, fields)
+            for message_id, reasons in notes.items():
+                self.backend.set_payload(
+                    Collection.MESSAGES, scope, [message_id], {"discarded": reasons}
+                )
         for listener in self._listeners:
             listener.messages_marked(scope, ids, status)
 
@@ -260,9 +277,8 @@ class RecordStore(TreeRecords):
             [fact_sparse_text(f.text) for f in facts],
             [fact_dense_text(f.text, participants) for f in facts],
         )
-        self.backend.upsert(Collection.FACTS, scope, points)
-        created = [
-            (
+        changes = [
+            Change(
                 AuditAction.CREATED,
                 (f.id,),
                 {
@@ -272,10 +288,12 @@ class RecordStore(TreeRecords):
                     "trust": f.trust.value,
                     **({"supersedes": list(f.supersedes)} if f.supersedes else {}),
                 },
+                created(Collection.FACTS),
             )
             for f in facts
         ]
-        self._audit(scope, cause, created)
+        with self._change(scope, cause, changes):
+            self.backend.upsert(Collection.FACTS, scope, points)
         self._facts_written(scope, facts)
 
     def update_facts(
@@ -296,11 +314,16 @@ class RecordStore(TreeRecords):
         if not facts:
             return
         revised = self.now()
-        for fact in facts:
-            payload = fact_payload(fact, revised)
-            self.backend.set_payload(Collection.FACTS, scope, [fact.id], payload)
+        payloads = {str(point_uuid(f.id)): fact_payload(f, revised) for f in facts}
+        redo = {
+            "kind": "set",
+            "collection": Collection.FACTS.value,
+            "fields": {i: {k: p[k] for k in _UPDATED_FACT_FIELDS} for i, p in payloads.items()},
+        }
         about = tuple(targets) if targets is not None else tuple(f.id for f in facts)
-        self._audit(scope, cause, [(action, about, {})])
+        with self._change(scope, cause, [Change(action, about, {}, redo)]):
+            for fact_id, payload in payloads.items():
+                self.backend.set_payload(Collection.FACTS, scope, [fact_id], payload)
         self._facts_written(scope, facts)
 
     def _facts_written(self, scope: Scope, facts: Sequence[Fact]) -> None:
@@ -362,6 +385,38 @@ class RecordStore(TreeRecords):
         if not entities:
             return
         before = {e.id: e for e in self.get_entities(scope, [e.id for e in entities])}
+        changes = []
+        for entity in entities:
+            old = before.get(entity.id)
+            versions = [v.version for v in entity.versions]
+            if old is None:
+                changes.append(
+                    Change(
+                        AuditAction.CREATED,
+                        (entity.id,),
+                        {"record": "entity"},
+                        created(Collection.ENTITIES),
+                    )
+                )
+                continue
+            added = [v for v in entity.versions if v.version > len(old.versions)]
+            aliases = len(entity.aliases) - len(old.aliases)
+            if added or aliases > 0:
+                details: dict[str, Any] = {"record": "entity", "version": max(versions or [0])}
+                details["fact_ids"] = [i for v in added for i in v.fact_ids]
+                details["aliases_added"] = max(aliases, 0)
+                redo = {
+                    "kind": "versioned",
+                    "versions": len(entity.versions),
+                    "aliases": len(entity.aliases),
+                }
+                changes.append(
+                    Change(AuditAction.DESCRIPTION_VERSIONED, (entity.id,), details, redo)
+                )
+        with self._change(scope, cause, changes):
+            self._write_entities(scope, entities)
+
+    def _write_entities(self, scope: Scope, entities: Sequence[Entity]) -> None:
         points = self._points(
             [e.id for e in entities],
             [
@@ -375,23 +430,18 @@ class RecordStore(TreeRecords):
             [entity_text(e.name, e.description) for e in entities],
         )
         self.backend.upsert(Collection.ENTITIES, scope, points)
-        events = []
-        for entity in entities:
-            old = before.get(entity.id)
-            versions = [v.version for v in entity.versions]
-            if old is None:
-                events.append((AuditAction.CREATED, (entity.id,), {"record": "entity"}))
-                continue
-            added = [v for v in entity.versions if v.version > len(old.versions)]
-            aliases = len(entity.aliases) - len(old.aliases)
-            if added or aliases > 0:
-                details: dict[str, Any] = {"record": "entity", "version": max(versions or [0])}
-                details["fact_ids"] = [i for v in added for i in v.fact_ids]
-                details["aliases_added"] = max(aliases, 0)
-                events.append((AuditAction.DESCRIPTION_VERSIONED, (entity.id,), details))
-        self._audit(scope, cause, events)
         for listener in self._listeners:
             listener.entities_written(scope, entities)
+
+    def _revise_entities(self, scope: Scope, entity_ids: Sequence[str], erased: set[str]) -> None:
+        """Rewrite entities without the description versions ``erased`` facts taught."""
+        revised = []
+        for entity in self.get_entities(scope, list(dict.fromkeys(entity_ids))):
+            versions = without_erased(entity.versions, erased)
+            if versions != entity.versions:
+                revised.append(entity.model_copy(update={"versions": versions}))
+        if revised:
+            self._write_entities(scope, revised)
 
     def get_entities(self, scope: Scope, ids: Sequence[str]) -> list[Entity]:
         """Entities by id (missing ids skipped)."""
@@ -416,153 +466,3 @@ class RecordStore(TreeRecords):
     def _entity(scope: Scope, point: ScoredPoint) -> Entity:
         payload = _fields(point.payload, *_ENTITY_KEYS)
         return Entity.model_validate({**payload, "scope": _record_scope(scope, point.payload)})
-
-    # -- audit -------------------------------------------------------------------------------
-    def _audit(
-        self,
-        scope: Scope,
-        cause: Cause | None,
-        changes: Sequence[tuple[AuditAction, tuple[str, ...], dict[str, Any]]],
-    ) -> list[AuditEvent]:
-        cause = cause or Cause()
-        events = [
-            AuditEvent(
-                id=str(uuid.uuid4()),
-                scope=scope,
-                action=action,
-                targets=targets,
-                actor=cause.actor,
-                reason=cause.reason,
-                at=self.now(),
-                details={**cause.details, **details},
-            )
-            for action, targets, details in changes
-            if targets
-        ]
-        self._append_audit(scope, events)
-        return events
-
-    def note(
-        self,
-        scope: Scope,
-        action: AuditAction,
-        targets: Sequence[str],
-        *,
-        cause: Cause,
-        details: dict[str, Any] | None = None,
-    ) -> AuditEvent:
-        """Audit an event that changes no record: a review requested or resolved.
-
-        Raises:
-            InputError: ``action`` changes records (those are audited by the change itself).
-        """
-        if action not in (AuditAction.REVIEW_REQUESTED, AuditAction.REVIEW_RESOLVED):
-            raise InputError(f"{action.value!r} events are written by the change they record")
-        if not targets:
-            raise InputError("an audit event is about at least one id")
-        (event,) = self._audit(scope, cause, [(action, tuple(targets), details or {})])
-        return event
-
-    def audit_missing(
-        self, scope: Scope, action: AuditAction, targets: Sequence[str], *, cause: Cause
-    ) -> list[str]:
-        """Audit a change already stored whose event was never written; the ids audited now.
-
-        A write reaches the record before its audit event; a process killed in between leaves
-        a change without an event. When the same call runs again and finds the change done, it
-        calls this: each target without an ``action`` event gets one, marked ``recovered``.
-        """
-        if not targets:
-            return []
-        audited = self.iter_audit(scope, targets=targets, actions=[action])
-        seen = {t for event in audited for t in event.targets}
-        missing = tuple(t for t in dict.fromkeys(targets) if t not in seen)
-        self._audit(scope, cause, [(action, missing, {"recovered": True})])
-        return list(missing)
-
-    def _append_audit(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
-        """Append events to the scope's audit log (it has no update and no delete but a scope's)."""
-        if not events:
-            return
-        # The audit is read by filters, never ranked: its points carry no vector.
-        points = [Point(e.id, _payload(e)) for e in events]
-        self.backend.upsert(Collection.AUDIT, scope, points)
-        for listener in self._listeners:
-            listener.audited(scope, events)
-
-    def iter_audit(
-        self,
-        scope: Scope,
-        *,
-        targets: Sequence[str] = (),
-        actions: Sequence[AuditAction] = (),
-        since: datetime | None = None,
-        ids: Sequence[str] | None = None,
-    ) -> list[AuditEvent]:
-        """The scope's audit events, oldest first: about any of ``targets``, of ``actions``."""
-        if ids is not None:
-            points: Sequence[ScoredPoint] = self.backend.retrieve(Collection.AUDIT, scope, ids)
-        else:
-            where: dict[str, Any] = {}
-            if targets:
-                where["targets"] = list(targets)
-            if actions:
-                where["action"] = [a.value for a in actions]
-            if since is not None:
-                where["at"] = TimeRange(gte=since)
-            points = list(self._scroll(Collection.AUDIT, scope, where))
-        events = [
-            AuditEvent.model_validate(
-                {**_fields(p.payload), "id": p.id, "scope": _record_scope(scope, p.payload)}
-            )
-            for p in points
-        ]
-        return sorted(events, key=lambda e: (e.at, e.id))
-
-    # -- erasure -----------------------------------------------------------------------------
-    def purge(
-        self,
-        scope: Scope,
-        *,
-        facts: Sequence[str] = (),
-        messages: Sequence[str] = (),
-        entities: Sequence[str] = (),
-        cause: Cause | None = None,
-    ) -> None:
-        """Delete records and everything derived from their content, then erase them from disk.
-
-        The audit keeps one ``purged`` event per kind of record, with the ids only. The derived
-        indexes drop theirs when they hear of it; then the backend rewrites its collections and
-        the listeners theirs (:meth:`RecordListener.erased`), so nothing of the content is left
-        in the store's files.
-        """
-        self.backend.delete(Collection.FACTS, scope, facts)
-        self.backend.delete(Collection.MESSAGES, scope, messages)
-        self.backend.delete(Collection.ENTITIES, scope.without_session(), entities)
-        kinds = (("fact", facts), ("message", messages), ("entity", entities))
-        changes = [(AuditAction.PURGED, tuple(ids), {"record": k}) for k, ids in kinds if ids]
-        self._audit(scope, cause, changes)
-        for listener in self._listeners:
-            listener.records_purged(scope, facts=facts, messages=messages, entities=entities)
-        touched = [Collection.MESSAGES] if messages else []
-        if facts or entities:  # entity versions and the tree are rewritten with the facts
-            touched += [Collection.FACTS, Collection.ENTITIES, Collection.TREE]
-        self._erase(touched)
-
-    def _erase(self, collections: Sequence[Collection]) -> None:
-        self.backend.compact(collections)
-        for listener in self._listeners:
-            listener.erased()
-
-    # -- whole scopes ------------------------------------------------------------------------
-    def delete_scope(self, scope: Scope, *more: Scope) -> None:
-        """Delete every record of ``scope`` (all sessions when it has none), its audit included.
-
-        ``more`` scopes are deleted with it. The derived indexes drop theirs when they hear of
-        it; then everything is erased from disk as by :meth:`purge`, once for all of them.
-        """
-        for target in (scope, *more):
-            self.backend.delete_scope(target)
-            for listener in self._listeners:
-                listener.scope_deleted(target)
-        self._erase(list(Collection))
