@@ -147,25 +147,28 @@ class Ingestor(RecordListener):
         is who adds them: an agent's facts are ``derived`` and carry it as their author.
         """
         ids = [message_id(scope, m) for m in incoming]
-        known = {m.id: m for m in self._store.get_messages(scope, ids)}
-        _check_reused_ids(ids, incoming, known)
-        fresh: dict[str, StoredMessage] = {}
-        for stored_id, message in zip(ids, incoming, strict=True):
-            if stored_id not in known and stored_id not in fresh:
-                fresh[stored_id] = StoredMessage(
-                    id=stored_id,
-                    scope=scope,
-                    message=message.model_copy(update={"id": stored_id}),
-                    recorded_at=now(),
-                    added_by=str(by) if by is not None and by.kind is ActorKind.AGENT else None,
-                )
         stored_by = Cause(by or Actor(kind=ActorKind.API))
-        self._store.put_messages(scope, list(fresh.values()), cause=stored_by)
-        # A message whose write outlived its audit event was never extracted: only those are
-        # checked, so re-sending a processed history costs no audit read.
-        retried = [m for m in known.values() if m.status in _UNFINISHED]
-        unfinished = [m.id for m in retried]
-        self._store.audit_missing(scope, AuditAction.STORED, unfinished, cause=stored_by)
+        # One writer per message id: concurrent adds of the same messages store, count and
+        # audit each once (the check and the write happen under the scope's storing lock).
+        with self._storing(scope):
+            known = {m.id: m for m in self._store.get_messages(scope, ids)}
+            _check_reused_ids(ids, incoming, known)
+            fresh: dict[str, StoredMessage] = {}
+            for stored_id, message in zip(ids, incoming, strict=True):
+                if stored_id not in known and stored_id not in fresh:
+                    fresh[stored_id] = StoredMessage(
+                        id=stored_id,
+                        scope=scope,
+                        message=message.model_copy(update={"id": stored_id}),
+                        recorded_at=now(),
+                        added_by=str(by) if by is not None and by.kind is ActorKind.AGENT else None,
+                    )
+            self._store.put_messages(scope, list(fresh.values()), cause=stored_by)
+            # A store written before changes were announced may hold a message without its
+            # event; only unextracted ones are checked, so re-sending a history costs nothing.
+            retried = [m for m in known.values() if m.status in _UNFINISHED]
+            unfinished = [m.id for m in retried]
+            self._store.audit_missing(scope, AuditAction.STORED, unfinished, cause=stored_by)
         skipped = len(incoming) - len(fresh)  # already stored, or given twice in this call
         if not extract:
             return AddResult(messages_stored=len(fresh), messages_skipped=skipped)
@@ -226,6 +229,12 @@ class Ingestor(RecordListener):
     def _lock(self, scope: Scope) -> threading.Lock:
         """The lock of the scope's (dataset, task): entities and facts are resolved there."""
         key = scope.without_session().key
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _storing(self, scope: Scope) -> threading.Lock:
+        """The lock under which the scope's (dataset, task) messages are checked and stored."""
+        key = "\x00store\x00" + scope.without_session().key
         with self._locks_guard:
             return self._locks.setdefault(key, threading.Lock())
 
