@@ -33,7 +33,7 @@ from membrain import (
 )
 from membrain.facts import entity_id
 from membrain.models import now
-from membrain.testing import files_holding
+from membrain.testing import files_holding_text
 
 SECRET = "Zorblaxian"
 CONTROL = "quokkaberry"
@@ -114,10 +114,13 @@ def test_purged_facts_and_messages_leave_every_read_and_every_file(tmp_path: Pat
         # Positive control: every mode and every path alone finds the fact before the purge
         # (the deep searches build the lexical index and the entity tree), and it is on disk.
         assert finders(mem, scope, QUESTION, secret) == [*MODES, *SEARCH_PATHS]
-        assert files_holding(path, SECRET)
+        assert files_holding_text(path, SECRET)
 
         # The fact alone.
         result = mem.purge([secret], scope=scope, by="ana", reason="asked to")
+        # At once, before any later search could rebuild it: path D's index holds no term of it
+        # (its .term files keep words compressed, which the probe reads).
+        assert files_holding_text(path / "lexical", SECRET) == []
         assert result.fact_ids == (secret,)
         assert result.message_ids == ()
         assert result.entity_ids == (diary_entity,)
@@ -173,8 +176,8 @@ def test_purged_facts_and_messages_leave_every_read_and_every_file(tmp_path: Pat
         assert ("fact", tuple(result.fact_ids)) in records
 
     # Nothing of the purged text is left in any file of the store.
-    assert files_holding(path, SECRET) == []
-    assert files_holding(path, CONTROL)  # the probe finds what was kept
+    assert files_holding_text(path, SECRET) == []
+    assert files_holding_text(path, CONTROL)  # the probe finds what was kept
     with open_memory(path) as reopened:
         assert [f.id for f in reopened.facts(scope=scope, include_inactive=True)] == [berry]
         for mode in MODES:
@@ -185,7 +188,7 @@ def test_purged_facts_and_messages_leave_every_read_and_every_file(tmp_path: Pat
         assert [h.message.text for h in hits] == [BERRY.text]
         assert [e.id for e in reopened.entities(scope=scope)] == [sara]
         assert len(reopened.history(secret, scope=scope)) == 2  # created, purged
-    assert files_holding(path, SECRET) == []
+    assert files_holding_text(path, SECRET) == []
 
 
 def test_purge_refuses_nothing_and_unknown_ids_and_changes_nothing(
