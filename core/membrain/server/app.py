@@ -132,7 +132,7 @@ class Access:
     @property
     def reviewer(self) -> Actor:
         """Who the audit log records for a person's decision (confirm, dispute, resolve)."""
-        name = self.grant.name if self.grant is not None else None
+        name = self.grant.name if self.grant is not None else ""
         return Actor(kind=ActorKind.REVIEWER, name=name)
 
 
@@ -450,7 +450,7 @@ async def _scope_fields(request: Request) -> dict[str, Any]:
         return {name: request.query_params.get(name) for name in names}
     try:
         body = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InputError("the request body must be a JSON object") from None
     if not isinstance(body, dict):
         raise InputError("the request body must be a JSON object")
@@ -518,7 +518,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if isinstance(exc, RequestTooLarge):
         return _too_large(exc)
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+        return _body(422, _unreadable(exc.__cause__), "ValidationError")  # FastAPI's body parse
     return _body(exc.status_code, str(exc.detail), "HTTPError")
+
+
+def _unreadable(cause: BaseException) -> str:
+    """Why a request body is not JSON (what FastAPI's 400 does not say)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return "the request body is not valid UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the request body is nested too deeply"
+    return "the request body is not valid JSON"
 
 
 def _too_large(exc: RequestTooLarge) -> JSONResponse:
