@@ -3,17 +3,24 @@
 Usage (from the repository root)::
 
     python -m benchmarks.fault_injection [--trials 50] [--seed 0] [--data FILE] \
-        [--messages 36] [--json OUT] [--tmp DIR] [--replay OP:N] [--keep DIR]
+        [--messages 36] [--ops purge,delete] [--json OUT] [--tmp DIR] [--replay OP:N] \
+        [--keep DIR]
     python benchmarks/fault_injection.py --trials 50
 
-What it does, for each of four operations and ``--trials`` seeded trials of each:
+What it does, for each of five operations (``--ops`` picks some of them, ``damage`` the
+damaged-file rows) and ``--trials`` seeded trials of each:
 
 1. A base store is built once: a two-speaker conversation (generated, or the first
    ``--messages`` of ``--data``'s first conversation) stored and extracted in two scopes, then
-   searched in deep mode so the lexical index of path D holds a reconciliation mark.
+   searched in deep mode so the lexical index of path D holds a reconciliation mark. Each scope
+   also holds a few messages of its own (generated: 6 and 4 statements with long unusual words;
+   with ``--data``: the 4 and 4 messages after those taken), so that what a purge or a deleted
+   scope erases has words no other record holds.
 2. The trial's parameters are drawn from ``random.Random(f"{seed}:{op}:{trial}")``: ``ingest``
    adds 3 or more new messages (and re-sends up to 2 stored ones) in extraction batches of 3;
    ``forget`` forgets 1-4 facts; ``supersede`` supersedes 1-3 disjoint pairs of facts;
+   ``purge`` runs ``purge(ids, messages=True)`` on 1-3 active facts drawn from those of the main
+   scope's own messages (their source messages and every fact derived from them go too);
    ``delete`` deletes one of the two scopes (the other must stay intact).
 3. Reference: the same operation runs without a kill on a copy of the base, in this process.
    It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
@@ -28,22 +35,38 @@ What it does, for each of four operations and ``--trials`` seeded trials of each
 5. Once the child is dead, this process reopens the store and checks that no read serves a
    fact the store does not hold as active (searches in fast and expand mode and a deep-mode
    context block, for questions made of each probed fact's words); then resumes as an
-   application would (the same call again; ``extract_pending`` after an ingest) and compares
-   with the reference.
+   application would (the same call again; ``extract_pending`` after an ingest; a purge run
+   again that raises ``NotFoundError`` while none of its facts is left counts as done) and
+   compares with the reference. A purge or delete trial then closes the store and scans its
+   files.
 
 Per trial:
 
 * resurrected facts: facts served by a search, a context block or ``facts()`` while not active
-  (before resuming: in the store; after: in the reference). Probed: the forgotten and
-  superseded facts, up to 3 facts of a deleted scope, up to 3 facts an ingest creates.
+  (before resuming: in the store; after: in the reference). Probed: the forgotten, superseded
+  and purged facts, up to 3 facts of a deleted scope, up to 3 facts an ingest creates.
 * lost messages: reference messages (scope, caller id) missing after recovery.
-* duplicates: stored messages or facts (scope, text, sources) beyond the reference's count.
+* duplicates: stored messages or facts (scope, text, sources) beyond the reference's count (a
+  record the operation erases and recovery kept is a difference, not a duplicate).
 * recovered exactly: the same message ids and statuses, fact ids, statuses, texts, sources,
   supersession links and valid ends, entity ids, names, aliases and description versions as the
   reference, no resurrection, and path D's tantivy index agreeing with the store after a deep
-  search (document counts, no inactive fact found).
-* audit gaps (informational): audit events of the reference (stored, processed, created,
-  forgotten, superseded, by target) missing after recovery.
+  search (document counts, no inactive fact found); a deleted scope keeps no audit event.
+* text left on disk (purge and delete; ``-`` elsewhere): trials where a file of the closed,
+  recovered store still holds a probe word. Probe words: the words (5 or more ASCII letters) of
+  the erased messages and facts that no remaining record holds (messages, facts of any status,
+  entity names, aliases and descriptions, of both scopes) and that the base store's files held.
+  Each is looked for as text (ASCII case ignored) in every file, and in tantivy's ``.term``
+  files (which keep no word as text) as term chains (:func:`fst_chain`): 4-letter runs of its
+  ``en_stem`` and ``default`` terms that no remaining text or term holds, kept when the base's
+  term dictionaries held them. The clean run's files are scanned too: a word found there is a
+  warning and fails the run.
+* unaudited changes: changes of the reference missing from the recovered store's audit, one
+  each: a fact forgotten, superseded or purged, a message stored or purged (by action and
+  target id); a deleted scope's audit goes with it, so there the other scope's audit must be
+  the base's, event for event.
+* audit gaps (informational, listed below the tables): audit events of the reference (stored,
+  processed, created, forgotten, superseded, purged, by target) missing after recovery.
 
 Damaged-file rows: a base with forgotten and superseded facts is closed, then one file of its
 lexical index is damaged (``meta.json`` truncated, a ``.term`` file deleted, a ``.store`` file
@@ -57,7 +80,8 @@ changes nothing measured here and makes trials about 2.5 times faster. A power l
 not on disk) is not simulated. ``--replay OP:N`` runs one trial again (the printed failures
 give the command) and ``--keep DIR`` keeps its stores for inspection.
 
-The exit status is 1 when any resurrected fact, lost message or duplicate is counted.
+The exit status is 1 when any resurrected fact, lost message, duplicate, text left on disk
+(also by a clean run) or unaudited change is counted.
 """
 
 from __future__ import annotations
@@ -66,6 +90,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -86,25 +111,30 @@ if __name__ == "__main__" and not __package__:  # run as a script: make `benchma
 from benchmarks.fault_injection_ops import (  # noqa: E402
     CATEGORIES,
     DAMAGES,
+    ERASURES,
     KILL_LINE,
     MAIN,
     OPERATIONS,
+    OTHER,
     PROBES,
     SCOPES,
     TIMED_AFTER,
     TIMED_MID,
     Base,
+    DiskProbe,
     KillSwitch,
     Plan,
     Probe,
     StoreState,
     Verdict,
     Workload,
+    audited_changes,
     build_base,
     compare,
     copy_store,
     damage,
     describe_point,
+    disk_probes,
     found_by_d,
     generate_workload,
     kill_category,
@@ -113,6 +143,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     load_workload,
     make_plan,
     open_memory,
+    own_facts,
     plan_key,
     point_label,
     points_by_category,
@@ -123,8 +154,11 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     select_probes,
     served_inactive,
     snapshot,
+    text_left,
+    unaudited_changes,
 )
 from benchmarks.locomo_eval import format_table  # noqa: E402
+from membrain import Memory  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT_S = 300.0
@@ -144,6 +178,14 @@ class Reference:
     probes: list[Probe]
     control: set[str]
     """Facts the clean store serves while inactive: non-empty means the probes are unsound."""
+    changes: list[str]
+    """What the operation changed, as the audit events it needs (:func:`audited_changes`)."""
+    unaudited: list[str]
+    """Changes the clean run itself leaves without an audit event."""
+    disk: list[DiskProbe]
+    """Words an erasure removes (:func:`disk_probes`); empty for other operations."""
+    leaks: list[str]
+    """Of those, the words the clean run's files still hold once it is closed."""
 
 
 References = dict[str, Reference]
@@ -172,8 +214,14 @@ def make_reference(base: Base, op: str, plan: Plan, folder: Path) -> Reference:
         state = snapshot(mem)
         probes = select_probes(op, plan, base.state, state)
         control = served_inactive(mem, probes, state.active, listing=True)
+    changes = audited_changes(op, plan, base.state, state)
+    unaudited = unaudited_changes(changes, base.state, state)
+    disk = disk_probes(base.state, state, base) if op in ERASURES else []
+    leaks = text_left(path, disk)
     shutil.rmtree(path)
-    return Reference(state, switch.labels, seconds, probes, control)
+    return Reference(
+        state, switch.labels, seconds, probes, control, changes, unaudited, disk, leaks
+    )
 
 
 def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple[str, str, str]:
@@ -227,8 +275,13 @@ def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple
     return "no kill point reached", "none", problem or "the child never reached its kill point"
 
 
-def check_recovery(path: Path, op: str, plan: Plan, ref: Reference, trial: Trial) -> None:
-    """Reopen, probe, resume, probe and compare with the reference (into ``trial.verdict``)."""
+def check_recovery(
+    path: Path, op: str, plan: Plan, ref: Reference, trial: Trial, base: StoreState
+) -> None:
+    """Reopen, probe, resume, probe and compare with the reference (into ``trial.verdict``).
+
+    Then, the store closed, scan its files for the words an erasure removes.
+    """
     verdict = trial.verdict
     with recorded_warnings() as caught:
         try:
@@ -236,29 +289,50 @@ def check_recovery(path: Path, op: str, plan: Plan, ref: Reference, trial: Trial
         except Exception as exc:
             verdict.differences.append(f"the store does not open: {exc!r}")
             verdict.lost_messages += len(ref.state.messages)
-            return
-        try:
-            stored = snapshot(mem)
-            verdict.resurrected |= served_inactive(mem, ref.probes, stored.active, listing=False)
+            mem = None
+        if mem is not None:
             try:
-                resume_operation(mem, op, plan)
+                _check_open(mem, op, plan, ref, verdict, base)
             except Exception as exc:
-                verdict.differences.append(f"resuming failed: {exc!r}")
-            compare(ref.state, snapshot(mem), verdict)
-            verdict.resurrected |= served_inactive(mem, ref.probes, ref.state.active, listing=True)
-            verdict.differences += lexical_problems(mem, ref.probes, ref.state)
-        except Exception as exc:
-            verdict.differences.append(f"checking failed: {exc!r}")
-        finally:
-            mem.close()
+                verdict.differences.append(f"checking failed: {exc!r}")
+            finally:
+                mem.close()
     trial.warnings += [f"{w.category.__name__}: {w.message}" for w in caught]
+    if op in ERASURES:
+        verdict.text_left = text_left(path, ref.disk)
+
+
+def _check_open(
+    mem: Memory, op: str, plan: Plan, ref: Reference, verdict: Verdict, base: StoreState
+) -> None:
+    stored = snapshot(mem)
+    verdict.resurrected |= served_inactive(mem, ref.probes, stored.active, listing=False)
+    try:
+        note = resume_operation(mem, op, plan)
+        verdict.notes += [note] if note else []
+    except Exception as exc:
+        verdict.differences.append(f"resuming failed: {exc!r}")
+    recovered = snapshot(mem)
+    erased = frozenset(base.messages.keys() - ref.state.messages.keys())
+    erased |= base.facts.keys() - ref.state.facts.keys()
+    compare(ref.state, recovered, verdict, erased)
+    verdict.unaudited_changes += unaudited_changes(ref.changes, base, recovered)
+    if op == "delete" and recovered.audit_ids.get(_scope_key(plan["scope"])):
+        verdict.differences.append(f"the audit of the deleted scope {plan['scope']} is left")
+    verdict.resurrected |= served_inactive(mem, ref.probes, ref.state.active, listing=True)
+    verdict.differences += lexical_problems(mem, ref.probes, ref.state)
+
+
+def _scope_key(dataset: str) -> str:
+    return next(s.key for s in SCOPES if s.dataset == dataset)
 
 
 def run_kill_trial(
     base: Base, workload: Workload, op: str, index: int, seed: int, folder: Path, refs: References
 ) -> Trial:
     rng = random.Random(f"{seed}:{op}:{index}")
-    plan = make_plan(op, rng, sorted(base.state.active(MAIN)), workload)
+    own = own_facts(base.state, workload)
+    plan = make_plan(op, rng, sorted(base.state.active(MAIN)), workload, own)
     key = plan_key(op, plan)
     if key not in refs:
         refs[key] = make_reference(base, op, plan, folder)
@@ -280,7 +354,7 @@ def run_kill_trial(
     planned = describe_point(*point_label(ref.labels, kill_at)) if kill_at is not None else where
     if where != planned:
         trial.warnings.append(f"{MOVED}: planned {planned}")
-    check_recovery(store, op, plan, ref, trial)
+    check_recovery(store, op, plan, ref, trial, base.state)
     return trial
 
 
@@ -358,6 +432,10 @@ def workspace(keep: Path | None, tmp: Path | None) -> Iterator[Path]:
         yield Path(folder)
 
 
+DAMAGE = "damage"
+"""The name ``--ops`` gives the damaged-file rows."""
+
+
 def run(
     *,
     trials: int,
@@ -367,9 +445,11 @@ def run(
     replay: tuple[str, int] | None = None,
     keep: Path | None = None,
     tmp: Path | None = None,
+    ops: Sequence[str] = (*OPERATIONS, DAMAGE),
     log: bool = True,
 ) -> dict[str, Any]:
-    """Every trial; the report as a JSON-able dict."""
+    """Every trial of ``ops`` (operations, and ``"damage"`` for the damaged files); the report
+    as a JSON-able dict."""
 
     def say(text: str) -> None:
         if log:
@@ -379,20 +459,23 @@ def run(
     workload = load_workload(data, messages) if data else generate_workload()
     results: list[Trial] = []
     refs: References = {}
-    kills = [(op, i) for op in OPERATIONS for i in range(trials)]
+    kills = [(op, i) for op in OPERATIONS if op in ops for i in range(trials)]
     damages = [(kind, i) for kind in DAMAGES for i in range(max(1, trials // 10))]
+    damages = damages if DAMAGE in ops else []
     if replay is not None:
         kills, damages = ([replay], []) if replay[0] in OPERATIONS else ([], [replay])
     with workspace(keep, tmp) as work:
-        say(f"building the base store ({len(workload.base)} messages x {len(SCOPES)} scopes) ...")
-        base = build_base(work / "base", workload)
+        stored = len(workload.stored(MAIN)) + len(workload.stored(OTHER))
+        say(f"building the base store ({stored} messages in {len(SCOPES)} scopes) ...")
+        erasing = any(op in ERASURES for op, _ in kills)
+        base = build_base(work / "base", workload, disk=erasing)
         for op, index in kills:
             folder = work / f"{op}-{index}"
             folder.mkdir()
             begun = time.perf_counter()
             trial = run_kill_trial(base, workload, op, index, seed, folder, refs)
             trial.seconds = time.perf_counter() - begun
-            say(f"  {op} #{index}: {trial.kill} -> {'ok' if trial.verdict.exact else 'FAILED'}")
+            say(f"  {op} #{index}: {trial.kill} -> {'ok' if trial.verdict.ok else 'FAILED'}")
             results.append(trial)
             if keep is None:
                 shutil.rmtree(folder)
@@ -404,7 +487,7 @@ def run(
             begun = time.perf_counter()
             trial = run_damage_trial(dbase, kind, index, seed, folder)
             trial.seconds = time.perf_counter() - begun
-            say(f"  {kind} #{index}: {'ok' if trial.verdict.exact else 'FAILED'}")
+            say(f"  {kind} #{index}: {'ok' if trial.verdict.ok else 'FAILED'}")
             results.append(trial)
             if keep is None:
                 shutil.rmtree(folder)
@@ -416,6 +499,8 @@ def run(
 
 
 def _row(name: str, group: Sequence[Trial]) -> dict[str, Any]:
+    scanned = [t.verdict.text_left for t in group if t.verdict.text_left is not None]
+    changed = [t for t in group if t.row in OPERATIONS]
     return {
         "operation": name,
         "trials": len(group),
@@ -423,9 +508,33 @@ def _row(name: str, group: Sequence[Trial]) -> dict[str, Any]:
         "resurrected_facts": sum(len(t.verdict.resurrected) for t in group),
         "lost_messages": sum(t.verdict.lost_messages for t in group),
         "duplicates": sum(t.verdict.duplicates for t in group),
+        "text_left_on_disk": sum(bool(words) for words in scanned) if scanned else None,
+        "unaudited_changes": (
+            sum(len(t.verdict.unaudited_changes) for t in changed) if changed else None
+        ),
         "audit_gaps": sum(len(t.verdict.unaudited) for t in group),
         "seconds": sum(t.seconds for t in group),
     }
+
+
+def _disk_probes(results: Sequence[Trial], refs: References) -> dict[str, Any]:
+    """Per erasing operation: probe words per reference run (min, max), those also probed as
+    tantivy terms, runs without a word, and the words a clean run left on disk."""
+    summary: dict[str, Any] = {}
+    for op in ERASURES:
+        runs = [r for k, r in refs.items() if k.startswith(op + "{")]
+        if not runs:
+            continue
+        words = [len(r.disk) for r in runs]
+        terms = [sum(bool(p.terms) for p in r.disk) for r in runs]
+        summary[op] = {
+            "words": [min(words), max(words)],
+            "with_tantivy_term": [min(terms), max(terms)],
+            "references_without_words": words.count(0),
+            "scanned_trials": sum(t.verdict.text_left is not None for t in results if t.row == op),
+            "reference_leaks": sorted({w for r in runs for w in r.leaks}),
+        }
+    return summary
 
 
 def report(
@@ -438,8 +547,9 @@ def report(
 ) -> dict[str, Any]:
     names = [*OPERATIONS, *DAMAGES]
     rows = [_row(n, [t for t in results if t.row == n]) for n in names]
+    ops = [op for op in OPERATIONS if any(t.row == op for t in results)]
     coverage = {
-        c: {op: sum(t.category == c for t in results if t.row == op) for op in OPERATIONS}
+        c: {op: sum(t.category == c for t in results if t.row == op) for op in ops}
         for c in CATEGORIES
     }
     exact_by_category = {
@@ -453,13 +563,16 @@ def report(
             "resurrected": sorted(t.verdict.resurrected),
             "lost_messages": t.verdict.lost_messages,
             "duplicates": t.verdict.duplicates,
+            "text_left_on_disk": t.verdict.text_left or [],
+            "unaudited_changes": t.verdict.unaudited_changes,
             "differences": t.verdict.differences[:8],
+            "notes": t.verdict.notes,
             "warnings": t.warnings[:4],
             "replay": f"python -m benchmarks.fault_injection --seed {seed} --replay "
             f"'{t.row}:{t.index}'" + (f" --data {data}" if data else ""),
         }
         for t in results
-        if not t.verdict.exact
+        if not t.verdict.ok
     ]
     gaps = [
         {"operation": t.row, "trial": t.index, "kill": t.kill, "missing": t.verdict.unaudited}
@@ -469,16 +582,20 @@ def report(
     return {
         "rows": [r for r in rows if r["trials"]],
         "total": _row("total", results),
+        "operations": ops,
         "coverage": coverage,
         "recovered_exactly_by_kill": exact_by_category,
         "failures": failures,
         "audit_gaps": gaps,
         "unsound_probes": sorted({i for r in refs.values() for i in r.control}),
+        "unaudited_by_reference": sorted({c for r in refs.values() for c in r.unaudited}),
+        "disk_probes": _disk_probes(results, refs),
         "kill_points_per_reference": {
-            op: sorted({len(r.labels) for k, r in refs.items() if k.startswith(op)})
-            for op in OPERATIONS
+            op: sorted({len(r.labels) for k, r in refs.items() if k.startswith(op + "{")})
+            for op in ops
         },
         "kill_points_moved": sum(any(w.startswith(MOVED) for w in t.warnings) for t in results),
+        "resume_notes": dict(Counter(n for t in results for n in t.verdict.notes)),
         "warnings": sorted({w[:200] for t in results for w in t.warnings}),
         "trials_per_operation": trials,
         "seed": seed,
@@ -487,41 +604,70 @@ def report(
     }
 
 
+COLUMNS = (
+    ("trials", "trials"),
+    ("recovered_exactly", "recovered exactly"),
+    ("resurrected_facts", "resurrected facts"),
+    ("lost_messages", "lost messages"),
+    ("duplicates", "duplicates"),
+    ("text_left_on_disk", "text left on disk"),
+    ("unaudited_changes", "unaudited changes"),
+)
+
+
+_UUID = re.compile(r"\b([0-9a-f]{8})-[0-9a-f-]{27}\b")
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
 def format_report(rep: dict[str, Any]) -> str:
-    keys = ("trials", "recovered_exactly", "resurrected_facts", "lost_messages", "duplicates")
-    header = ["operation", "trials", "recovered exactly", "resurrected facts", "lost messages"]
-    header += ["duplicates", "audit gaps"]
-    table = [[r["operation"], *(r[k] for k in keys), r["audit_gaps"]] for r in rep["rows"]]
-    total = rep["total"]
-    table.append(["total", *(total[k] for k in keys), total["audit_gaps"]])
+    header = ["operation", *(title for _, title in COLUMNS)]
+    table = [[r["operation"], *(_cell(r[k]) for k, _ in COLUMNS)] for r in rep["rows"]]
+    table.append(["total", *(_cell(rep["total"][k]) for k, _ in COLUMNS)])
+    ops = rep["operations"]
     cover_rows = [
-        [c, *(n[op] for op in OPERATIONS), rep["recovered_exactly_by_kill"][c]]
+        [c, *(n[op] for op in ops), rep["recovered_exactly_by_kill"][c]]
         for c, n in rep["coverage"].items()
         if any(n.values())
     ]
     runs = f"{rep['trials_per_operation']} SIGKILL trials per operation"
     lines = [
         f"Crash recovery: {rep['replay'] or runs}, seed {rep['seed']}, data {rep['data']}",
-        format_table(header, [[str(x) for x in row] for row in table]),
-        "",
-        "kill points",
-        format_table(
-            ["kill point", *OPERATIONS, "recovered exactly"],
-            [[str(x) for x in row] for row in cover_rows],
-        ),
+        format_table(header, table),
     ]
+    if ops:
+        lines += ["", "kill points"]
+        lines.append(
+            format_table(
+                ["kill point", *ops, "recovered exactly"],
+                [[str(x) for x in row] for row in cover_rows],
+            )
+        )
     if rep["kill_points_moved"]:
         lines.append(f"{rep['kill_points_moved']} trials died elsewhere than planned ({MOVED})")
     if rep["unsound_probes"]:
         lines.append(f"WARNING: the clean reference serves inactive {rep['unsound_probes']}")
+    if rep["unaudited_by_reference"]:
+        lines.append(
+            f"WARNING: the clean reference leaves {rep['unaudited_by_reference']} unaudited"
+        )
     for failure in rep["failures"]:
         lines += ["", f"FAILED {failure['operation']} #{failure['trial']}: {failure['kill']}"]
         lines += [f"  {d}" for d in failure["differences"]]
         if failure["resurrected"]:
             lines.append(f"  resurrected: {failure['resurrected']}")
+        if failure["text_left_on_disk"]:
+            lines.append(f"  text left on disk: {', '.join(failure['text_left_on_disk'])}")
+        if failure["unaudited_changes"]:
+            shown = [_UUID.sub(r"\1", c) for c in failure["unaudited_changes"][:6]]
+            lines.append(f"  unaudited: {', '.join(shown)}")
+        lines += [f"  ({n})" for n in failure["notes"]]
         lines.append(f"  replay: {failure['replay']}")
     if rep["audit_gaps"]:
-        lines += ["", "audit gaps (the records recovered, these audit events did not)"]
+        lines += ["", "audit events missing after recovery (informational; counted above only"]
+        lines += ["when they are a forget, supersession, purge or a message stored)"]
     for op in OPERATIONS:
         gaps = [g for g in rep["audit_gaps"] if g["operation"] == op]
         missing = Counter(a for g in gaps for a in g["missing"])
@@ -530,13 +676,32 @@ def format_report(rep: dict[str, Any]) -> str:
             lines.append(f"  {op}: {len(gaps)} trials, missing {what}; e.g. {gaps[0]['kill']}")
     found, probed = rep["probe_power"]
     lines += ["", f"probes find their fact while active: {found}/{probed} (fast, expand, deep)"]
+    for op, probes in rep["disk_probes"].items():
+        words, terms = probes["words"], probes["with_tantivy_term"]
+        lines.append(
+            f"disk probes of {op}: {words[0]}-{words[1]} words per trial, {terms[0]}-{terms[1]} "
+            f"of them also as tantivy terms; {probes['references_without_words']} without a word"
+        )
+        if probes["reference_leaks"]:
+            lines.append(f"  WARNING: the clean run leaves {probes['reference_leaks']} on disk")
+    for note, n in rep["resume_notes"].items():
+        lines.append(f"resumed: {note} ({n} trials)")
     lines += [f"wall time {rep['wall_s']:.0f} s"]
     return "\n".join(lines)
 
 
 def failed(rep: dict[str, Any]) -> bool:
+    """Any resurrected fact, lost message, duplicate, text left on disk or unaudited change."""
     total = rep["total"]
-    return bool(total["resurrected_facts"] or total["lost_messages"] or total["duplicates"])
+    counted = (
+        "resurrected_facts",
+        "lost_messages",
+        "duplicates",
+        "text_left_on_disk",
+        "unaudited_changes",
+    )
+    leaks = any(p["reference_leaks"] for p in rep["disk_probes"].values())
+    return leaks or any(total[k] for k in counted)
 
 
 def _replay(text: str) -> tuple[str, int]:
@@ -544,6 +709,15 @@ def _replay(text: str) -> tuple[str, int]:
     if name not in (*OPERATIONS, *DAMAGES) or not index.isdigit():
         raise argparse.ArgumentTypeError(f"expected OPERATION:N, got {text!r}")
     return name, int(index)
+
+
+def _ops(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in (*OPERATIONS, DAMAGE)]
+    if unknown or not names:
+        known = ", ".join((*OPERATIONS, DAMAGE))
+        raise argparse.ArgumentTypeError(f"unknown operations {unknown}; known: {known}")
+    return names
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -556,6 +730,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--data", type=Path, default=None, help="conversation file (LoCoMo...)")
     parser.add_argument("--messages", type=int, default=36, help="messages taken from --data")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument(
+        "--ops",
+        type=_ops,
+        default=(*OPERATIONS, DAMAGE),
+        help=f"comma-separated, of {','.join((*OPERATIONS, DAMAGE))} (default: all)",
+    )
     parser.add_argument("--replay", type=_replay, default=None, help="run only OPERATION:N")
     parser.add_argument("--keep", type=Path, default=None, help="keep the stores under DIR")
     parser.add_argument(
@@ -583,6 +763,7 @@ def main(argv: Sequence[str] | None = None, *, log: bool = True) -> int:
         replay=args.replay,
         keep=args.keep,
         tmp=args.tmp,
+        ops=args.ops,
         log=log,
     )
     print(format_report(rep))

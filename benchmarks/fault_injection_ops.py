@@ -1,8 +1,9 @@
 """The store side of ``benchmarks.fault_injection``: workload, operations, kill points, checks.
 
 * :class:`Workload`, :func:`build_base`: the messages every trial starts from (stored and
-  extracted in two scopes) and the ones an ``ingest`` trial adds.
-* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the four operations,
+  extracted in two scopes, each with a few messages of its own) and the ones an ``ingest``
+  trial adds.
+* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the five operations,
   their seeded parameters and how an interrupted one is re-run.
 * :class:`KillSwitch`, :func:`kill_points`, :func:`run_child`: every Qdrant write, compaction
   step and tantivy commit is a numbered kill point; the switch counts them (reference run) or
@@ -10,6 +11,10 @@
 * :func:`snapshot`, :func:`compare`: what the store holds and how it differs from the reference.
 * :class:`Probe`, :func:`served_inactive`, :func:`lexical_problems`, :func:`found_by_d`: whether
   a read serves a fact that is not active, and whether path D's index agrees with the store.
+* :func:`audited_changes`, :func:`unaudited_changes`: the changes an operation made and those
+  without an audit event.
+* :class:`DiskProbe`, :func:`disk_probes`, :func:`text_left`: the words an erasure must remove
+  from every file, as text and as tantivy terms (:func:`fst_chain`).
 * :func:`damage`: the damaged-file cases.
 """
 
@@ -31,7 +36,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import tantivy
+
 from membrain import Memory, Scope
+from membrain.errors import NotFoundError
 from membrain.models import Message
 from membrain.storage import edge
 from membrain.storage.edge import EdgeBackend
@@ -42,7 +51,9 @@ from membrain.testing import HashingEncoder, file_extents
 MAIN = Scope(dataset="u1", task="bench")
 OTHER = Scope(dataset="u2", task="bench")
 SCOPES = (MAIN, OTHER)
-OPERATIONS = ("ingest", "forget", "supersede", "delete")
+OPERATIONS = ("ingest", "forget", "supersede", "purge", "delete")
+ERASURES = ("purge", "delete")
+"""Operations whose content must leave the store's files: their trials scan them."""
 BATCH_SIZE = 3
 """Messages per extraction batch: an ``ingest`` of a few messages runs several batches."""
 KILL_LINE = "kill"
@@ -96,14 +107,44 @@ _STATEMENTS = (
     "I repaired the antique grandfather clock from my aunt Clara.",
     "I saw a humpback whale near Reykjavik in 2022.",
 )
+# Stored in one scope only (the main one, then the other): the words of these are distinctive,
+# so a purge or a deleted scope has words no kept record holds, long enough to be seen as
+# tantivy terms too.
+_OWN_STATEMENTS = (
+    (
+        "My great-aunt Philomena keeps beehives near Aberystwyth.",
+        "I restored a Wurlitzer jukebox for my uncle's barbershop.",
+        "I photographed a kingfisher at the Ballyconnell wetlands.",
+        "My cousin Bartholomew is a glassblower in Murano.",
+        "I collect Czechoslovakian matchbox labels.",
+        "I grow chrysanthemums and snapdragons on my balcony.",
+    ),
+    (
+        "My neighbour Evangelina breeds Lipizzaner horses.",
+        "I built a harpsichord from a Sheffield woodworking kit.",
+        "I learned calligraphy from a monk in Thessaloniki.",
+        "My grandfather Maximilian repaired typewriters in Winnipeg.",
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """What every trial starts from (``base``) and what an ``ingest`` trial adds (``extra``)."""
+    """What every trial starts from and what an ``ingest`` trial adds (``extra``).
+
+    Both scopes hold ``base``; the main scope also holds ``main_only`` and the other one
+    ``other_only``.
+    """
 
     base: tuple[Message, ...]
     extra: tuple[Message, ...]
+    main_only: tuple[Message, ...] = ()
+    other_only: tuple[Message, ...] = ()
+
+    def stored(self, scope: Scope) -> list[Message]:
+        """The messages the base store holds in ``scope``, in time order."""
+        own = self.main_only if scope == MAIN else self.other_only
+        return sorted([*self.base, *own], key=lambda m: m.timestamp)
 
 
 def generate_workload() -> Workload:
@@ -118,18 +159,34 @@ def generate_workload() -> Workload:
         )
         for i, text in enumerate(_STATEMENTS)
     ]
-    return Workload(base=tuple(messages[:24]), extra=tuple(messages[24:]))
+    own = [
+        tuple(
+            Message(
+                speaker=_SPEAKERS[k % 2],
+                text=text,
+                timestamp=start + timedelta(minutes=7 * (4 * k + 1 + 2 * side) + 3),
+                source_id=f"{'ab'[side]}{k:02d}",
+            )
+            for k, text in enumerate(statements)
+        )
+        for side, statements in enumerate(_OWN_STATEMENTS)
+    ]
+    return Workload(tuple(messages[:24]), tuple(messages[24:]), own[0], own[1])
 
 
 def load_workload(path: Path, count: int) -> Workload:
-    """The first ``count`` messages of the file's first conversation, two thirds of them base."""
+    """The first ``count`` messages of the file's first conversation, two thirds of them base.
+
+    The 4 messages after them are the main scope's own, the 4 after those the other scope's.
+    """
     from membrain.loaders import load_conversations
 
-    messages = load_conversations(path)[0].messages[:count]
-    if len(messages) < 6:
-        raise ValueError(f"{path}: need at least 6 messages, got {len(messages)}")
-    cut = len(messages) * 2 // 3
-    return Workload(base=tuple(messages[:cut]), extra=tuple(messages[cut:]))
+    messages = load_conversations(path)[0].messages[: count + 8]
+    taken, rest = messages[:count], messages[count:]
+    if len(taken) < 6:
+        raise ValueError(f"{path}: need at least 6 messages, got {len(taken)}")
+    cut = len(taken) * 2 // 3
+    return Workload(tuple(taken[:cut]), tuple(taken[cut:]), tuple(rest[:4]), tuple(rest[4:]))
 
 
 @contextmanager
@@ -165,8 +222,14 @@ Plan = dict[str, Any]
 """An operation's parameters, JSON-able (it is handed to the child process as is)."""
 
 
-def make_plan(op: str, rng: random.Random, active: Sequence[str], workload: Workload) -> Plan:
-    """Seeded parameters of one trial; ``active`` are the main scope's active fact ids."""
+def make_plan(
+    op: str, rng: random.Random, active: Sequence[str], workload: Workload, own: Sequence[str] = ()
+) -> Plan:
+    """Seeded parameters of one trial.
+
+    ``active`` are the main scope's active fact ids, ``own`` those of them extracted from the
+    main scope's own messages only (:func:`own_facts`): a purge picks among these.
+    """
     if op == "ingest":
         count = rng.randint(min(3, len(workload.extra)), len(workload.extra))
         again = rng.sample(workload.base, rng.randint(0, 2))  # already stored: skipped
@@ -177,9 +240,21 @@ def make_plan(op: str, rng: random.Random, active: Sequence[str], workload: Work
     if op == "supersede":
         chosen = rng.sample(sorted(active), 2 * rng.randint(1, 3))
         return {"pairs": [chosen[i : i + 2] for i in range(0, len(chosen), 2)]}
+    if op == "purge":
+        if not own:
+            raise ValueError("no fact of the main scope's own messages to purge")
+        return {"facts": rng.sample(sorted(own), rng.randint(1, min(3, len(own))))}
     if op == "delete":
         return {"scope": rng.choice([s.dataset for s in SCOPES])}
     raise ValueError(f"unknown operation {op!r}")
+
+
+def own_facts(state: StoreState, workload: Workload) -> list[str]:
+    """Active facts of the main scope whose every source is one of its own messages."""
+    own = {m.source_id for m in workload.main_only}
+    return sorted(
+        i for i in state.active(MAIN) if all(state.messages[s][1] in own for s in state.facts[i][3])
+    )
 
 
 def plan_key(op: str, plan: Plan) -> str:
@@ -201,17 +276,29 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
     elif op == "supersede":
         for old, new in plan["pairs"]:
             mem.supersede(old, [new], scope=MAIN)
+    elif op == "purge":
+        mem.purge(plan["facts"], scope=MAIN, messages=True)
     elif op == "delete":
         mem.delete_scope(_scope(plan["scope"]))
     else:
         raise ValueError(f"unknown operation {op!r}")
 
 
-def resume_operation(mem: Memory, op: str, plan: Plan) -> None:
-    """What an application does after a crash: run the same call again (and extract leftovers)."""
-    run_operation(mem, op, plan)
+def resume_operation(mem: Memory, op: str, plan: Plan) -> str:
+    """What an application does after a crash: run the same call again (and extract leftovers).
+
+    A purge run again raises ``NotFoundError`` once its facts are gone: when none is left, that
+    answers "done before the crash" (the note returned); else the error is raised.
+    """
+    try:
+        run_operation(mem, op, plan)
+    except NotFoundError:
+        if op != "purge" or mem.facts(scope=MAIN, ids=plan["facts"], include_inactive=True):
+            raise
+        return "purged again: NotFoundError, none of its facts left"
     if op == "ingest":
         mem.extract_pending(scope=MAIN)
+    return ""
 
 
 # -- kill points ------------------------------------------------------------------------------
@@ -352,6 +439,12 @@ class StoreState:
     """Entity id -> (scope, name, aliases, description versions)."""
     audited: frozenset[tuple[str, str]]
     """(action, target id) of every audit event about a message or fact change."""
+    audit_ids: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Scope key -> the ids of every audit event of the scope."""
+    texts: dict[str, str] = field(default_factory=dict)
+    """Message or fact id -> its text."""
+    corpus: str = ""
+    """Every text of every record, lowercase: messages, facts, entity names and descriptions."""
 
     def active(self, scope: Scope) -> set[str]:
         return {i for i, f in self.facts.items() if f[0] == scope.key and f[1] == "active"}
@@ -360,7 +453,7 @@ class StoreState:
         return probe_for(scope, fact_id, self.facts[fact_id][2])
 
 
-_AUDITED = ("stored", "processed", "created", "forgotten", "superseded")
+_AUDITED = ("stored", "processed", "created", "forgotten", "superseded", "purged")
 
 
 def snapshot(mem: Memory) -> StoreState:
@@ -368,18 +461,30 @@ def snapshot(mem: Memory) -> StoreState:
     facts: dict[str, tuple[Any, ...]] = {}
     entities: dict[str, tuple[Any, ...]] = {}
     audited: set[tuple[str, str]] = set()
+    audit_ids: dict[str, frozenset[str]] = {}
+    texts: dict[str, str] = {}
+    words: list[str] = []
     for scope in SCOPES:
         for m in mem.messages(scope=scope):
             messages[m.id] = (scope.key, m.message.source_id or "", m.status.value)
+            texts[m.id] = m.message.text
+            words += [m.message.speaker, m.message.text]
         for f in mem.facts(scope=scope, include_inactive=True):
             valid_to = f.valid_to.isoformat() if f.valid_to else ""
             row = (scope.key, f.status.value, f.text, f.sources, f.supersedes, f.superseded_by)
             facts[f.id] = (*row, valid_to)
+            texts[f.id] = f.text
+            words.append(f.text)
         for e in mem.entities(scope=scope):
             entities[e.id] = (scope.key, e.name, e.aliases, len(e.versions))
-        for event in mem.audit(scope=scope, actions=_AUDITED):
-            audited.update((event.action.value, t) for t in event.targets)
-    return StoreState(messages, facts, entities, frozenset(audited))
+            words += [e.name, *e.aliases, *(v.description for v in e.versions)]
+        events = mem.audit(scope=scope)
+        audit_ids[scope.key] = frozenset(e.id for e in events)
+        for event in events:
+            if event.action.value in _AUDITED:
+                audited.update((event.action.value, t) for t in event.targets)
+    corpus = "\n".join(words).lower()
+    return StoreState(messages, facts, entities, frozenset(audited), audit_ids, texts, corpus)
 
 
 @dataclass(slots=True)
@@ -391,23 +496,44 @@ class Verdict:
     resurrected: set[str] = field(default_factory=set)
     unaudited: list[str] = field(default_factory=list)
     """Actions of the reference's audit events missing after recovery (one per target)."""
+    unaudited_changes: list[str] = field(default_factory=list)
+    """Changes of the reference without an audit event after recovery (:func:`audited_changes`)."""
+    text_left: list[str] | None = None
+    """Probe words some file still holds after recovery (``None``: not scanned)."""
     differences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
         return not (self.differences or self.resurrected or self.lost_messages or self.duplicates)
+
+    @property
+    def ok(self) -> bool:
+        """Recovered exactly, nothing left on disk, every change audited."""
+        return self.exact and not (self.text_left or self.unaudited_changes)
 
 
 def _surplus(got: Counter[Any], want: Counter[Any]) -> int:
     return sum(max(0, n - want[key]) for key, n in got.items())
 
 
-def compare(reference: StoreState, recovered: StoreState, verdict: Verdict) -> None:
-    """Count lost messages, duplicates and audit gaps; list every other difference."""
+def compare(
+    reference: StoreState,
+    recovered: StoreState,
+    verdict: Verdict,
+    erased: frozenset[str] = frozenset(),
+) -> None:
+    """Count lost messages, duplicates and audit gaps; list every other difference.
+
+    Records of ``erased`` (the ids the operation erases) still there are differences, not
+    duplicates.
+    """
     ref_messages = Counter((s, src) for s, src, _ in reference.messages.values())
-    got_messages = Counter((s, src) for s, src, _ in recovered.messages.values())
+    got_messages = Counter(
+        (s, src) for i, (s, src, _) in recovered.messages.items() if i not in erased
+    )
     ref_facts = Counter((f[0], f[2], f[3]) for f in reference.facts.values())
-    got_facts = Counter((f[0], f[2], f[3]) for f in recovered.facts.values())
+    got_facts = Counter((f[0], f[2], f[3]) for i, f in recovered.facts.items() if i not in erased)
     verdict.lost_messages += _surplus(ref_messages, got_messages)
     verdict.duplicates += _surplus(got_messages, ref_messages) + _surplus(got_facts, ref_facts)
     verdict.unaudited += sorted(action for action, _ in reference.audited - recovered.audited)
@@ -494,20 +620,68 @@ class Base:
     path: Path
     state: StoreState
     probe_power: tuple[int, int] = (0, 0)
+    on_disk: frozenset[str] = frozenset()
+    """The words of its records (:func:`words_of`) :func:`text_left` finds in its files, less
+    those a store without them holds too (field names, statuses, actions: :func:`blank_files`)."""
+    terms: bytes = b""
+    """Its tantivy term dictionaries (``.term`` files): what a term chain must be found in."""
+    blank_terms: bytes = b""
+    """Those of the store without its words: a term chain found there is not a word's."""
 
 
-def build_base(path: Path, workload: Workload) -> Base:
-    """Store and extract the base messages in both scopes; a deep search marks path D's index."""
+_BLANK = ("I own a cat.", "I like tea.", "I saw a fox.", "I hid a key.")
+
+
+def blank_files(path: Path) -> Path:
+    """A store at ``path`` that went through every kind of change, with no word of 5 letters.
+
+    Whatever its files hold of the words of a workload is the store's own (field names, statuses,
+    audit actions), not content.
+    """
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    said = [
+        Message(speaker=_SPEAKERS[i % 2], text=t, timestamp=start + timedelta(minutes=i))
+        for i, t in enumerate(_BLANK)
+    ]
+    with recorded_warnings(), open_memory(path) as mem:
+        mem.add(said, scope=MAIN)
+        mem.search("what happened", scope=MAIN, mode="deep")
+        first, second, third, fourth = (f.id for f in mem.facts(scope=MAIN))
+        mem.forget([first], scope=MAIN)
+        mem.supersede(second, [third], scope=MAIN)
+        mem.purge([fourth], scope=MAIN, messages=True)
+        mem.search("what happened", scope=MAIN, mode="deep")
+    return path
+
+
+def build_base(path: Path, workload: Workload, *, disk: bool = True) -> Base:
+    """Store and extract the base messages in both scopes; a deep search marks path D's index.
+
+    With ``disk``, also what the disk probes of an erasure need (:attr:`Base.on_disk`, ...).
+    """
     with recorded_warnings(), open_memory(path) as mem:
         for scope in SCOPES:
-            mem.add(list(workload.base), scope=scope)
+            mem.add(workload.stored(scope), scope=scope)
             mem.search("what happened", scope=scope, mode="deep")  # index and mark of path D
         state = snapshot(mem)
         # The probes are worth something only if they find their fact while it is active.
         sample = random.Random(0).sample(sorted(state.active(MAIN)), 2 * PROBES)
         probes = [state.probe(MAIN, i) for i in sample]
         served = served_inactive(mem, probes, lambda scope: set(), listing=False)
-        return Base(path, state, (sum(p.fact_id in served for p in probes), len(probes)))
+    power = (sum(p.fact_id in served for p in probes), len(probes))
+    if not disk:
+        return Base(path, state, power)
+    # The disk probes are worth something only if they find the words while they are stored,
+    # and not in a store without them.
+    words = [DiskProbe(w) for w in sorted({w for t in state.texts.values() for w in words_of(t)})]
+    blank = blank_files(path.with_name(path.name + "-blank"))
+    on_disk = frozenset(text_left(path, words)) - set(text_left(blank, words))
+    terms, blank_terms = (
+        b"\0".join(_contents(f) for f in sorted(root.rglob("*.term")) if f.is_file())
+        for root in (path, blank)
+    )
+    shutil.rmtree(blank)
+    return Base(path, state, power, on_disk, terms, blank_terms)
 
 
 def _sample(ids: Sequence[str], key: str) -> list[str]:
@@ -521,6 +695,8 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
         ids, scope = list(plan["facts"]), MAIN
     elif op == "supersede":
         ids, scope = [old for old, _ in plan["pairs"]], MAIN
+    elif op == "purge":
+        ids, scope = list(plan["facts"]), MAIN
     elif op == "delete":
         scope = _scope(plan["scope"])
         ids = _sample([i for i, f in base.facts.items() if f[0] == scope.key], key)
@@ -550,3 +726,151 @@ def damage(lexical: Path, kind: str, rng: random.Random) -> None:
         shutil.rmtree(lexical)
     else:
         raise ValueError(f"unknown damage {kind!r}")
+
+
+# -- audit ------------------------------------------------------------------------------------
+SCOPE_DELETED = "scope deleted"
+
+
+def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) -> list[str]:
+    """The changes from ``before`` to ``after``, each as the audit event it needs ("action id").
+
+    Facts forgotten, superseded or purged, messages stored or purged; a deleted scope is one
+    change (``"scope deleted <dataset>"``): its audit goes with it, the other scope's stays.
+    """
+    if op == "delete":
+        return [f"{SCOPE_DELETED} {plan['scope']}"]
+    needed = [
+        f"{row[1]} {i}"
+        for i, row in after.facts.items()
+        if i in before.facts
+        and row[1] != before.facts[i][1]
+        and row[1] in ("forgotten", "superseded")
+    ]
+    needed += [f"purged {i}" for i in before.facts.keys() - after.facts.keys()]
+    needed += [f"stored {i}" for i in after.messages.keys() - before.messages.keys()]
+    needed += [f"purged {i}" for i in before.messages.keys() - after.messages.keys()]
+    return sorted(needed)
+
+
+def unaudited_changes(changes: Sequence[str], before: StoreState, after: StoreState) -> list[str]:
+    """The changes ``after``'s audit does not record (a deleted scope: the other scope's audit
+    is not the one ``before`` had)."""
+    missing = []
+    for change in changes:
+        action, _, target = change.rpartition(" ")
+        if action == SCOPE_DELETED:
+            kept = next(s.key for s in SCOPES if s.dataset != target)
+            if after.audit_ids.get(kept) != before.audit_ids.get(kept):
+                missing.append(f"{change} (the audit of {kept} changed)")
+        elif (action, target) not in after.audited:
+            missing.append(change)
+    return missing
+
+
+# -- text left on disk ------------------------------------------------------------------------
+_FST_INPUTS = (
+    b"te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHGWUV,YKJZXQ;)(~[]$!'*@"
+)
+_WORD = re.compile(r"[A-Za-z]{5,}")
+_HEX = re.compile(r"[a-f]+")
+TERM_WINDOW = 4
+"""Letters of a term probed as a chain of tantivy's term dictionary (see :func:`fst_chain`)."""
+
+
+def fst_chain(token: str) -> bytes:
+    """How tantivy's term dictionary (an FST) writes a run of ``token``'s letters.
+
+    The FST holds no term as a contiguous string: each node with a single transition is one
+    byte, ``0b11`` plus the input's rank among common bytes (fst's ``COMMON_INPUTS``), and the
+    nodes of a term's tail come in reverse order. The first letters branch from shared nodes and
+    the last ones may share a suffix, so only runs inside a term can be found, and only those
+    :func:`disk_probes` saw in the base store's files are kept. The encoding of
+    :func:`membrain.testing.tantivy_term`, for any run rather than one fixed slice of a long
+    token: short words have runs worth probing too.
+    """
+    return bytes(0xC0 | (_FST_INPUTS.index(c) + 1) for c in reversed(token.encode()))
+
+
+@functools.cache
+def _analyzers() -> tuple[tantivy.TextAnalyzer, ...]:
+    """The lexical index's tokenizers: ``en_stem`` (fact text) and ``default`` (entities)."""
+    built = []
+    for stem in (True, False):
+        builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        builder = builder.filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
+        if stem:
+            builder = builder.filter(tantivy.Filter.stemmer("english"))
+        built.append(builder.build())
+    return tuple(built)
+
+
+def words_of(text: str) -> set[str]:
+    """The words a disk probe may look for: ASCII letters only, at least 5, lowercase, not hex."""
+    return {w for w in map(str.lower, _WORD.findall(text)) if not _HEX.fullmatch(w)}
+
+
+@dataclass(frozen=True, slots=True)
+class DiskProbe:
+    """A word an erasure must remove: as text in any file, and as tantivy term chains."""
+
+    word: str
+    terms: tuple[bytes, ...] = ()
+    """:func:`fst_chain` of runs of its terms, looked for in tantivy's ``.term`` files."""
+
+
+def disk_probes(before: StoreState, after: StoreState, base: Base) -> list[DiskProbe]:
+    """The distinctive words of every message and fact ``after`` no longer holds.
+
+    A word is kept when no remaining record's text contains it (nor its tantivy terms) and the
+    base store's files hold it (:attr:`Base.on_disk`); its term chains when the base's term
+    dictionaries hold them and a blank store's do not.
+    """
+    erased = (before.texts[i] for i in before.texts.keys() - after.texts.keys())
+    words = sorted({w for text in erased for w in words_of(text)} & base.on_disk)
+    kept_terms = " ".join(t for a in _analyzers() for t in a.analyze(after.corpus))
+    probes = []
+    for word in words:
+        if word in after.corpus or word in kept_terms:
+            continue
+        terms = {t for a in _analyzers() for t in a.analyze(word)}
+        runs = {t[i : i + TERM_WINDOW] for t in terms for i in range(len(t) - TERM_WINDOW + 1)}
+        chains = [
+            chain
+            for run in sorted(runs)
+            if run not in after.corpus
+            and run not in kept_terms
+            and (chain := fst_chain(run)) in base.terms
+            and chain not in base.blank_terms
+        ]
+        probes.append(DiskProbe(word, tuple(chains)))
+    return probes
+
+
+def _contents(path: Path) -> bytes:
+    """A file's data without its holes and runs of zeros at the ends of its extents."""
+    return b"\0".join(map(_trimmed, (chunk for _, chunk in file_extents(path))))
+
+
+def _trimmed(chunk: bytes) -> bytes:
+    """``chunk.strip(b"\\0")``, faster (Qdrant preallocates files of zeros)."""
+    data = np.frombuffer(chunk, dtype=np.uint8) != 0
+    if not data.any():
+        return b""
+    return chunk[int(data.argmax()) : len(chunk) - int(data[::-1].argmax())]
+
+
+def text_left(root: Path, probes: Sequence[DiskProbe]) -> list[str]:
+    """The probe words some file under ``root`` holds: as text (ASCII case ignored) in any
+    file, or as one of their term chains in a tantivy term dictionary (a ``.term`` file)."""
+    found: set[str] = set()
+    for path in sorted(f for f in root.rglob("*") if f.is_file()):
+        left = [p for p in probes if p.word not in found]
+        if not left:
+            break
+        data = _contents(path)
+        text, terms = data.lower(), path.suffix == ".term"
+        for probe in left:
+            if probe.word.encode() in text or (terms and any(c in data for c in probe.terms)):
+                found.add(probe.word)
+    return sorted(found)

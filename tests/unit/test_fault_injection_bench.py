@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,15 +14,30 @@ from benchmarks import fault_injection as bench
 from benchmarks.fault_injection_ops import (
     DAMAGES,
     MAIN,
-    OPERATIONS,
+    OTHER,
+    DiskProbe,
     KillSwitch,
     StoreState,
     Verdict,
+    audited_changes,
+    build_base,
     compare,
+    copy_store,
+    disk_probes,
+    generate_workload,
     kill_category,
     kill_points,
+    make_plan,
+    open_memory,
+    own_facts,
     probe_for,
+    recorded_warnings,
+    run_operation,
+    select_probes,
     served_inactive,
+    snapshot,
+    text_left,
+    unaudited_changes,
 )
 from membrain import Memory, Scope
 from membrain.storage.edge import EdgeBackend
@@ -27,25 +45,33 @@ from membrain.storage.lexical import LexicalIndex
 
 TRIALS = 2
 NOON = "2024-03-15T12:00:00Z"
+KILLED = ("ingest", "forget", "supersede", "delete")
+"""The operations of the main run; the purge has its own (shorter) one."""
 
 
 def test_killed_operations_recover_exactly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "faults.json"
-    argv = ["--trials", str(TRIALS), "--seed", "0", "--json", str(out)]
+    ops = ",".join([*KILLED, bench.DAMAGE])
+    argv = ["--trials", str(TRIALS), "--seed", "0", "--ops", ops, "--json", str(out)]
     assert bench.main(argv, log=False) == 0
     report = json.loads(out.read_text(encoding="utf-8"))
 
     rows = {row["operation"]: row for row in report["rows"]}
-    assert list(rows) == [*OPERATIONS, *DAMAGES]
-    assert all(rows[op]["trials"] == TRIALS for op in OPERATIONS)
+    assert list(rows) == [*KILLED, *DAMAGES]
+    assert all(rows[op]["trials"] == TRIALS for op in KILLED)
     for row in [*rows.values(), report["total"]]:
         assert row["resurrected_facts"] == 0, row
         assert row["lost_messages"] == 0, row
         assert row["duplicates"] == 0, row
         assert row["recovered_exactly"] == row["trials"], row
-    assert report["total"]["trials"] == len(OPERATIONS) * TRIALS + len(DAMAGES)
+        assert row["unaudited_changes"] in (0, None), row
+    assert rows["delete"]["text_left_on_disk"] == 0
+    assert rows["forget"]["text_left_on_disk"] is None  # not scanned: nothing is erased
+    assert report["disk_probes"]["delete"]["references_without_words"] == 0
+    assert report["disk_probes"]["delete"]["reference_leaks"] == []
+    assert report["total"]["trials"] == len(KILLED) * TRIALS + len(DAMAGES)
     assert report["failures"] == []
     assert report["unsound_probes"] == []
     found, probed = report["probe_power"]
@@ -54,10 +80,68 @@ def test_killed_operations_recover_exactly(
 
     printed = capsys.readouterr().out
     assert "recovered exactly" in printed and "resurrected facts" in printed
+    assert "text left on disk" in printed and "unaudited changes" in printed
     total = next(line.split() for line in printed.splitlines() if line.startswith("total "))
-    trials, exact, resurrected, lost, duplicates = (int(x) for x in total[1:6])
-    assert (resurrected, lost, duplicates) == (0, 0, 0)
+    trials, exact, resurrected, lost, duplicates, left, unaudited = (int(x) for x in total[1:8])
+    assert (resurrected, lost, duplicates, left, unaudited) == (0, 0, 0, 0, 0)
     assert exact == trials == report["total"]["trials"]
+
+
+def test_a_killed_purge_recovers_and_leaves_no_text(tmp_path: Path) -> None:
+    out = tmp_path / "purge.json"
+    argv = ["--trials", "1", "--seed", "0", "--ops", "purge", "--json", str(out)]
+    status = bench.main(argv, log=False)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    (row,) = report["rows"]
+    assert row["operation"] == "purge" and row["trials"] == 1
+    probes = report["disk_probes"]["purge"]
+    assert probes["words"][0] > 0 and probes["with_tantivy_term"][0] > 0
+    assert probes["reference_leaks"] == []  # an uninterrupted purge leaves nothing
+    assert report["unaudited_by_reference"] == []
+    assert report["failures"] == [], report["failures"]
+    assert row["text_left_on_disk"] == row["unaudited_changes"] == 0, row
+    assert row["recovered_exactly"] == 1 and status == 0
+
+
+@pytest.fixture
+def ram_path() -> Iterator[Path]:
+    """A temporary folder where the benchmark builds its stores (``/dev/shm`` when there is one)."""
+    with tempfile.TemporaryDirectory(dir=bench.default_tmp()) as folder:
+        yield Path(folder)
+
+
+def test_the_disk_scan_sees_a_purge_whose_erasure_is_skipped(
+    ram_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = generate_workload()
+    base = build_base(ram_path / "base", workload)
+    active, own = sorted(base.state.active(MAIN)), own_facts(base.state, workload)
+    plan = make_plan("purge", random.Random("control"), active, workload, own)
+
+    # The purge runs, but neither the store's compaction nor the lexical index's erase does.
+    monkeypatch.setattr(EdgeBackend, "_compact", lambda self, collection: None)
+    monkeypatch.setattr(LexicalIndex, "erase", lambda self: None)
+    store = ram_path / "store"
+    copy_store(base.path, store)
+    with recorded_warnings(), open_memory(store) as mem:
+        run_operation(mem, "purge", plan)
+        purged = snapshot(mem)
+    disk = disk_probes(base.state, purged, base)
+    term_probes = [p for p in disk if p.terms]
+    assert term_probes  # some purged words are probed in tantivy's term dictionaries too
+    lexical = store / "lexical"
+    # tantivy keeps no word as text: only the term chains find the words it still holds.
+    assert text_left(lexical, [DiskProbe(p.word) for p in term_probes]) == []
+    assert text_left(lexical, term_probes)
+
+    changes = audited_changes("purge", plan, base.state, purged)
+    probes = select_probes("purge", plan, base.state, purged)
+    ref = bench.Reference(purged, [], 0.0, probes, set(), changes, [], disk, [])
+    trial = bench.Trial("purge", 0, "erasure skipped", "none")
+    bench.check_recovery(store, "purge", plan, ref, trial, base.state)
+    assert trial.verdict.text_left
+    assert bench._row("purge", [trial])["text_left_on_disk"] == 1
+    assert not trial.verdict.ok
 
 
 def test_compare_counts_lost_duplicated_and_changed_records() -> None:
@@ -90,6 +174,34 @@ def test_compare_counts_lost_duplicated_and_changed_records() -> None:
     compare(reference, reference, verdict)
     assert verdict.exact and verdict.unaudited == []
 
+    # A record the operation erases and recovery kept is a difference, not a duplicate.
+    verdict = Verdict()
+    compare(reference, recovered, verdict, erased=frozenset({"c"}))
+    assert (verdict.lost_messages, verdict.duplicates) == (1, 0)
+    assert any(d.startswith("message c") for d in verdict.differences)
+
+
+def test_changes_without_an_audit_event_are_counted() -> None:
+    def state(
+        facts: dict[str, str], audited: set[tuple[str, str]], **audit: set[str]
+    ) -> StoreState:
+        rows = {i: (MAIN.key, status, "t", (), (), (), "") for i, status in facts.items()}
+        ids = {s.key: frozenset(audit.get(s.dataset, set())) for s in (MAIN, OTHER)}
+        return StoreState({}, rows, {}, frozenset(audited), ids)
+
+    before = state({"a": "active", "b": "active", "c": "active"}, set(), u1={"e1"}, u2={"e2"})
+    after = state({"a": "forgotten", "b": "active"}, {("forgotten", "a")}, u2={"e2"})
+    changes = audited_changes("purge", {}, before, after)
+    assert changes == ["forgotten a", "purged c"]
+    assert unaudited_changes(changes, before, after) == ["purged c"]
+
+    deleted = audited_changes("delete", {"scope": "u1"}, before, after)
+    assert unaudited_changes(deleted, before, after) == []  # u2's audit is as it was
+    touched = state({}, set(), u2={"e2", "e3"})
+    assert unaudited_changes(deleted, before, touched) == [
+        "scope deleted u1 (the audit of u2/bench changed)"
+    ]
+
 
 def test_kill_points_count_every_write_and_probes_see_served_facts(memory: Memory) -> None:
     said = [("Sara", "I adopted a beagle named Rex."), ("Tom", "I moved to Lisbon in May 2023.")]
@@ -107,7 +219,10 @@ def test_kill_points_count_every_write_and_probes_see_served_facts(memory: Memor
     upsert, commit = EdgeBackend._upsert, LexicalIndex._commit
     with kill_points(KillSwitch()) as switch:
         memory.forget([rex], scope=MAIN)
-    assert switch.labels == ["Qdrant set_payload facts", "Qdrant upsert audit", "tantivy commit"]
+    # The fact's write, its audit event's (one or more: pending, then done), then the index's.
+    assert "Qdrant set_payload facts" in switch.labels
+    assert any(label.startswith("Qdrant ") and label.endswith(" audit") for label in switch.labels)
+    assert switch.labels[-1] == "tantivy commit"
     assert EdgeBackend._upsert is upsert and LexicalIndex._commit is commit  # hooks removed
 
     def others(scope: Scope) -> set[str]:
