@@ -9,22 +9,24 @@ Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
     python -m membrain.mcp_server --path .membrain --dataset sara --task assistant
 
 A :class:`~membrain.errors.MembrainError` a tool raises reaches the model as a tool error with
-its one-line message, never a traceback.
+its one-line message, never a traceback; so do arguments that do not fit a tool's input
+schema (``limit: Input should be greater than or equal to 1``), never pydantic's report.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from membrain.checks import is_loopback
+from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS, is_loopback
 from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError, MembrainError, MissingDependencyError
 from membrain.indexing import render_fact
@@ -34,9 +36,9 @@ from membrain.remote import MemoryLike, RemoteMemory
 from membrain.remote.protocol import actor_for
 
 if TYPE_CHECKING:
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+    from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 __all__ = ["AddedMemory", "FoundFact", "ForgetOutcome", "build_server", "main", "run"]
 
@@ -45,6 +47,8 @@ API_KEY_VARIABLE = "MEMBRAIN_API_KEY"
 """The environment variable holding the API key of a served memory (``--url``)."""
 MAX_LIMIT = 50
 """Most facts one ``search_memory`` call returns."""
+MAX_ERROR_CHARS = 300
+"""A tool error is cut to this length (it may quote the model's arguments)."""
 AGENT = "agent:mcp"
 """Who the audit log names for what the server's tools change."""
 
@@ -158,7 +162,10 @@ def build_server(
                 raise tool_error(_one_line(exc)) from None
 
     def search_memory(
-        question: Annotated[str, Field(description="What to look for, as a question.")],
+        question: Annotated[
+            str,
+            Field(max_length=MAX_QUESTION_CHARS, description="What to look for, as a question."),
+        ],
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many facts.")] = k,
     ) -> list[FoundFact]:
         with calling():
@@ -166,7 +173,10 @@ def build_server(
         return [_found(hit) for hit in hits]
 
     def add_memory(
-        text: Annotated[str, Field(description="What the user said, in their words.")],
+        text: Annotated[
+            str,
+            Field(max_length=MAX_MESSAGE_CHARS, description="What the user said, in their words."),
+        ],
         speaker: Annotated[str, Field(description="The user's name, if known.")] = "User",
     ) -> AddedMemory:
         with calling():
@@ -180,7 +190,10 @@ def build_server(
         )
 
     def get_context(
-        question: Annotated[str, Field(description="The task or question to brief for.")],
+        question: Annotated[
+            str,
+            Field(max_length=MAX_QUESTION_CHARS, description="The task or question to brief for."),
+        ],
         max_tokens: Annotated[
             int | None, Field(ge=1, description="Token budget (default the server's).")
         ] = None,
@@ -191,7 +204,9 @@ def build_server(
 
     def forget_memory(
         fact_ids: Annotated[list[str], Field(min_length=1, description="Ids of the facts.")],
-        reason: Annotated[str, Field(description="Why, in the user's words.")] = "",
+        reason: Annotated[
+            str, Field(max_length=MAX_REASON_CHARS, description="Why, in the user's words.")
+        ] = "",
     ) -> list[ForgetOutcome]:
         with calling():
             facts = memory.forget(fact_ids, scope=scope, by=actor_for(memory, AGENT), reason=reason)
@@ -323,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         pass
 
 
+@functools.cache
 def _sdk() -> tuple[type[MCPServer[object]], type[ToolError], type[ToolAnnotations]]:
     """The SDK's server class, tool error and tool annotations, imported on first use."""
     try:
@@ -331,7 +347,22 @@ def _sdk() -> tuple[type[MCPServer[object]], type[ToolError], type[ToolAnnotatio
         from mcp.types import ToolAnnotations
     except ImportError:
         raise MissingDependencyError("mcp", "mcp") from None
-    return MCPServer, ToolError, ToolAnnotations
+
+    class Server(MCPServer[object]):
+        """The SDK's server, reporting arguments that fail the input schema in one line."""
+
+        async def call_tool(
+            self, name: str, arguments: dict[str, Any], context: Context[object, Any] | None = None
+        ) -> CallToolResult | InputRequiredResult:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                bad = exc.__cause__
+                raise ToolError(f"Error executing tool {name}: {_invalid(bad)}") from bad
+
+    return Server, ToolError, ToolAnnotations
 
 
 def _found(hit: MemoryHit) -> FoundFact:
@@ -348,7 +379,24 @@ def _found(hit: MemoryHit) -> FoundFact:
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return _cut(text.splitlines()[0]) if text else type(exc).__name__
+
+
+def _invalid(exc: ValidationError) -> str:
+    """The arguments a tool refused, as one line: ``where: why`` (never the values given)."""
+    problems = [
+        f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+        for error in exc.errors(include_url=False, include_input=False)[:3]
+    ]
+    more = exc.error_count() - len(problems)
+    return _cut(
+        "invalid arguments: " + "; ".join(problems) + (f" (and {more} more)" if more else "")
+    )
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
 if __name__ == "__main__":

@@ -252,3 +252,35 @@ def test_a_reason_or_note_longer_than_the_limit_is_a_422(
     body = one_line_422(roomy.post(f"/api/memory{path}", json=longer))
     assert body["type"] == "ValidationError" and named in body["error"]
     assert "2000" in body["error"]
+
+
+# -- MCP tool errors -----------------------------------------------------------------------------
+MCP_BAD: list[tuple[str, dict[str, Any], str]] = [
+    ("search_memory", {"question": "cat?", "limit": 0}, "limit"),
+    ("search_memory", {"question": 5, "limit": "many"}, "question"),
+    ("search_memory", {}, "question"),
+    ("search_memory", {"question": "x" * (MAX_QUESTION_CHARS + 1)}, "8000"),
+    ("get_context", {"question": "cat?", "max_tokens": -1}, "max_tokens"),
+    ("forget_memory", {"fact_ids": []}, "fact_ids"),
+    ("forget_memory", {"fact_ids": "abc", "reason": {"a": 1}}, "fact_ids"),
+    ("forget_memory", {"fact_ids": ["f"], "reason": "x" * (MAX_REASON_CHARS + 1)}, "reason"),
+    ("add_memory", {"text": "x" * (MAX_MESSAGE_CHARS + 1)}, "text"),
+    ("add_memory", {"text": "I adopted a cat.\ud800"}, "text"),
+    ("add_memory", {"text": "   "}, "neither text nor caption"),
+]
+
+
+async def test_mcp_tool_errors_are_one_readable_line(memory: Memory) -> None:
+    from mcp import Client
+
+    from membrain.mcp_server import build_server
+
+    server = build_server(memory, scope=Scope(dataset="sara", task="mcp-errors"))
+    async with Client(server) as client:
+        for tool, arguments, named in MCP_BAD:
+            result = await client.call_tool(tool, arguments)
+            text = " ".join(getattr(part, "text", "") for part in result.content)
+            assert result.is_error, (tool, arguments)
+            assert named in text and "\n" not in text and len(text) <= 300, text
+            for leak in ("input_value", "pydantic.dev", "Traceback", "{'a'", "\\ud800", "xxxxx"):
+                assert leak not in text, text
