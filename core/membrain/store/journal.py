@@ -146,21 +146,21 @@ class AuditJournal:
 
     def _commit(self, scope: Scope, points: Sequence[Point | ScoredPoint]) -> None:
         self.backend.set_payload(Collection.AUDIT, scope, _ids(points), {STATE: DONE, REDO: None})
-        events = self.iter_audit(scope, ids=_ids(points))
+        events = _as_events(scope, points)
         for listener in self._listeners:
             listener.audited(scope, events)
 
     def _append_done(
         self, scope: Scope, cause: Cause | None, changes: Sequence[Change]
-    ) -> list[str]:
+    ) -> list[AuditEvent]:
         """Append events of changes that need no settling (a review, a recovered event)."""
         points = self._events(scope, cause, [c._replace(redo=None) for c in changes])
+        events = _as_events(scope, points)
         if points:
             self.backend.upsert(Collection.AUDIT, scope, points)
-            events = self.iter_audit(scope, ids=_ids(points))
             for listener in self._listeners:
                 listener.audited(scope, events)
-        return _ids(points)
+        return events
 
     def note(
         self,
@@ -180,8 +180,8 @@ class AuditJournal:
             raise InputError(f"{action.value!r} events are written by the change they record")
         if not targets:
             raise InputError("an audit event is about at least one id")
-        ids = self._append_done(scope, cause, [Change(action, tuple(targets), details or {})])
-        (event,) = self.iter_audit(scope, ids=ids)
+        changes = [Change(action, tuple(targets), details or {})]
+        (event,) = self._append_done(scope, cause, changes)
         return event
 
     def audit_missing(
@@ -223,18 +223,8 @@ class AuditJournal:
             if since is not None:
                 where["at"] = TimeRange(gte=since)
             points = list(self._audit_points(scope, where))
-        events = [
-            AuditEvent.model_validate(
-                {
-                    **{k: v for k, v in p.payload.items() if k not in (*_SCOPE_KEYS, STATE, REDO)},
-                    "id": p.id,
-                    "scope": record_scope(scope, p.payload),
-                }
-            )
-            for p in points
-            if p.payload.get(STATE) != PENDING
-        ]
-        return sorted(events, key=lambda e: (e.at, e.id))
+        done = [p for p in points if p.payload.get(STATE) != PENDING]
+        return sorted(_as_events(scope, done), key=lambda e: (e.at, e.id))
 
     def _audit_points(self, scope: Scope, where: dict[str, Any]) -> Iterator[ScoredPoint]:
         offset: str | None = None
@@ -439,6 +429,20 @@ class AuditJournal:
             self._commit(scope, [event])
         else:
             self.backend.delete(Collection.AUDIT, scope, [event.id])
+
+
+def _as_events(scope: Scope, points: Sequence[Point | ScoredPoint]) -> list[AuditEvent]:
+    """The audit events stored as ``points`` (of ``scope``; each with its own session)."""
+    return [
+        AuditEvent.model_validate(
+            {
+                **{k: v for k, v in p.payload.items() if k not in (*_SCOPE_KEYS, STATE, REDO)},
+                "id": p.id,
+                "scope": record_scope(scope, p.payload) if "session" in p.payload else scope,
+            }
+        )
+        for p in points
+    ]
 
 
 def _ids(points: Sequence[Point | ScoredPoint]) -> list[str]:
