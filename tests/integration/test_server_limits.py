@@ -17,7 +17,7 @@ from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CH
 from membrain.config import DEFAULT_MAX_BODY_BYTES, MembrainSettings
 from membrain.errors import ConfigurationError
 from membrain.remote import RemoteMemory
-from membrain.server import create_app, serve_in_thread
+from membrain.server import KeyRing, create_app, serve_in_thread
 from membrain.testing import HashingEncoder
 
 SARA = {"dataset": "sara", "task": "assistant"}
@@ -29,21 +29,18 @@ def unopened(**options: Any) -> FastAPI:
     return create_app(Memory.__new__(Memory), keys=None, **options)
 
 
-async def asgi_post(
-    app: FastAPI, chunks: list[bytes], *, length: int | None, host: bytes = b"localhost"
+async def asgi(
+    app: FastAPI, method: str, path: str, headers: list[tuple[bytes, bytes]], chunks: list[bytes]
 ) -> tuple[int, dict[str, Any], int]:
-    """POST ``chunks`` to ``/api/memory/search`` in-process: (status, JSON body, chunks read)."""
-    headers = [(b"host", host), (b"content-type", b"application/json")]
-    if length is not None:
-        headers.append((b"content-length", str(length).encode()))
+    """One request to ``app`` in-process: (status, JSON body, body chunks the app read)."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
-        "method": "POST",
+        "method": method,
         "scheme": "http",
-        "path": "/api/memory/search",
-        "raw_path": b"/api/memory/search",
+        "path": path,
+        "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
         "headers": headers,
@@ -67,6 +64,22 @@ async def asgi_post(
     status = next(m["status"] for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return status, httpx.Response(status, content=body).json(), read
+
+
+async def asgi_post(
+    app: FastAPI, chunks: list[bytes], *, length: int | None
+) -> tuple[int, dict[str, Any], int]:
+    """POST ``chunks`` to ``/api/memory/search`` (``length``: its Content-Length, if any)."""
+    headers = [(b"host", b"localhost"), (b"content-type", b"application/json")]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return await asgi(app, "POST", "/api/memory/search", headers, chunks)
+
+
+async def asgi_get(app: FastAPI, host: bytes | None) -> tuple[int, dict[str, Any]]:
+    """GET ``/api/health`` with this ``Host`` header (``None``: none)."""
+    status, body, _ = await asgi(app, "GET", "/api/health", [(b"host", host)] if host else [], [])
+    return status, body
 
 
 def refused_as_too_large(status: int, body: dict[str, Any]) -> None:
@@ -284,3 +297,64 @@ async def test_mcp_tool_errors_are_one_readable_line(memory: Memory) -> None:
             assert named in text and "\n" not in text and len(text) <= 300, text
             for leak in ("input_value", "pydantic.dev", "Traceback", "{'a'", "\\ud800", "xxxxx"):
                 assert leak not in text, text
+
+
+# -- a keyless server answers only loopback host names -------------------------------------------
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("localhost", True),
+        ("LOCALHOST:9574", True),
+        ("127.0.0.1", True),
+        ("127.0.0.1:9574", True),
+        ("127.0.0.2:80", True),
+        ("[::1]", True),
+        ("[::1]:9574", True),
+        (None, False),
+        ("", False),
+        ("attacker.example", False),
+        ("attacker.example:9574", False),
+        ("localhost.attacker.example", False),
+        ("127.0.0.1.nip.io:9574", False),
+        ("localhost:port", False),
+        ("127.0.0.1:", False),
+        ("::1", False),
+        ("[::1", False),
+        ("[::1]x", False),
+        ("[127.0.0.1]", False),
+        ("10.0.0.1:9574", False),
+        ("0.0.0.0:9574", False),
+    ],
+)
+def test_loopback_host_names(host: str | None, loopback: bool) -> None:
+    from membrain.server.app import is_loopback_host
+
+    assert is_loopback_host(host.encode() if host is not None else None) is loopback
+
+
+async def test_a_keyless_server_refuses_another_host_name() -> None:
+    keyless = unopened()
+    for host in (b"attacker.example", b"attacker.example:9574", None):
+        status, body = await asgi_get(keyless, host)
+        assert (status, body["type"]) == (403, "Forbidden")
+        assert "without API keys" in body["error"] and "\n" not in body["error"]
+    for host in (b"localhost:9574", b"127.0.0.1", b"[::1]:9574"):
+        assert (await asgi_get(keyless, host))[0] == 200
+
+
+async def test_a_server_with_keys_answers_any_host_name() -> None:
+    keyed = create_app(Memory.__new__(Memory), keys=KeyRing())
+    for host in (b"attacker.example", b"memory.example.org:443", b"localhost"):
+        assert (await asgi_get(keyed, host))[0] == 200
+
+
+def test_over_a_socket_a_rebound_name_is_refused(small: str) -> None:
+    port = small.rsplit(":", 1)[1]
+    body = {**SARA, "question": "cat?"}
+    with httpx.Client(base_url=small) as client:
+        rebound = client.post(
+            "/api/memory/search", json=body, headers={"Host": f"attacker.example:{port}"}
+        )
+        named = client.post("/api/memory/search", json=body, headers={"Host": f"localhost:{port}"})
+    assert rebound.status_code == 403 and rebound.json()["type"] == "Forbidden"
+    assert named.status_code == 200, named.text

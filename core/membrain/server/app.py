@@ -38,6 +38,7 @@ from starlette.types import Scope as AsgiScope
 
 from membrain.audit import AuditEvent, FactHistory, ReviewItem
 from membrain.background import BackgroundWriter
+from membrain.checks import is_loopback
 from membrain.config import DEFAULT_MAX_BODY_BYTES
 from membrain.errors import (
     BackendError,
@@ -84,6 +85,7 @@ __all__ = [
     "authorize",
     "body_limit",
     "create_app",
+    "is_loopback_host",
 ]
 
 log = logging.getLogger("membrain.server")
@@ -218,7 +220,9 @@ def create_app(
     Args:
         memory: The memory to serve.
         keys: The API keys; ``None`` serves every request without a key (loopback only:
-            :func:`membrain.server.serve` refuses any other host then).
+            :func:`membrain.server.serve` refuses any other host then, and a request whose
+            ``Host`` header names no loopback host answers 403, so a web page cannot reach
+            the server through a name it rebinds to 127.0.0.1).
         writer: Extracts what ``add`` stores with ``extract=false``; without one such
             messages stay pending until an ``add`` extracts them.
         close_memory: At shutdown, after the writer has flushed, close ``memory``.
@@ -440,6 +444,8 @@ def create_app(
     app.add_exception_handler(HTTPException, _http_error)
     app.add_middleware(_BodyLimit, limit=max_body_bytes)
     app.add_middleware(_UnexpectedErrors)
+    if keys is None:
+        app.add_middleware(_LoopbackHostsOnly)
     return app
 
 
@@ -596,14 +602,64 @@ def body_limit(value: object) -> int:
     return value
 
 
-def _content_length(scope: AsgiScope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
+class _LoopbackHostsOnly:
+    """Answers 403 to a request whose ``Host`` is not ``localhost`` or a loopback address.
+
+    A server without keys trusts whoever reaches it; a page in a browser on the same machine
+    could, by rebinding its own name to 127.0.0.1 (DNS rebinding), but its requests still
+    carry that name.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = _header(scope, b"host")
+            if not is_loopback_host(host):
+                shown = host.decode("latin-1") if host is not None else "(none)"
+                message = (
+                    f"host {shown!r} is refused: a server without API keys answers only "
+                    "requests for localhost, 127.0.0.1 or [::1]"
+                )
+                await _body(403, message, "Forbidden")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def is_loopback_host(value: bytes | None) -> bool:
+    """Whether a ``Host`` header names a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``).
+
+    An optional port may follow; a name other than ``localhost`` is never resolved.
+    """
+    if not value:
+        return False
+    host = value.decode("latin-1").strip().lower()
+    if host.startswith("["):  # [v6 address] with an optional port
+        name, closed, rest = host[1:].partition("]")
+        port = rest.removeprefix(":") if rest.startswith(":") else None
+        if not closed or (rest and not (port and port.isdigit())):
+            return False
+        return ":" in name and is_loopback(name)
+    name, colon, port = host.partition(":")
+    if colon and not port.isdigit():
+        return False
+    return is_loopback(name)
+
+
+def _header(scope: AsgiScope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
     return None
+
+
+def _content_length(scope: AsgiScope) -> int | None:
+    value = _header(scope, b"content-length")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 class _UnexpectedErrors:
