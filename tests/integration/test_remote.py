@@ -508,3 +508,52 @@ class TestRemoteRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return CAT
+
+
+BAD = "x\ud800"  # a lone surrogate: no UTF-8 encoding exists
+UNENCODABLE = [
+    (lambda m: m.search(BAD, scope=SARA), "question"),
+    (lambda m: m.context(BAD, scope=SARA), "question"),
+    (lambda m: m.search_messages(BAD, scope=SARA), "question"),
+    (lambda m: m.forget(["f"], scope=SARA, reason=BAD), "reason"),
+    (lambda m: m.supersede("f", ["g"], scope=SARA, reason=BAD), "reason"),
+    (lambda m: m.dispute(["f"], scope=SARA, reason=BAD), "reason"),
+    (lambda m: m.resolve("i", accept=True, scope=SARA, note=BAD), "note"),
+    (lambda m: m.purge(["f"], scope=SARA, reason=BAD), "reason"),
+    (lambda m: m.forget([BAD], scope=SARA), "fact_ids.0"),
+    (lambda m: m.facts(scope=SARA, ids=["a", BAD]), "ids"),
+    (lambda m: m.history(BAD, scope=SARA), "fact_id"),
+    (lambda m: m.add([{"speaker": "Sara", "text": BAD, "timestamp": 0}], scope=SARA), "text"),
+]
+
+
+@pytest.mark.parametrize(("call", "named"), UNENCODABLE)
+def test_text_that_cannot_be_encoded_is_an_input_error(call: Any, named: str) -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    transport = httpx.MockTransport(handler)
+    with (
+        RemoteMemory("http://membrain.test", transport=transport) as remote,
+        pytest.raises(InputError, match="not valid Unicode") as raised,
+    ):
+        call(remote)
+    assert named in str(raised.value) and sent == []  # nothing was sent
+
+
+@pytest.mark.parametrize(("call", "named"), UNENCODABLE[:4] + UNENCODABLE[-3:])
+async def test_the_async_client_refuses_it_too(call: Any, named: str) -> None:
+    sent: list[httpx.Request] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    transport = httpx.MockTransport(handler)
+    async with AsyncRemoteMemory("http://membrain.test", transport=transport) as remote:
+        with pytest.raises(InputError, match="not valid Unicode") as raised:
+            await call(remote)
+    assert named in str(raised.value) and sent == []

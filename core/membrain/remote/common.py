@@ -6,6 +6,7 @@ error responses turned into the library's errors.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from tenacity import (
 
 from membrain.accountable import PurgeResult, as_ids
 from membrain.audit import AuditAction, AuditEvent, ReviewItem
+from membrain.checks import is_unicode
 from membrain.errors import (
     AnnotationError,
     BackendError,
@@ -67,6 +69,7 @@ __all__ = [
     "check_url",
     "confirm_call",
     "dispute_call",
+    "encoded",
     "error",
     "evidence_hits",
     "extract_call",
@@ -173,14 +176,20 @@ def send(client: httpx.Client, url: str, retries: int, call: Call) -> httpx.Resp
     """Send ``call`` (again after no answer or a 502/503/504, see :func:`retry_policy`).
 
     Raises:
+        InputError: ``call`` cannot be encoded (see :func:`encoded`); nothing is sent.
         BackendError: no answer came, after every retry.
     """
+    content, sent = encoded(call)
     try:
         for attempt in Retrying(**retry_policy(retries)):
             with attempt:
                 return check_transient(
                     client.request(
-                        call.method, call.path, json=call.body, params=call.query or None
+                        call.method,
+                        call.path,
+                        content=content,
+                        headers=sent,
+                        params=call.query or None,
                     )
                 )
     except Transient as exc:
@@ -194,12 +203,17 @@ async def send_async(
     client: httpx.AsyncClient, url: str, retries: int, call: Call
 ) -> httpx.Response:
     """:func:`send` on an async client."""
+    content, sent = encoded(call)
     try:
         async for attempt in AsyncRetrying(**retry_policy(retries)):
             with attempt:
                 return check_transient(
                     await client.request(
-                        call.method, call.path, json=call.body, params=call.query or None
+                        call.method,
+                        call.path,
+                        content=content,
+                        headers=sent,
+                        params=call.query or None,
                     )
                 )
     except Transient as exc:
@@ -218,6 +232,49 @@ class Call:
     path: str
     body: dict[str, Any] | None = None
     query: dict[str, str | list[str]] = field(default_factory=dict)
+
+
+def encoded(call: Call) -> tuple[bytes | None, dict[str, str]]:
+    """The JSON body of ``call`` as UTF-8 bytes (as httpx writes it), and its headers.
+
+    Raises:
+        InputError: a text in the body or the query is not valid Unicode (a lone surrogate),
+            or a value JSON cannot carry (NaN, an object); nothing is sent then.
+    """
+    for name, value in call.query.items():
+        for text in [value] if isinstance(value, str) else value:
+            if not is_unicode(text):
+                raise InputError(f"{name} is not valid Unicode text (a lone surrogate?)")
+    if call.body is None:
+        return None, {}
+    try:
+        text = json.dumps(call.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        content = text.encode("utf-8")
+    except UnicodeEncodeError:
+        where = _not_unicode(call.body) or "a text"
+        raise InputError(f"{where} is not valid Unicode text (a lone surrogate?)") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"the request cannot be sent as JSON: {exc}") from None
+    return content, {"Content-Type": "application/json"}
+
+
+def _not_unicode(value: object, where: str = "") -> str | None:
+    """Where in ``value`` the first text that is not valid Unicode is (``messages.0.text``)."""
+    if isinstance(value, str):
+        return None if is_unicode(value) else where or "a text"
+    parts: list[tuple[object, object]] = []
+    if isinstance(value, dict):
+        parts = list(value.items())
+    elif isinstance(value, list | tuple):
+        parts = list(enumerate(value))
+    for key, part in parts:
+        name = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and not is_unicode(key):
+            return where or "a key"
+        found = _not_unicode(part, name)
+        if found:
+            return found
+    return None
 
 
 def unsupported(method: str, **given: bool) -> None:
