@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import unicodedata
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, overload
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from membrain.checks import MAX_MESSAGE_CHARS, UtcDatetime, bounded_text, now, unicode_text, utc
 from membrain.errors import ConfigurationError, InputError, ScopeError
@@ -199,9 +207,11 @@ class Message(_Record):
     """A description of an attached image, kept as evidence."""
 
     @model_validator(mode="after")
-    def _check_content(self) -> Message:
-        for name in ("text", "caption"):  # valid Unicode of at most MAX_MESSAGE_CHARS
-            bounded_text(getattr(self, name) or "", f"message {name}", MAX_MESSAGE_CHARS)
+    def _check_content(self, info: ValidationInfo) -> Message:
+        # New messages are bounded; a stored one is read whatever limit it was written under.
+        limit = MAX_MESSAGE_CHARS if not (info.context or {}).get("stored") else sys.maxsize
+        for name in ("text", "caption"):
+            bounded_text(getattr(self, name) or "", f"message {name}", limit)
         if not self.text.strip() and not (self.caption or "").strip():
             raise InputError(f"message from {self.speaker!r} has neither text nor caption")
         for name in ("speaker", "source_id", "addressee"):

@@ -65,3 +65,20 @@ def test_an_embedded_add_refuses_it_whole(shared: Memory, messages: Any) -> None
     with pytest.raises(InputError, match="100,000"):
         shared.add(messages, scope=scope)
     assert shared.messages(scope=scope) == []
+
+
+def test_a_message_stored_before_the_limit_is_still_read(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written without the limit keeps every message readable and extractable."""
+    path = tmp_path_factory.mktemp("older-store") / "store"
+    scope = Scope(dataset="sara", task="assistant")
+    older = f"I adopted a cat named Miso. {LONG}"
+    with Memory(path, dense=HashingEncoder(dim=64)) as memory:
+        monkeypatch.setattr("membrain.models.MAX_MESSAGE_CHARS", 10 * MAX_MESSAGE_CHARS)
+        memory.add([{"speaker": "Sara", "text": older, "timestamp": WHEN}], scope=scope)
+        monkeypatch.undo()
+    with Memory(path, dense=HashingEncoder(dim=64)) as memory:
+        (stored,) = memory.messages(scope=scope)
+        assert stored.message.text == older
+        assert any("Miso" in f.text for f in memory.facts(scope=scope))

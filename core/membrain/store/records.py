@@ -252,7 +252,8 @@ class RecordStore(TreeRecords, AuditJournal):
                 "raw_output": payload.get("raw_output"),
                 "discarded": tuple(payload.get("discarded") or ()),
                 "added_by": payload.get("added_by"),
-            }
+            },
+            context={"stored": True},
         )
 
     # -- facts -------------------------------------------------------------------------------
