@@ -219,8 +219,13 @@ class AccountableMemory:
         the description versions those facts wrote, and an entity no fact names any more is
         erased. The audit keeps a ``purged`` event with the ids and the actor, never content.
 
+        The erasure is announced in the audit before anything is deleted: one interrupted (an
+        error, a killed process) is finished by the next purge of the scope or when the store
+        opens. A purge is idempotent: ids an earlier purge erased are reported erased again.
+
         Raises:
-            InputError: nothing to purge, or an id names no fact or message of ``scope``.
+            InputError: nothing to purge, or an id names no fact or message of ``scope`` (nor
+                one a purge erased).
         """
         check_scope(scope)
         ids = [] if isinstance(messages, bool) else as_ids(messages, "message ids")

@@ -333,12 +333,19 @@ class Ledger:
         Raises:
             InputError: a fact id names no fact of the scope, or a message id no message.
         """
-        # An erasure interrupted earlier is finished first; the ids it erased count as found.
+        # An erasure interrupted earlier is finished first. A purge is idempotent: ids erased
+        # already (now, or by an earlier purge the audit records) count as found and erased.
         finished = self.store.finish_erasures(scope)
         wanted = [i for i in dict.fromkeys(fact_ids) if i not in finished]
-        facts = self.facts(scope, wanted) if wanted else []
+        facts = self.store.get_facts(scope, wanted)
         messages = list(dict.fromkeys(message_ids))
         known = {m.id for m in self.store.get_messages(scope, messages)}
+        unknown = [i for i in wanted if i not in {f.id for f in facts}]
+        unknown += [i for i in messages if i not in known and i not in finished]
+        finished |= self._purged_before(scope, unknown)
+        missing = [i for i in wanted if i not in finished and i not in {f.id for f in facts}]
+        if missing:
+            raise NotFoundError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
         missing = sorted(set(messages) - known - finished)
         if missing:
             raise NotFoundError(f"no message with id {', '.join(missing)} in scope {scope.key!r}")
@@ -364,6 +371,13 @@ class Ledger:
         erased += [i for i in dict.fromkeys(fact_ids) if i in finished and i not in erased]
         messages += [i for i in dict.fromkeys(message_ids) if i in finished and i not in messages]
         return erased, messages, dropped
+
+    def _purged_before(self, scope: Scope, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` an earlier purge of the scope erased (its audit event names them)."""
+        if not ids:
+            return set()
+        events = self.store.iter_audit(scope, targets=ids, actions=[AuditAction.PURGED])
+        return {t for e in events for t in e.targets} & set(ids)
 
     def _entities_dropped(
         self, scope: Scope, entity_ids: Sequence[str], erased: set[str]

@@ -247,8 +247,11 @@ def test_purging_again_what_an_interrupted_purge_deleted_finishes_it(
         assert doctor not in statuses(mem)
         done = mem.purge([doctor], scope=SCOPE, messages=True)
         assert doctor in done.fact_ids
-        with pytest.raises(NotFoundError):  # once finished, the id names nothing
-            mem.purge([doctor], scope=SCOPE)
+        again = mem.purge([doctor], scope=SCOPE)  # a purge is idempotent: a retry succeeds
+        assert again.fact_ids == (doctor,)
+        assert len(mem.audit(scope=SCOPE, actions=["purged"], targets=[doctor])) == 1
+        with pytest.raises(NotFoundError):  # an id no purge erased still names nothing
+            mem.purge([doctor.replace(doctor[:8], "00000000")], scope=SCOPE)
     assert files_holding_text(store, SECRET) == []
 
 
