@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import stat
 import uuid
@@ -232,6 +233,34 @@ def test_review_and_purge_over_http(served: Served) -> None:
     assert purged["fact_ids"] == [cat] and len(purged["message_ids"]) == 1
     assert [m["message"]["source_id"] for m in messages] == ["m2"]
     assert "not both" in error_of(both, 422)["error"]
+
+
+@pytest.mark.parametrize(
+    ("route", "extra"),
+    [
+        ("/api/memory/purge", {"sources": True}),
+        ("/api/memory/forget", {}),
+        ("/api/memory/dispute", {}),
+    ],
+)
+def test_a_change_with_a_reason_it_cannot_record_is_a_422_and_changes_nothing(
+    served: Served, route: str, extra: dict[str, Any]
+) -> None:
+    """A lone surrogate in the reason: refused before anything is written, retried cleanly."""
+    task = f"surrogate-{route.rsplit('/', 1)[-1]}"
+    cat, _ = seed(served, task, CONVERSATION)
+    scope = {"dataset": "sara", "task": task}
+    body = {**scope, "fact_ids": [cat], **extra}
+    raw = json.dumps({**body, "reason": "x"}).replace('"reason": "x"', '"reason": "x\\ud800"')
+    with served.client("admin") as client:
+        refused = client.post(route, content=raw, headers={"content-type": "application/json"})
+        facts = client.get("/api/memory/facts", params=scope).json()
+        audit = client.get("/api/memory/audit", params=scope).json()
+        retried = client.post(route, json={**body, "reason": "asked to"})
+    assert "reason" in error_of(refused, 422)["error"]
+    assert cat in [f["id"] for f in facts] and {f["trust"] for f in facts} == {"stated"}
+    assert {e["action"] for e in audit} == {"stored", "processed", "created"}
+    assert retried.status_code == 200, retried.text
 
 
 def test_message_search_and_derived_facts(served: Served) -> None:
