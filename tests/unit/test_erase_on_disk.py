@@ -27,7 +27,7 @@ from membrain.storage.base import DENSE, SPARSE, BaseBackend, Collection, Point,
 from membrain.storage.client import QdrantClientBackend
 from membrain.storage.edge import EdgeBackend, open_edge_backend
 from membrain.storage.lexical import LexicalIndex
-from membrain.testing import files_holding
+from membrain.testing import files_holding, tantivy_term
 
 SCOPE = Scope(dataset="d", task="t")
 OTHER = Scope(dataset="o", task="t")
@@ -268,20 +268,6 @@ def test_client_backend_compact_is_a_harmless_no_op() -> None:
 SARA = Scope(dataset="sara", task="assistant")
 TOM = Scope(dataset="tom", task="assistant")
 MARK = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-_FST_INPUTS = (
-    b"te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHGWUV,YKJZXQ;)(~[]$!'*@"
-)
-
-
-def fst_chain(token: str) -> bytes:
-    """How tantivy's term dictionary (an FST) writes a run of ``token``'s letters.
-
-    The FST holds no term as a contiguous string: each node with a single transition is one
-    byte, ``0b11`` plus the input's rank among common bytes (fst's ``COMMON_INPUTS``), and the
-    nodes of a term's tail come in reverse order. The first letters branch from shared nodes and
-    the last ones may share a suffix, so probe the inside of a long unusual token.
-    """
-    return bytes(0xC0 | (_FST_INPUTS.index(c) + 1) for c in reversed(token.encode()))
 
 
 def fact(scope: Scope, text: str) -> Fact:
@@ -299,7 +285,7 @@ def test_erase_deletes_the_files_that_held_deleted_documents(tmp_path: Path) -> 
     secret = fact(SARA.model_copy(update={"session": "s1"}), f"[Sara] hid the {SECRET} here.")
     kept = fact(SARA.model_copy(update={"session": "s2"}), "[Sara] bakes bread.")
     tom = fact(TOM, "[Tom] plays chess.")
-    probe = fst_chain(SECRET[2:-3])
+    probe = tantivy_term(SECRET)
     with LexicalIndex(lexical_path) as index:
         index.add(SARA, [secret, kept])  # one segment: deleting one of them keeps the segment
         index.add(TOM, [tom])
