@@ -27,32 +27,34 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Receive, Send
-from starlette.types import Message as AsgiMessage
-from starlette.types import Scope as AsgiScope
 
 from membrain.audit import AuditEvent, FactHistory, ReviewItem
 from membrain.background import BackgroundWriter
-from membrain.checks import is_loopback
 from membrain.config import DEFAULT_MAX_BODY_BYTES
 from membrain.errors import (
-    BackendError,
-    ConfigurationError,
-    ConflictError,
     InputError,
     MembrainError,
     NotFoundError,
-    ScopeError,
 )
 from membrain.inputs import as_messages
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Context, Fact, Scope, StoredMessage
-from membrain.server.keys import AuthError, Grant, KeyRing, Role
+from membrain.server.guards import (
+    BodyLimit,
+    LoopbackHostsOnly,
+    RequestTooLarge,
+    UnexpectedErrors,
+    body_limit,
+    http_error,
+    is_loopback_host,
+    membrain_error,
+    validation_error,
+)
+from membrain.server.keys import Grant, KeyRing, Role
 from membrain.server.schemas import (
     AddRequest,
     AddResponse,
@@ -93,27 +95,12 @@ log = logging.getLogger("membrain.server")
 ROLE_FIELD = "x-membrain-role"
 """The OpenAPI extension field in which a route declares the role it needs."""
 API_PREFIX = "/api/memory"
-MAX_ERROR_CHARS = 300
-"""Error messages are cut to this length (they may quote a caller's input)."""
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from the server's keys file.")
 
 
 class FactNotFound(NotFoundError):
     """A fact id that names no fact of the scope (HTTP 404)."""
-
-
-class RequestTooLarge(HTTPException):
-    """A request body larger than the server reads (HTTP 413).
-
-    Args:
-        limit: The largest body the server reads, in bytes.
-    """
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            413, f"the request body is larger than {limit:,} bytes; send it in smaller parts"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,13 +426,13 @@ def create_app(
     app.include_router(router)
     for extension in extensions:
         app.include_router(extension)
-    app.add_exception_handler(MembrainError, _membrain_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_middleware(_BodyLimit, limit=max_body_bytes)
-    app.add_middleware(_UnexpectedErrors)
+    app.add_exception_handler(MembrainError, membrain_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(UnexpectedErrors)
     if keys is None:
-        app.add_middleware(_LoopbackHostsOnly)
+        app.add_middleware(LoopbackHostsOnly)
     return app
 
 
@@ -475,215 +462,3 @@ def _version() -> str:
         return metadata.version("membrain-memory")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-# -- errors ------------------------------------------------------------------------------------
-def status_of(exc: MembrainError) -> int:
-    """The HTTP status a MemBrain error answers with."""
-    if isinstance(exc, AuthError):
-        return exc.status
-    if isinstance(exc, NotFoundError):
-        return 404
-    if isinstance(exc, ConflictError):
-        return 409
-    if isinstance(exc, InputError | ScopeError | ConfigurationError):
-        return 422
-    return 503  # the store failed, or the memory cannot serve now (its writer is shut down)
-
-
-def _body(status: int, message: str, kind: str) -> JSONResponse:
-    text = " ".join(message.split()) or kind
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    return JSONResponse({"error": text, "type": kind}, status_code=status)
-
-
-async def _membrain_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, MembrainError)
-    status = status_of(exc)
-    if isinstance(exc, AuthError):
-        client = request.client.host if request.client else "?"
-        log.warning("refused %s %s from %s: %s", request.method, request.url.path, client, exc)
-    elif isinstance(exc, BackendError) or status == 503:
-        log.error("%s %s failed: %r", request.method, request.url.path, exc)
-    return _body(status, str(exc).strip().split("\n", 1)[0], type(exc).__name__)
-
-
-async def _validation_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    problems = []
-    for error in exc.errors()[:3]:
-        where = ".".join(str(part) for part in error.get("loc", ()))
-        problems.append(f"{where}: {error.get('msg', 'invalid')}")
-    more = len(exc.errors()) - len(problems)
-    summary = "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
-    return _body(422, summary or "invalid request", "ValidationError")
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    if isinstance(exc, RequestTooLarge):
-        return _too_large(exc)
-    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
-        return _body(422, _unreadable(exc.__cause__), "ValidationError")  # FastAPI's body parse
-    return _body(exc.status_code, str(exc.detail), "HTTPError")
-
-
-def _unreadable(cause: BaseException) -> str:
-    """Why a request body is not JSON (what FastAPI's 400 does not say)."""
-    if isinstance(cause, UnicodeDecodeError):
-        return "the request body is not valid UTF-8"
-    if isinstance(cause, RecursionError):
-        return "the request body is nested too deeply"
-    return "the request body is not valid JSON"
-
-
-def _too_large(exc: RequestTooLarge) -> JSONResponse:
-    response = _body(exc.status_code, str(exc.detail), type(exc).__name__)
-    response.headers["Connection"] = "close"  # the rest of the body is not read
-    return response
-
-
-class _BodyLimit:
-    """Answers 413 to a request body larger than ``limit`` bytes, without reading it.
-
-    A ``Content-Length`` over the limit is refused before the application runs; a body of
-    unknown length (chunked) is counted as it streams in and refused at the first chunk past
-    the limit.
-    """
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
-            await _too_large(RequestTooLarge(self.limit))(scope, receive, send)
-            return
-        received = 0
-        started = False
-
-        async def counted() -> AsgiMessage:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise RequestTooLarge(self.limit)
-            return message
-
-        async def watched(message: AsgiMessage) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, watched)
-        except RequestTooLarge as exc:  # read outside a route (the routes answer it themselves)
-            if started:
-                raise
-            await _too_large(exc)(scope, receive, send)
-
-
-def body_limit(value: object) -> int:
-    """``value`` when it is a usable request body limit: a positive number of bytes.
-
-    Raises:
-        ConfigurationError: it is not.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(
-            f"the largest request body must be a positive number of bytes, not {value!r:.40}"
-        )
-    return value
-
-
-class _LoopbackHostsOnly:
-    """Answers 403 to a request whose ``Host`` is not ``localhost`` or a loopback address.
-
-    A server without keys trusts whoever reaches it; a page in a browser on the same machine
-    could, by rebinding its own name to 127.0.0.1 (DNS rebinding), but its requests still
-    carry that name.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            host = _header(scope, b"host")
-            if not is_loopback_host(host):
-                shown = host.decode("latin-1") if host is not None else "(none)"
-                message = (
-                    f"host {shown!r} is refused: a server without API keys answers only "
-                    "requests for localhost, 127.0.0.1 or [::1]"
-                )
-                await _body(403, message, "Forbidden")(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def is_loopback_host(value: bytes | None) -> bool:
-    """Whether a ``Host`` header names a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``).
-
-    An optional port may follow; a name other than ``localhost`` is never resolved.
-    """
-    if not value:
-        return False
-    host = value.decode("latin-1").strip().lower()
-    if host.startswith("["):  # [v6 address] with an optional port
-        name, closed, rest = host[1:].partition("]")
-        port = rest.removeprefix(":") if rest.startswith(":") else None
-        if not closed or (rest and not (port and port.isdigit())):
-            return False
-        return ":" in name and is_loopback(name)
-    name, colon, port = host.partition(":")
-    if colon and not port.isdigit():
-        return False
-    return is_loopback(name)
-
-
-def _header(scope: AsgiScope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
-def _content_length(scope: AsgiScope) -> int | None:
-    value = _header(scope, b"content-length")
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-class _UnexpectedErrors:
-    """Answers an unexpected exception with a generic 500 and logs its traceback."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def watched(message: AsgiMessage) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched)
-        except Exception:
-            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
-            if started:
-                raise
-            response = _body(500, "internal server error", "InternalError")
-            await response(scope, receive, send)
