@@ -171,8 +171,8 @@ def files_holding(root: str | Path, needle: str | bytes) -> list[Path]:
         >>> files_holding("./.membrain", "Zorblaxian")  # doctest: +SKIP
         []
     """
-    raw = needle.encode() if isinstance(needle, str) else needle
-    pattern = re.compile(re.escape(raw), re.IGNORECASE if isinstance(needle, str) else 0)
+    fold = isinstance(needle, str)  # ASCII case folded, as bytes.lower() does: fast
+    raw = needle.encode().lower() if isinstance(needle, str) else needle
     overlap = len(raw)
     found = []
     for path in sorted(Path(root).rglob("*")):
@@ -180,8 +180,8 @@ def files_holding(root: str | Path, needle: str | bytes) -> list[Path]:
             continue
         tail, tail_end = b"", -1
         for offset, chunk in file_extents(path):
-            data = (tail if offset == tail_end else b"") + chunk
-            if pattern.search(data):
+            data = (tail if offset == tail_end else b"") + (chunk.lower() if fold else chunk)
+            if raw in data:
                 found.append(path)
                 break
             tail, tail_end = data[-overlap:], offset + len(chunk)
