@@ -25,6 +25,7 @@ from membrain import (
     MemoryHit,
     MemoryLike,
     Message,
+    NotFoundError,
     RetrievalMode,
     Role,
     Scope,
@@ -145,10 +146,12 @@ def create_memory_tools(
                 raise ToolException("Pass the `id` of the memory to forget.")
             try:
                 (fact,) = memory.forget([id], scope=scope, by=agent, reason="manage_memory delete")
-            except InputError as exc:
+            except NotFoundError as exc:
                 raise ToolException(
                     f"No memory with id {id!r}; search_memory shows the ids."
                 ) from exc
+            except InputError as exc:  # a prefix naming several memories
+                raise ToolException(str(exc)) from exc
             if fact.status is FactStatus.ACTIVE:
                 return f"asked to forget memory {id}; a person will review the request"
             return f"forgot memory {id}"
@@ -159,9 +162,13 @@ def create_memory_tools(
         if action == "update":
             if not id:
                 raise ToolException("Pass the `id` of the memory to update.")
-            known = {f.id for f in memory.facts(scope=scope, include_inactive=True)}
-            if id not in known:
+            try:  # a whole id or a unique prefix of 8+ hex digits
+                named = memory.facts(scope=scope, ids=[id], include_inactive=True)
+            except InputError as exc:
+                raise ToolException(str(exc)) from exc
+            if not named:
                 raise ToolException(f"No memory with id {id!r}; search_memory shows the ids.")
+            id = named[0].id  # noqa: A001
         if content is None or not content.strip():
             raise ToolException("Pass the memory to store as `content`.")
         message = Message(

@@ -21,7 +21,7 @@ from membrain.audit import (
 from membrain.errors import ConfigurationError, InputError
 from membrain.ledger import Ledger
 from membrain.models import Actor, ActorKind, Fact, MessageStatus, Scope, now, utc
-from membrain.storage.base import check_scope
+from membrain.storage.base import Collection, check_scope
 from membrain.store import RecordStore
 
 __all__ = ["AccountableMemory", "PurgeResult"]
@@ -56,11 +56,19 @@ def _one_id(value: object) -> str:
 
 
 class AccountableMemory:
-    """History, audit, review and erasure of :class:`membrain.Memory` (see the module doc)."""
+    """History, audit, review and erasure of :class:`membrain.Memory` (see the module doc).
+
+    Every fact id may be given whole or as a unique prefix of 8 or more hex digits (as context
+    lines and tools show them); a prefix naming several facts is an ``InputError``.
+    """
 
     _store: RecordStore
     _ledger: Ledger
     keep_messages: timedelta | None
+
+    def _fact_ids(self, scope: Scope, value: object) -> list[str]:
+        """Fact ids given as a string or a list, prefixes made whole (see the class doc)."""
+        return self._store.full_ids(Collection.FACTS, scope, as_ids(value))
 
     # -- belief changes ----------------------------------------------------------------------
     def forget(
@@ -83,8 +91,8 @@ class AccountableMemory:
             InputError: an id names no fact of ``scope``.
         """
         check_scope(scope)
-        ids = as_ids(fact_ids)
-        return self._ledger.forget(scope, ids, Cause.of(by, ActorKind.API, reason))
+        cause = Cause.of(by, ActorKind.API, reason)
+        return self._ledger.forget(scope, self._fact_ids(scope, fact_ids), cause)
 
     def supersede(
         self,
@@ -107,7 +115,8 @@ class AccountableMemory:
         """
         check_scope(scope)
         cause = Cause.of(by, ActorKind.API, reason)
-        (old,) = self._ledger.supersede(scope, [_one_id(old_fact_id)], as_ids(new_fact_ids), cause)
+        old_id = self._fact_ids(scope, _one_id(old_fact_id))
+        (old,) = self._ledger.supersede(scope, old_id, self._fact_ids(scope, new_fact_ids), cause)
         return old
 
     def confirm(
@@ -115,7 +124,8 @@ class AccountableMemory:
     ) -> list[Fact]:
         """A person confirms facts: their trust becomes ``confirmed``; open disputes close."""
         check_scope(scope)
-        return self._ledger.confirm(scope, as_ids(fact_ids), Cause.of(by, ActorKind.REVIEWER))
+        cause = Cause.of(by, ActorKind.REVIEWER)
+        return self._ledger.confirm(scope, self._fact_ids(scope, fact_ids), cause)
 
     def dispute(
         self,
@@ -128,7 +138,7 @@ class AccountableMemory:
         """Dispute facts: their trust becomes ``disputed`` and they wait in the review queue."""
         check_scope(scope)
         cause = Cause.of(by, ActorKind.REVIEWER, reason)
-        return self._ledger.dispute(scope, as_ids(fact_ids), cause)
+        return self._ledger.dispute(scope, self._fact_ids(scope, fact_ids), cause)
 
     # -- review ------------------------------------------------------------------------------
     def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
@@ -175,7 +185,8 @@ class AccountableMemory:
             >>> print(mem.history(berlin.id, scope=scope).text())  # doctest: +SKIP
         """
         check_scope(scope)
-        return self._ledger.history(scope, _one_id(fact_id))
+        (whole,) = self._fact_ids(scope, _one_id(fact_id))
+        return self._ledger.history(scope, whole)
 
     def audit(
         self,
@@ -229,7 +240,8 @@ class AccountableMemory:
         """
         check_scope(scope)
         ids = [] if isinstance(messages, bool) else as_ids(messages, "message ids")
-        fact_ids = as_ids(fact_ids)
+        ids = self._store.full_ids(Collection.MESSAGES, scope, ids)
+        fact_ids = self._fact_ids(scope, fact_ids)
         if not fact_ids and not ids:
             raise InputError("purge needs fact ids or message ids")
         cause = Cause.of(by, ActorKind.API, reason)

@@ -30,6 +30,7 @@ from membrain.audit import (
 )
 from membrain.errors import ConflictError, InputError, NotFoundError, ScopeError
 from membrain.models import ActorKind, Fact, FactStatus, Scope, Trust
+from membrain.storage.base import is_point_id
 from membrain.store import FactFilter, RecordStore
 
 __all__ = ["Ledger", "close_validity"]
@@ -86,7 +87,7 @@ class Ledger:
             InputError: an id names no fact of ``scope``.
         """
         ids = list(dict.fromkeys(fact_ids))
-        found = self.store.get_facts(scope, ids)
+        found = self.store.get_facts(scope, [i for i in ids if is_point_id(i)])
         missing = sorted(set(ids) - {f.id for f in found})
         if missing:
             raise NotFoundError(f"no fact with id {', '.join(missing)} in scope {scope.key!r}")
@@ -337,7 +338,7 @@ class Ledger:
         # already (now, or by an earlier purge the audit records) count as found and erased.
         finished = self.store.finish_erasures(scope)
         wanted = [i for i in dict.fromkeys(fact_ids) if i not in finished]
-        facts = self.store.get_facts(scope, wanted)
+        facts = self.store.get_facts(scope, [i for i in wanted if is_point_id(i)])
         messages = list(dict.fromkeys(message_ids))
         known = {m.id for m in self.store.get_messages(scope, messages)}
         unknown = [i for i in wanted if i not in {f.id for f in facts}]

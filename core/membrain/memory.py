@@ -61,7 +61,7 @@ from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
 from membrain.retrieval.search import RRF_K, Searcher
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE, SPARSE, Backend, check_scope, is_point_id
+from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import FactFilter, LexicalSync, RecordStore
 
@@ -516,13 +516,15 @@ class Memory(AccountableMemory):
         ``derived_from`` keeps the facts citing one of these messages, named by the caller's
         message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them) or by
         their stored ids (:attr:`StoredMessage.id`). ``ids`` keeps only these facts, in the
-        order given (ids that name no fact of the scope are skipped).
+        order given, each named whole or by a unique prefix of 8 or more hex digits (ids that
+        name no fact of the scope are skipped).
         """
         check_scope(scope)
         stored = _stored_ids(scope, derived_from)
         where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
         if ids is not None:
-            wanted = [i for i in as_ids(ids) if is_point_id(i)]
+            given = self._store.full_ids(Collection.FACTS, scope, as_ids(ids))
+            wanted = [i for i in given if is_point_id(i)]
             found = self._store.get_facts(scope, wanted) if wanted else []
             cited = set(stored)
             return [f for f in found if where.admits(f) and (not cited or cited & set(f.sources))]

@@ -194,7 +194,7 @@ def test_questions_about_2023_find_lisbon(story: Story) -> None:
     context = mem.context("Where did Sara live in 2023?", scope=story.scope)
     (line,) = [ln for ln in context.text.splitlines() if "Lisbon" in ln]
     day = fact(mem, story.scope, story.lisbon).superseded_at.strftime("%Y-%m-%d")
-    assert f"(superseded {day} by {story.berlin[:8]})" in line
+    assert f"(superseded {day} by fact {story.berlin[:8]})" in line
     (berlin_line,) = [ln for ln in context.text.splitlines() if "Berlin" in ln]
     assert "superseded" not in berlin_line
 

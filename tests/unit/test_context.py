@@ -100,15 +100,15 @@ def example_hits() -> list[MemoryHit]:
 
 EXPECTED = """\
 ## Caroline — Transgender woman, counsels
-- 2023-05-01..2023-05-07: Caroline went to a pride parade with Melanie. [D1:3; abcdef01]
-- 2023-05-07: Caroline attended an LGBTQ support group. [D1:5]
+- 2023-05-01..2023-05-07: Caroline went to a pride parade with Melanie. [msg D1:3; abcdef01]
+- 2023-05-07: Caroline attended an LGBTQ support group. [msg D1:5]
 
 ## Melanie
-- 2022: Melanie painted a sunrise. [D2:4]
-- thought 2023-05-08: Melanie privately thought: "I should have said yes." [D3:2]
+- 2022: Melanie painted a sunrise. [msg D2:4]
+- thought 2023-05-08: Melanie privately thought: "I should have said yes." [msg D3:2]
 
 ## Other
-- said 2023-05-08: The concert was cancelled. [D4:1]"""
+- said 2023-05-08: The concert was cancelled. [msg D4:1]"""
 
 
 def test_renders_the_example_exactly() -> None:
@@ -129,8 +129,8 @@ def test_a_thought_is_never_labelled_as_said() -> None:
     )
     said = hit("s", "Okabe said she is right.", sources=[message("b")])
     text = assemble_context("q", [thought, said], max_tokens=200).text
-    assert '- thought 2023-05-08: Okabe privately thought: "She is right." [a]' in text
-    assert "- said 2023-05-08: Okabe said she is right. [b]" in text
+    assert '- thought 2023-05-08: Okabe privately thought: "She is right." [msg a]' in text
+    assert "- said 2023-05-08: Okabe said she is right. [msg b]" in text
     assert "said 2023-05-08: Okabe privately" not in text
 
 
@@ -171,7 +171,7 @@ def test_time_labels(
         "k", "Something happened.", valid_from=valid_from, valid_to=valid_to, precision=precision
     )
     text = assemble_context("q", [h], max_tokens=200).text
-    assert text.splitlines()[1] == f"- {label}: Something happened. [m-1]"
+    assert text.splitlines()[1] == f"- {label}: Something happened. [msg m-1]"
 
 
 def test_groups_follow_best_rank_and_facts_follow_time() -> None:
@@ -195,13 +195,13 @@ def test_groups_follow_best_rank_and_facts_follow_time() -> None:
     lines = ctx.text.splitlines()
     assert lines == [
         "## Melanie",
-        "- 1990: Melanie was born. [m-1]",
-        "- ..1999: Melanie lived in Oslo. [m-1]",
-        "- said 2023-05-15: Melanie laughed. [m-1]",
-        "- 2023-06-01: Melanie moved. [m-1]",
+        "- 1990: Melanie was born. [msg m-1]",
+        "- ..1999: Melanie lived in Oslo. [msg m-1]",
+        "- said 2023-05-15: Melanie laughed. [msg m-1]",
+        "- 2023-06-01: Melanie moved. [msg m-1]",
         "",
         "## Caroline — Transgender woman, counsels",
-        "- said 2023-05-08: Caroline swam. [m-1]",
+        "- said 2023-05-08: Caroline swam. [msg m-1]",
     ]
     assert ctx.entities == (MELANIE, CAROLINE)
     assert ctx.hits == (late, early_caroline, stated_only, earliest, before)
@@ -212,8 +212,8 @@ def test_same_time_keeps_rank_order_and_text_is_one_line() -> None:
     second = hit("b", "Alpha.", entities=[CAROLINE])
     lines = assemble_context("q", [first, second], max_tokens=200).text.splitlines()
     assert lines[1:] == [
-        "- said 2023-05-08: Second line spaced. [m-1]",
-        "- said 2023-05-08: Alpha. [m-1]",
+        "- said 2023-05-08: Second line spaced. [msg m-1]",
+        "- said 2023-05-08: Alpha. [msg m-1]",
     ]
 
 
@@ -222,9 +222,9 @@ def test_citations_fall_back_to_ids() -> None:
     repeated = hit("b", "B.", sources=[message("D1:1"), message("D1:1"), message("D1:2")])
     empty_text = hit("c", "", fact_sources=("m-2",))
     text = assemble_context("q", [no_messages, repeated, empty_text], max_tokens=200).text
-    assert "- said 2023-05-08: A. [01234567; fedcba98]" in text
-    assert "- said 2023-05-08: B. [D1:1; D1:2]" in text
-    assert "- said 2023-05-08: x [m-2]" in text  # empty hit.text: the fact's plain text
+    assert "- said 2023-05-08: A. [msg 01234567; fedcba98]" in text
+    assert "- said 2023-05-08: B. [msg D1:1; D1:2]" in text
+    assert "- said 2023-05-08: x [msg m-2]" in text  # empty hit.text: the fact's plain text
 
 
 def test_a_fact_that_does_not_fit_is_skipped_and_smaller_ones_still_tried() -> None:
@@ -240,7 +240,7 @@ def test_a_fact_that_does_not_fit_is_skipped_and_smaller_ones_still_tried() -> N
 
 def test_a_group_is_only_opened_with_a_fact() -> None:
     only = hit("a", "Caroline sang.", entities=[CAROLINE])
-    line_only = count_tokens("- said 2023-05-08: Caroline sang. [m-1]")
+    line_only = count_tokens("- said 2023-05-08: Caroline sang. [msg m-1]")
     ctx = assemble_context("q", [only], max_tokens=line_only)  # no room for the header
     assert (ctx.text, ctx.tokens, ctx.hits, ctx.entities) == ("", 0, (), ())
 

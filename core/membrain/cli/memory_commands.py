@@ -189,7 +189,7 @@ def facts(
 
 
 def _fact(memory: Memory, scope: Scope, fact_id: str) -> Fact:
-    found = memory.store.get_facts(scope, [fact_id])
+    found = memory.facts(scope=scope, ids=[fact_id], include_inactive=True)
     if not found:
         raise NotFoundError(f"no fact {fact_id!r} in {scope.key!r}")
     return found[0]

@@ -29,9 +29,11 @@ current name and latest description); facts that mention no entity go under ``##
   empty). Groups are separated by a blank line and ordered by their best-ranked fact.
 * Inside a group, facts are in time order: ``valid_from``, else ``valid_to`` (an open-left
   "before ..." fact sorts by its end), else ``stated_at``; ties keep rank order.
-* Each line is ``- <time>: <text> [<sources>]``, or ``- <time>: <text> (<marks>) [<sources>]``
-  when the reader must know the fact's standing (:func:`belief_marks`): ``disputed``, ``written
-  by agent:<name>``, ``superseded 2024-05-02 by 431162a2`` (in a search of the past).
+* Each line is ``- <time>: <text> [msg <sources>]``, or ``- <time>: <text> (<marks>) [msg
+  <sources>]`` when the reader must know the fact's standing (:func:`belief_marks`):
+  ``disputed``, ``written by agent:<name>``, ``superseded 2024-05-02 by fact 431162a2`` (in a
+  search of the past). Every id shown says what it names: ``msg`` cites messages, ``fact``
+  names facts (8 hex digits, which every call taking fact ids accepts as a prefix).
 
   - ``<time>`` is the valid time at the fact's precision when it has one: ``2023``,
     ``2023-05``, ``2023-05-07``, ``2023-05-07T14:30Z`` (UTC); an interval is ``start..end``
@@ -264,7 +266,7 @@ def _fact_line(hit: MemoryHit) -> str:
     if marks:
         line = f"{line} ({'; '.join(marks)})"
     sources = _citations(hit)
-    return f"{line} [{'; '.join(sources)}]" if sources else line
+    return f"{line} [msg {'; '.join(sources)}]" if sources else line
 
 
 def _citations(hit: MemoryHit) -> list[str]:
@@ -288,7 +290,7 @@ def belief_marks(fact: Fact) -> list[str]:
         marks.append(f"written by {_one_line(fact.author)}")
     if fact.superseded_at is not None:
         day = _write(fact.superseded_at, Precision.DAY, fine=False)
-        by = ", ".join(i[:8] for i in fact.superseded_by)
+        by = ", ".join(f"fact {i[:8]}" for i in fact.superseded_by)
         marks.append(f"superseded {day} by {by}" if by else f"superseded {day}")
     if fact.forgotten_at is not None:
         marks.append(f"forgotten {_write(fact.forgotten_at, Precision.DAY, fine=False)}")

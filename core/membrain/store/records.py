@@ -11,11 +11,13 @@ Everything above speaks in :mod:`membrain.models` records, :class:`FactFilter` a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from membrain.audit import AuditAction, Cause
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
+from membrain.errors import InputError
 from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.inputs import MonotonicClock
 from membrain.listeners import RecordListener
@@ -82,6 +84,10 @@ def _payload(record: Any, **extra: Any) -> dict[str, Any]:
 
 _record_scope = record_scope
 
+MIN_ID_PREFIX = 8
+"""The fewest hex digits of an id that name a record (as context lines and tools show ids)."""
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
 _UPDATED_FACT_FIELDS = (
     "status",
     "trust",
@@ -145,6 +151,32 @@ class RecordStore(TreeRecords, AuditJournal):
             Point(id=i, payload=p, dense=d, sparse=s)
             for i, p, d, s in zip(ids, payloads, dense, sparse, strict=True)
         ]
+
+    def full_ids(self, collection: Collection, scope: Scope, ids: Sequence[str]) -> list[str]:
+        """``ids`` with each unique prefix of at least 8 hex digits replaced by the whole id.
+
+        Whole ids, and strings that are no such prefix, are kept as given (a read skips what
+        names nothing, a change reports it unknown). A prefix is found with one read: points are
+        ordered by id, so the first two from the prefix on tell whether it is unique.
+
+        Raises:
+            InputError: a prefix names several records of ``scope`` (the message names two).
+        """
+        found = []
+        for given in ids:
+            digits = given.replace("-", "").lower()
+            if not MIN_ID_PREFIX <= len(digits) < 32 or not set(digits) <= _HEX_DIGITS:
+                found.append(given)
+                continue
+            start = str(uuid.UUID(digits.ljust(32, "0")))
+            page, _ = self.backend.scroll(collection, scope, limit=2, offset=start)
+            named = [p.id for p in page if p.id.replace("-", "").startswith(digits)]
+            if len(named) > 1:
+                raise InputError(
+                    f"id {given!r} names several records ({', '.join(named)}, ...); give more of it"
+                )
+            found.append(named[0] if named else given)
+        return found
 
     # -- messages ----------------------------------------------------------------------------
     def put_messages(

@@ -1,0 +1,103 @@
+"""Ids a person can use: 8 hex digits name a fact everywhere a fact id is taken."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import membrain.cli as cli
+from membrain import InputError, Memory, NotFoundError, Scope
+from membrain.storage.base import Collection, Point
+from membrain.testing import HashingEncoder
+
+SCOPE = Scope(dataset="sara", task="chat")
+CHAT = [
+    {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15T14:01Z"},
+    {"speaker": "Sara", "text": "I live in Lisbon.", "timestamp": "2024-03-15T14:03Z"},
+    {"speaker": "Sara", "text": "I moved to Berlin.", "timestamp": "2024-05-02T09:00Z"},
+]
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[Memory]:
+    with Memory(tmp_path / "store", dense=HashingEncoder(64)) as memory:
+        memory.add(CHAT, scope=SCOPE)
+        yield memory
+
+
+def fact_about(mem: Memory, word: str) -> str:
+    (fact,) = [f for f in mem.facts(scope=SCOPE, include_inactive=True) if word in f.text]
+    return fact.id
+
+
+def test_every_call_taking_fact_ids_takes_an_8_digit_prefix(mem: Memory) -> None:
+    cat, lisbon, berlin = (fact_about(mem, w) for w in ("Miso", "Lisbon", "Berlin"))
+    assert [f.id for f in mem.facts(scope=SCOPE, ids=[cat[:8]])] == [cat]
+    assert [f.id for f in mem.facts(scope=SCOPE, ids=[cat[:13].upper()])] == [cat]  # dash, case
+    old = mem.supersede(lisbon[:8], [berlin[:8]], scope=SCOPE)
+    assert old.id == lisbon and old.superseded_by == (berlin,)
+    assert mem.history(lisbon[:8], scope=SCOPE).fact_id == lisbon
+    (disputed,) = mem.dispute([cat[:10]], scope=SCOPE).fact_ids
+    assert disputed == cat
+    assert [f.id for f in mem.confirm([cat[:8]], scope=SCOPE)] == [cat]
+    assert [f.id for f in mem.forget([cat[:8]], scope=SCOPE)] == [cat]
+    assert mem.purge([berlin[:8]], scope=SCOPE).fact_ids == (berlin,)
+
+
+def test_a_prefix_too_short_or_naming_nothing_is_not_a_fact(mem: Memory) -> None:
+    cat = fact_about(mem, "Miso")
+    assert mem.facts(scope=SCOPE, ids=[cat[:7]]) == []
+    with pytest.raises(NotFoundError, match=cat[:7]):
+        mem.forget([cat[:7]], scope=SCOPE)
+    unknown = "0" * 8 if not cat.startswith("0" * 8) else "f" * 8
+    with pytest.raises(NotFoundError, match=unknown):
+        mem.forget([unknown], scope=SCOPE)
+    other = Scope(dataset="tom", task="chat")
+    with pytest.raises(NotFoundError):  # a prefix never reaches another scope's facts
+        mem.forget([cat[:8]], scope=other)
+
+
+def test_an_ambiguous_prefix_names_its_candidates(mem: Memory) -> None:
+    twins = ["abcdef01-0000-4000-8000-000000000001", "abcdef01-9999-4000-8000-000000000002"]
+    mem.store.backend.upsert(Collection.FACTS, SCOPE, [Point(i, {"status": "x"}) for i in twins])
+    with pytest.raises(InputError, match="several") as refused:
+        mem.forget(["abcdef01"], scope=SCOPE)
+    assert not isinstance(refused.value, NotFoundError)
+    assert twins[0] in str(refused.value) and twins[1] in str(refused.value)
+    assert mem.store.full_ids(Collection.FACTS, SCOPE, ["abcdef01-9"]) == [twins[1]]
+
+
+def test_context_lines_mark_message_citations_and_fact_ids(mem: Memory) -> None:
+    lisbon, berlin = fact_about(mem, "Lisbon"), fact_about(mem, "Berlin")
+    mem.supersede(lisbon, [berlin], scope=SCOPE)
+    march = datetime(2024, 3, 20, tzinfo=UTC)
+    text = mem.context("Where did Sara live?", scope=SCOPE, valid_at=march).text
+    (line,) = [line for line in text.splitlines() if "Lisbon" in line]
+    assert f"by fact {berlin[:8]})" in line  # a fact id, said to be one
+    assert line.endswith("]") and "[msg " in line  # the evidence, said to be messages
+    assert mem.facts(scope=SCOPE, ids=[line.split("by fact ")[1][:8]])[0].id == berlin
+
+
+def test_the_cli_and_the_langchain_tool_take_the_id_they_show(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_membrain.tools import create_memory_tools
+
+    cat, lisbon = fact_about(mem, "Miso"), fact_about(mem, "Lisbon")
+    _, manage = create_memory_tools(memory=mem, scope=SCOPE)
+    updated = manage.invoke(
+        {"action": "update", "id": lisbon[:8], "content": "Sara lives in Porto now."}
+    )
+    assert f"supersedes memory {lisbon}" in updated
+    assert manage.invoke({"action": "delete", "id": cat[:8]}) == f"forgot memory {cat[:8]}"
+    mem.close()
+    monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
+    where = ("-d", "sara", "-t", "chat", "--path", str(tmp_path / "store"))
+    shown = CliRunner().invoke(cli.app, ["show", lisbon[:8], *where])
+    assert shown.exit_code == 0, shown.output
+    assert f"id: {lisbon}" in shown.stdout and "status: superseded" in shown.stdout
