@@ -7,7 +7,19 @@ extracts a scope (``Memory.extract_pending``) when
 
 - the scope's buffered tokens reach ``token_threshold``, or
 - the scope has been idle (nothing scheduled) for ``idle_seconds``, or
-- :meth:`BackgroundWriter.flush` or :meth:`BackgroundWriter.shutdown` asks for it.
+- :meth:`BackgroundWriter.flush` or :meth:`BackgroundWriter.shutdown` asks for it, or a reader
+  asks for the scope before it searches (:func:`flush_scope`; the LangGraph recall node made
+  with ``flush=True``).
+
+``idle_seconds`` (default 5, ``MEMBRAIN_WRITER_IDLE_SECONDS`` through
+:meth:`BackgroundWriter.from_settings`) is how long a question asked right after a turn may miss
+that turn's facts unless its reader flushes the scope first.
+
+Closing the memory (``Memory.close``, or leaving ``with Memory(...)``) first drains its writers:
+together they get ``drain_timeout`` seconds (default 5) to extract what they buffered, then they
+stop. What is not extracted by then stays pending (one warning is logged); the next ``add`` or
+``extract_pending`` of its scope extracts it; an extraction the close cut short fails quietly.
+Writers are known to their memory's close only weakly, so a stopped writer keeps nothing alive.
 
 Crash safety comes from the store, not from the buffer: a message is persisted as pending
 *before* it is scheduled, and extraction marks it processed only after its facts are written with
@@ -42,17 +54,32 @@ import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
+from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError, MembrainError
 from membrain.memory import Memory
 from membrain.models import Message, Scope
 from membrain.tokens import count_tokens
 
-__all__ = ["BackgroundWriter", "check_writer", "schedule_extraction"]
+__all__ = [
+    "DEFAULT_IDLE_SECONDS",
+    "DEFAULT_TOKEN_THRESHOLD",
+    "BackgroundWriter",
+    "check_writer",
+    "flush_scope",
+    "schedule_extraction",
+]
 
 log = logging.getLogger("membrain.background")
+
+DEFAULT_TOKEN_THRESHOLD = 2000
+"""Buffered tokens of a scope that start its extraction at once."""
+DEFAULT_IDLE_SECONDS = 5.0
+"""Seconds a scope stays quiet before it is extracted (``MEMBRAIN_WRITER_IDLE_SECONDS``)."""
 
 
 @dataclass(slots=True)
@@ -75,8 +102,8 @@ class BackgroundWriter:
         idle_seconds: Extract a scope once nothing was scheduled for it for this long.
 
     Use :meth:`for_memory` to share one writer per ``Memory`` in a process. The writer is
-    shut down (buffers flushed) at interpreter exit; call :meth:`shutdown` earlier, before
-    closing the memory, to control when.
+    shut down (buffers flushed) at interpreter exit, and drained and stopped when its memory
+    closes (``Memory.close(drain_timeout=...)``); call :meth:`shutdown` to choose when.
 
     Example:
         >>> writer = BackgroundWriter.for_memory(mem)  # doctest: +SKIP
@@ -84,14 +111,21 @@ class BackgroundWriter:
         >>> writer.schedule(scope, tokens=120)  # doctest: +SKIP
     """
 
-    _registry: dict[int, BackgroundWriter] = {}
+    _registry: ClassVar[dict[int, BackgroundWriter]] = {}
     _registry_lock = threading.Lock()
+    _writers_lock = threading.Lock()
+    _writers: ClassVar[weakref.WeakSet[BackgroundWriter]] = weakref.WeakSet()
+    """Every writer, held weakly: what a closing memory drains."""
+    _closed_memories: ClassVar[weakref.WeakSet[Memory]] = weakref.WeakSet()
 
     def __init__(
-        self, memory: Memory, *, token_threshold: int = 2000, idle_seconds: float = 5.0
+        self,
+        memory: Memory,
+        *,
+        token_threshold: int = DEFAULT_TOKEN_THRESHOLD,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
     ) -> None:
-        if token_threshold < 1 or idle_seconds <= 0:
-            raise ConfigurationError("token_threshold must be >= 1 and idle_seconds > 0")
+        _check_settings(token_threshold, idle_seconds)
         self._memory = memory
         self.token_threshold = token_threshold
         self.idle_seconds = idle_seconds
@@ -99,8 +133,11 @@ class BackgroundWriter:
         self._pending: dict[Scope, _Buffer] = {}
         self._started: dict[Scope, int] = {}
         self._finished: dict[Scope, int] = {}
+        self._running: Scope | None = None
         self._stopping = False
         self._closed = False
+        self._detached = False
+        """The memory closed: extract nothing more, stay quiet about a run it cut short."""
         self.runs = 0
         """Extractions run so far (successful or not)."""
         self.failures = 0
@@ -108,24 +145,68 @@ class BackgroundWriter:
         self._thread = threading.Thread(
             target=self._run, name=f"membrain-writer-{id(memory):x}", daemon=True
         )
+        with BackgroundWriter._writers_lock:
+            if memory in BackgroundWriter._closed_memories:
+                raise MembrainError("this memory is closed; open the store again")
+            BackgroundWriter._writers.add(self)
         self._thread.start()
         atexit.register(self._at_exit)
 
     # -- registry ----------------------------------------------------------------------------
     @classmethod
     def for_memory(
-        cls, memory: Memory, *, token_threshold: int = 2000, idle_seconds: float = 5.0
+        cls,
+        memory: Memory,
+        *,
+        token_threshold: int | None = None,
+        idle_seconds: float | None = None,
     ) -> BackgroundWriter:
-        """The process-wide writer of ``memory`` (created on first use, with these settings).
+        """The process-wide writer of ``memory``, created on first use.
 
-        A writer that was shut down is replaced by a new one.
+        Settings given apply to it, also when it runs already (see :meth:`configure`); ``None``
+        keeps its own (at creation :data:`DEFAULT_TOKEN_THRESHOLD` and
+        :data:`DEFAULT_IDLE_SECONDS`). A writer that was shut down is replaced by a new one.
+
+        Raises:
+            ConfigurationError: A setting out of range.
+            MembrainError: ``memory`` is closed.
         """
         with cls._registry_lock:
             writer = cls._registry.get(id(memory))
             if writer is None or writer._memory is not memory or writer._closed:
-                writer = cls(memory, token_threshold=token_threshold, idle_seconds=idle_seconds)
+                writer = cls(
+                    memory,
+                    token_threshold=(
+                        DEFAULT_TOKEN_THRESHOLD if token_threshold is None else token_threshold
+                    ),
+                    idle_seconds=DEFAULT_IDLE_SECONDS if idle_seconds is None else idle_seconds,
+                )
                 cls._registry[id(memory)] = writer
-            return writer
+                return writer
+        if token_threshold is not None or idle_seconds is not None:
+            writer.configure(token_threshold=token_threshold, idle_seconds=idle_seconds)
+        return writer
+
+    @classmethod
+    def from_settings(
+        cls, memory: Memory, settings: MembrainSettings | None = None
+    ) -> BackgroundWriter:
+        """:meth:`for_memory` with ``settings.writer_idle_seconds`` (default: ``MEMBRAIN_*``).
+
+        Example:
+            >>> writer = BackgroundWriter.from_settings(mem)  # doctest: +SKIP
+
+        Raises:
+            ConfigurationError: An invalid ``MEMBRAIN_*`` setting.
+        """
+        chosen = settings_for(settings)
+        return cls.for_memory(memory, idle_seconds=chosen.writer_idle_seconds)
+
+    @classmethod
+    def of(cls, memory: Memory) -> list[BackgroundWriter]:
+        """The writers of ``memory`` that have not stopped (not only the shared one)."""
+        with cls._writers_lock:
+            return [w for w in list(cls._writers) if w._memory is memory and w.alive]
 
     @property
     def memory(self) -> Memory:
@@ -134,8 +215,23 @@ class BackgroundWriter:
 
     @property
     def alive(self) -> bool:
-        """Whether the worker accepts work (not shut down)."""
+        """Whether the worker accepts work (not shut down, its memory not closed)."""
         return not self._closed and self._thread.is_alive()
+
+    def configure(
+        self, *, token_threshold: int | None = None, idle_seconds: float | None = None
+    ) -> None:
+        """Change the triggers (``None`` keeps one); buffered scopes are due by the new ones.
+
+        Raises:
+            ConfigurationError: A setting out of range.
+        """
+        with self._cond:
+            threshold = self.token_threshold if token_threshold is None else token_threshold
+            idle = self.idle_seconds if idle_seconds is None else idle_seconds
+            _check_settings(threshold, idle)
+            self.token_threshold, self.idle_seconds = threshold, idle
+            self._cond.notify_all()
 
     # -- API ---------------------------------------------------------------------------------
     def schedule(self, scope: Scope, tokens: int = 0) -> None:
@@ -180,33 +276,82 @@ class BackgroundWriter:
         with self._cond:
             if self._closed and not self._stopping:
                 raise MembrainError("this BackgroundWriter is shut down")
-            return self._flush_locked(scope, timeout)
+            targets = [scope] if scope is not None else list(self._pending)
+            return self._flush_locked(targets, timeout)
+
+    def flush_within(self, scope: Scope, timeout: float | None = None) -> bool:
+        """Extract now what is buffered for ``scope`` (all its sessions when it has none), and wait.
+
+        Also waits for such a scope's extraction already under way; other scopes wait their
+        turn. Returns ``True`` when every one finished, ``False`` if ``timeout`` seconds passed
+        first (the extraction goes on in the background).
+
+        Raises:
+            MembrainError: The writer was shut down, or this was called from the worker.
+        """
+        if threading.current_thread() is self._thread:
+            raise MembrainError("flush_within() cannot be called from the writer's own thread")
+        with self._cond:
+            if self._closed and not self._stopping:
+                raise MembrainError("this BackgroundWriter is shut down")
+            targets = [s for s in self._pending if _covers(scope, s)]
+            if self._running is not None and _covers(scope, self._running):
+                targets.append(self._running)
+            return self._flush_locked(targets, timeout, create=False) if targets else True
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Flush every buffered scope, then stop the worker. Idempotent.
 
-        Returns ``True`` when the worker finished within ``timeout`` seconds. Shut the writer
-        down before closing its memory.
+        Returns ``True`` when the worker finished within ``timeout`` seconds.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        own = threading.current_thread() is self._thread
         with self._cond:
             if self._closed:
                 finished = True
             else:
                 self._closed = True
-                if threading.current_thread() is self._thread:
+                if own:
                     finished = False  # the worker cannot wait for itself; it stops after this run
                 else:
                     self._stopping = True
-                    finished = self._flush_locked(None, timeout)
+                    finished = self._flush_locked(list(self._pending), timeout)
                     self._stopping = False
             self._cond.notify_all()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+        if not own:
+            self._thread.join(_remaining(deadline))
+        self._forget()
+        return finished and not self._thread.is_alive()
+
+    def _close_for_memory(self, deadline: float) -> int:
+        """Drain until ``deadline`` for a closing memory, then stop; the scopes left pending."""
+        own = threading.current_thread() is self._thread
+        with self._cond:
+            if not self._closed and not own:
+                self._closed = self._stopping = True
+                targets = list(self._pending)
+                if self._running is not None:
+                    targets.append(self._running)
+                self._flush_locked(targets, _remaining(deadline), create=False)
+                self._stopping = False
+            self._closed = self._detached = True
+            left = set(self._pending)
+            self._pending.clear()
+            self._cond.notify_all()
+        if not own:
+            self._thread.join(_remaining(deadline))
+        with self._cond:
+            if self._running is not None:
+                left.add(self._running)
+        self._forget()
+        return len(left)
+
+    def _forget(self) -> None:
+        """Leave the exit hook and the shared registry (a stopped writer is done)."""
         atexit.unregister(self._at_exit)
         with BackgroundWriter._registry_lock:
             if BackgroundWriter._registry.get(id(self._memory)) is self:
                 del BackgroundWriter._registry[id(self._memory)]
-        return finished and not self._thread.is_alive()
 
     def __enter__(self) -> BackgroundWriter:
         return self
@@ -221,13 +366,21 @@ class BackgroundWriter:
             log.exception("background writer shutdown at exit failed")
 
     # -- worker ------------------------------------------------------------------------------
-    def _flush_locked(self, scope: Scope | None, timeout: float | None) -> bool:
-        """Force extraction of ``scope`` (or all buffered scopes) and wait; lock held."""
-        targets = [scope] if scope is not None else list(self._pending)
+    def _flush_locked(
+        self, targets: Sequence[Scope], timeout: float | None, *, create: bool = True
+    ) -> bool:
+        """Force extraction of ``targets`` and wait; lock held.
+
+        A target with nothing buffered is extracted anyway when ``create``; otherwise only its
+        run under way is waited for.
+        """
         now = time.monotonic()
         marks: dict[Scope, int] = {}
         for target in targets:
             buffer = self._pending.get(target)
+            if buffer is None and not create:
+                marks[target] = self._started.get(target, 0)
+                continue
             if buffer is None:
                 buffer = self._pending[target] = _Buffer(tokens=0, last=now)
             buffer.forced = True
@@ -260,19 +413,22 @@ class BackgroundWriter:
         while True:
             with self._cond:
                 while True:
+                    if self._detached:
+                        return  # the memory closed: what is buffered stays pending in the store
                     due, wait = self._due(time.monotonic())
                     if due:
                         break
                     if self._closed and not self._stopping:
                         return
                     self._cond.wait(wait)
-                scope = due[0]
+                scope = self._running = due[0]
                 del self._pending[scope]
                 self._started[scope] = self._started.get(scope, 0) + 1
             try:
                 self._extract(scope)
             finally:
                 with self._cond:
+                    self._running = None
                     self._finished[scope] = self._finished.get(scope, 0) + 1
                     self._cond.notify_all()
 
@@ -281,12 +437,17 @@ class BackgroundWriter:
         try:
             result = self._memory.extract_pending(scope=scope)
         except Exception:
+            if self._detached:
+                log.debug("the memory closed while scope %s was extracted; it stays pending", scope)
+                return
             self.failures += 1
             log.exception(
                 "background extraction of scope %s failed; its messages stay pending", scope
             )
             return
-        if result.errors:
+        if result.errors and self._detached:
+            log.debug("the memory closed while scope %s was extracted; it stays pending", scope)
+        elif result.errors:
             self.failures += 1
             log.warning(
                 "background extraction of scope %s left %d batch(es) pending: %s",
@@ -300,34 +461,110 @@ class BackgroundWriter:
             )
 
 
+def _check_settings(token_threshold: int, idle_seconds: float) -> None:
+    if token_threshold < 1 or not idle_seconds > 0:
+        raise ConfigurationError("token_threshold must be >= 1 and idle_seconds > 0")
+
+
+def _covers(scope: Scope, other: Scope) -> bool:
+    """Whether a read of ``scope`` sees the records of ``other``."""
+    return scope.key == other.key and scope.session in (None, other.session)
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+
+def _drain(memory: Memory, timeout: float) -> None:
+    """``Memory.close`` hook: the memory's writers get ``timeout`` seconds in all, then stop."""
+    with BackgroundWriter._writers_lock:
+        BackgroundWriter._closed_memories.add(memory)
+        writers = [w for w in list(BackgroundWriter._writers) if w._memory is memory]
+    deadline = time.monotonic() + max(timeout, 0.0)
+    left = sum(writer._close_for_memory(deadline) for writer in writers)
+    if left:
+        log.warning(
+            "closing the memory: %d scope(s) not extracted within %s s stay pending; the next "
+            "add() or extract_pending() of the scope extracts them",
+            left,
+            timeout,
+        )
+
+
+if _drain not in Memory.before_close:
+    Memory.before_close.append(_drain)
+
+
 def schedule_extraction(
     memory: object,
     scope: Scope,
     messages: Sequence[Message],
     writer: BackgroundWriter | None = None,
+    *,
+    idle_seconds: float | None = None,
 ) -> None:
     """Have the messages an adapter just stored with ``extract=False`` extracted in the background.
 
     For an embedded :class:`~membrain.Memory` this schedules them on ``writer`` (default
-    :meth:`BackgroundWriter.for_memory`). A served memory
+    :meth:`BackgroundWriter.for_memory`, with ``idle_seconds`` when given). A served memory
     (:class:`~membrain.remote.RemoteMemory`) needs nothing: its server's own writer took them
     when they were stored.
     """
     if not messages or scope.is_bookkeeping:
         return
     if isinstance(memory, Memory):
-        target = writer if writer is not None else BackgroundWriter.for_memory(memory)
+        target = writer or BackgroundWriter.for_memory(memory, idle_seconds=idle_seconds)
         target.schedule(scope, tokens=sum(count_tokens(m.text) for m in messages))
 
 
-def check_writer(memory: object, writer: BackgroundWriter | None) -> None:
-    """Refuse a ``writer`` for a served memory: its server runs its own.
+def flush_scope(memory: object, scope: Scope, timeout: float) -> bool:
+    """Extract what the writers of ``memory`` buffered for ``scope`` now, waiting ``timeout`` s.
+
+    For a reader that must see the latest turns (:meth:`BackgroundWriter.flush_within` on every
+    running writer of the memory, ``timeout`` in all). Returns ``True`` when they finished,
+    ``False`` when the time ran out (the extraction goes on). A served memory's server extracts
+    on its own schedule: ``True`` at once.
+
+    Example:
+        >>> flush_scope(mem, Scope(dataset="sara", task="assistant"), 5.0)  # doctest: +SKIP
+        True
+    """
+    if not isinstance(memory, Memory):
+        return True
+    deadline = time.monotonic() + max(timeout, 0.0)
+    done = True
+    for writer in BackgroundWriter.of(memory):
+        try:
+            done = writer.flush_within(scope, _remaining(deadline)) and done
+        except MembrainError:  # it stopped meanwhile: nothing of it to wait for
+            continue
+    return done
+
+
+def check_writer(
+    memory: object, writer: BackgroundWriter | None, idle_seconds: float | None = None
+) -> None:
+    """Refuse a ``writer`` or ``idle_seconds`` for a served memory: its server runs its own.
 
     Raises:
-        ConfigurationError: ``writer`` given with a memory that is not a :class:`Memory`.
+        ConfigurationError: ``writer`` or ``idle_seconds`` given with a memory that is not a
+            :class:`Memory`, both given, or ``idle_seconds`` not positive.
     """
     if writer is not None and not isinstance(memory, Memory):
         raise ConfigurationError(
             "writer= extracts an embedded Memory; a served memory's server runs its own "
             "background writer: omit writer="
         )
+    if idle_seconds is None:
+        return
+    if not isinstance(memory, Memory):
+        raise ConfigurationError(
+            "idle_seconds= sets an embedded Memory's writer; a served memory's server runs its "
+            "own background writer: omit idle_seconds="
+        )
+    if writer is not None:
+        raise ConfigurationError(
+            "idle_seconds= sets the memory's shared writer; with writer= set it on that writer "
+            "(BackgroundWriter(memory, idle_seconds=...)) and omit idle_seconds="
+        )
+    _check_settings(DEFAULT_TOKEN_THRESHOLD, idle_seconds)

@@ -1,7 +1,7 @@
 """Settings read from the environment (``MEMBRAIN_*``) by :meth:`membrain.Memory.from_settings`.
 
 Nothing in MemBrain reads the environment at import time or in ``Memory()``; only
-``Memory.from_settings()`` does.
+``Memory.from_settings()`` and ``BackgroundWriter.from_settings()`` do.
 
 Example:
     >>> settings = MembrainSettings(path="/tmp/mem")
@@ -57,6 +57,13 @@ class MembrainSettings(BaseSettings):
     :meth:`membrain.Memory.apply_retention` erase the processed messages said longer ago than
     that, from every index and the store's files. The facts extracted from them stay and then
     cite evidence that no longer exists.
+    """
+    writer_idle_seconds: float = Field(default=5.0, gt=0)
+    """Seconds a scope stays quiet before the background writer extracts it.
+
+    Read by :meth:`membrain.background.BackgroundWriter.from_settings`
+    (``MEMBRAIN_WRITER_IDLE_SECONDS=2``). Shorter: a follow-up question finds the facts of
+    the previous turn sooner, at the cost of smaller extraction batches.
     """
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1)
     """The largest request body ``membrain serve`` reads; a larger one answers 413."""

@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from membrain.accountable import AccountableMemory, as_ids
 from membrain.audit import Cause, ReviewPolicy
@@ -234,20 +233,20 @@ class Memory(AccountableMemory):
         return self._store
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def close(self) -> None:
-        """Flush and release the store."""
+    before_close: ClassVar[list[Callable[[Memory, float], None]]] = []
+    """Called first by :meth:`close`, with ``drain_timeout`` (:mod:`membrain.background`)."""
+
+    def close(self, *, drain_timeout: float = 5.0) -> None:
+        """Drain the background writers (``drain_timeout`` s in all), then release the store."""
+        for hook in self.before_close:
+            hook(self, drain_timeout)
         release_lexical_index(self._lexical)
         self._backend.close()
 
     def __enter__(self) -> Memory:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def optimize(self) -> None:

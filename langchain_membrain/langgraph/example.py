@@ -57,6 +57,7 @@ def build_example_graph(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     max_tokens: int = 1000,
     mode: RetrievalMode | str = RetrievalMode.FAST,
+    flush: bool = False,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the example agent: ``recall`` → ``model`` → ``write``.
 
@@ -70,6 +71,8 @@ def build_example_graph(
         checkpointer: Keeps each thread's messages; default a new ``InMemorySaver``.
         max_tokens: Budget of the recalled context.
         mode: Retrieval mode of the recall.
+        flush: Have the recall extract the scope's buffered turns first (see
+            :func:`~langchain_membrain.langgraph.nodes.make_recall_node`).
     """
 
     def call_model(state: ExampleState) -> dict[str, Any]:
@@ -83,7 +86,11 @@ def build_example_graph(
     builder.add_node(
         "recall",
         make_recall_node(
-            memory=memory, scope_template=scope_template, max_tokens=max_tokens, mode=mode
+            memory=memory,
+            scope_template=scope_template,
+            max_tokens=max_tokens,
+            mode=mode,
+            flush=flush,
         ),
     )
     builder.add_node("model", call_model)

@@ -15,6 +15,11 @@ always know whose it is. A user id may be any string (:func:`membrain.binding.sc
 encodes it for storage). The user's speaker name is ``user_name`` (the writer node's argument,
 or the run's ``user_name`` value), never the user id.
 
+The writer node returns before its turn is extracted: the background writer extracts a scope
+once it was quiet for ``idle_seconds`` (default 5). Until then a recall does not see the turn,
+unless the recall node is made with ``flush=True``: it then has its scope's buffered turns
+extracted first, waiting at most ``flush_timeout`` seconds.
+
 Example:
     >>> from langgraph.graph import START, MessagesState, StateGraph
     >>> class State(MessagesState):
@@ -38,8 +43,8 @@ from typing import Any, Protocol, TypeAlias
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from membrain import MemoryLike, Message, RetrievalMode, Role, Scope
-from membrain.background import BackgroundWriter, check_writer, schedule_extraction
+from membrain import ConfigurationError, MemoryLike, Message, RetrievalMode, Role, Scope
+from membrain.background import BackgroundWriter, check_writer, flush_scope, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 from membrain.extraction.llm import langchain_text
 
@@ -196,6 +201,7 @@ def make_writer_node(
     writer: BackgroundWriter | None = None,
     user_name: UserName | None = None,
     assistant_name: str = DEFAULT_ASSISTANT_NAME,
+    idle_seconds: float | None = None,
 ) -> Node:
     """A node that stores the conversation's new messages and schedules their extraction.
 
@@ -223,12 +229,16 @@ def make_writer_node(
             (:func:`run_values`) returning it (``None`` or ``""`` falls back to the run's
             ``user_name``, then ``"User"``).
         assistant_name: Speaker name of AI messages.
+        idle_seconds: Seconds a scope stays quiet before the memory's shared writer extracts it
+            (set on ``BackgroundWriter.for_memory(memory)``); default: the writer's own
+            (5 s, or ``BackgroundWriter.from_settings``' ``MEMBRAIN_WRITER_IDLE_SECONDS``).
 
     Raises:
-        ConfigurationError: ``writer`` given for a served memory.
+        ConfigurationError: ``writer`` or ``idle_seconds`` given for a served memory, both
+            given, or ``idle_seconds`` not positive.
         ScopeError: (when the node runs) the config lacks a key the scope needs.
     """
-    check_writer(memory, writer)
+    check_writer(memory, writer, idle_seconds)
     written: dict[Scope, set[str]] = {}
     lock = threading.Lock()
 
@@ -267,7 +277,7 @@ def make_writer_node(
             )
         if records:
             memory.add(records, scope=scope, extract=False)
-            schedule_extraction(memory, scope, records, writer)
+            schedule_extraction(memory, scope, records, writer, idle_seconds=idle_seconds)
         with lock:
             seen.update(source_id for _, source_id in new)
         return {}
@@ -283,12 +293,24 @@ def make_recall_node(
     mode: RetrievalMode | str = RetrievalMode.FAST,
     key: str = "memory_context",
     across_sessions: bool = True,
+    flush: bool = False,
+    flush_timeout: float = 5.0,
 ) -> Node:
     """A node that puts a memory context for the latest human message into the state.
 
     Runs ``memory.context(<latest human message text>, max_tokens=..., mode=...)`` and returns
     ``{key: context.text}`` (``""`` when there is no human message or nothing is remembered).
     The state schema needs a ``key`` field (a ``str``).
+
+    A turn the writer node wrote is recalled once the background writer extracted it (after
+    ``idle_seconds`` of quiet). With ``flush=True`` the node first has the turns the writers of
+    an embedded memory still buffer for the recalled scope extracted
+    (:func:`membrain.background.flush_scope`: that scope only, and an extraction of it under
+    way), waiting at most ``flush_timeout`` seconds, then reads whatever is extracted. It waits
+    only while a turn of the scope is not extracted, but then for the extraction's model calls:
+    use it when a question may follow a turn at once from another thread (or in a graph without
+    a checkpointer); within a checkpointed thread the model sees the previous turn anyway. A
+    served memory's server extracts on its own schedule.
 
     Args:
         memory: Where to look (embedded or served).
@@ -299,12 +321,17 @@ def make_recall_node(
         key: State key to write the context text to.
         across_sessions: Recall from every thread of the user (the scope without its session);
             ``False`` recalls from the current thread only.
+        flush: Extract the scope's buffered turns before reading; ``False`` (the default)
+            never waits.
+        flush_timeout: Seconds the flush may wait at most (then recall goes on without it).
 
     Raises:
-        ConfigurationError: ``mode`` is not a retrieval mode.
+        ConfigurationError: ``mode`` is not a retrieval mode, or ``flush_timeout`` is negative.
         ScopeError: (when the node runs) the config lacks a key the scope needs.
     """
     mode = RetrievalMode.parse(mode)
+    if not flush_timeout >= 0:
+        raise ConfigurationError(f"flush_timeout must be >= 0 seconds, got {flush_timeout!r}")
 
     def recall_memory(
         state: Any, config: RunnableConfig, runtime: Runtime[Any] | None = None
@@ -319,6 +346,8 @@ def make_recall_node(
                 break
         if not question.strip():
             return {key: ""}
+        if flush:
+            flush_scope(memory, scope, flush_timeout)
         context = memory.context(question, scope=scope, max_tokens=max_tokens, mode=mode)
         return {key: context.text}
 

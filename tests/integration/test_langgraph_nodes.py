@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -275,6 +276,64 @@ def test_recall_node_puts_context_for_the_latest_human_message(
     only_thread = make_recall_node(memory=memory, across_sessions=False)
     assert only_thread(state, other_thread) == {"memory_context": ""}
     assert "Miso" in only_thread(state, config)["memory_context"]
+
+
+def test_recall_flushes_the_turns_of_its_scope_before_reading(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
+) -> None:
+    write = make_writer_node(memory=memory, writer=writer)  # idle 60 s: no extraction on its own
+    write({"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}, config)
+    nate: RunnableConfig = {"configurable": {**config["configurable"], "user_id": "Nate"}}
+    write({"messages": [HumanMessage("I adopted a dog named Rex.", id="n1")]}, nate)
+    follow_up = {"messages": [HumanMessage("What is my cat called?", id="h2")]}  # one turn later
+
+    unflushed = make_recall_node(memory=memory)  # flush=False by default: never waits
+    assert unflushed(follow_up, config) == {"memory_context": ""}  # the turn is still buffered
+    assert set(writer.pending()) == {scope, scope.model_copy(update={"dataset": "Nate"})}
+
+    recalled = make_recall_node(memory=memory, flush=True)(follow_up, config)
+    assert "Miso" in recalled["memory_context"]
+    assert list(writer.pending()) == [scope.model_copy(update={"dataset": "Nate"})]  # not Nate's
+    assert writer.flush(timeout=HANG_GUARD)
+
+
+def test_the_writer_node_sets_the_shared_writers_idle_delay(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
+) -> None:
+    node = make_writer_node(memory=memory, idle_seconds=45.0)
+    node({"messages": [HumanMessage("I bake bread on Sundays.", id="h1")]}, config)
+    shared = BackgroundWriter.for_memory(memory)
+    try:
+        assert shared.idle_seconds == 45.0
+        assert list(shared.pending()) == [scope]
+    finally:
+        assert shared.shutdown(timeout=HANG_GUARD)
+    with pytest.raises(ConfigurationError, match="writer="):
+        make_writer_node(memory=memory, writer=writer, idle_seconds=1.0)
+    with pytest.raises(ConfigurationError, match="idle_seconds"):
+        make_writer_node(memory=memory, idle_seconds=0)
+    with pytest.raises(ConfigurationError, match="flush_timeout"):
+        make_recall_node(memory=memory, flush_timeout=-1)
+
+
+def test_leaving_the_memory_extracts_what_the_writer_node_wrote(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store"
+    llm = ScriptedChatModel(entities=[ENTITIES], facts=[FACTS])
+    with caplog.at_level(logging.DEBUG, logger="membrain"):
+        with Memory(path=path, dense=HashingEncoder(dim=64), llm=llm) as mem:
+            write = make_writer_node(memory=mem)  # the shared writer: extracts after 5 s idle
+            write({"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}, CONFIG)
+            writer = BackgroundWriter.for_memory(mem)
+        assert not writer.alive  # closing the memory drained and stopped it
+        assert writer.shutdown(timeout=HANG_GUARD)  # its thread has ended
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
+        assert [m.status for m in mem.messages(scope=SCOPE)] == [MessageStatus.PROCESSED]
+        assert [f.text for f in mem.facts(scope=SCOPE)] == [
+            "[Sara] adopted a grey cat named [Miso]."
+        ]
 
 
 # -- example graph -----------------------------------------------------------------------------
