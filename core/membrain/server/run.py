@@ -127,7 +127,7 @@ def serve(
     writer: BackgroundWriter | None = None
     app: FastAPI | None = None
     try:
-        writer = BackgroundWriter.for_memory(memory)
+        writer = BackgroundWriter.from_settings(memory, chosen)
         app = create_app(
             memory,
             keys=keys,
