@@ -70,8 +70,8 @@ EXPECTED: dict[str, list[str]] = {
         "processed Sara      I adopted a grey cat named Miso.",
         "<membrain>",
         "- said ",
-        "Sara adopted a grey cat named Miso. [chat-1]",
-        "Sara's brother Nate runs a bakery in Lisbon. [chat-2]",
+        "Sara adopted a grey cat named Miso. [msg chat-1]",
+        "Sara's brother Nate runs a bakery in Lisbon. [msg chat-2]",
     ],
 }
 
