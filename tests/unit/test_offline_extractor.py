@@ -17,17 +17,14 @@ def _facts(text: str, speaker: str = "Sara", **extra: str) -> list[str]:
     ("text", "expected"),
     [
         ("I love pottery.", "[Sara] loves pottery."),
-        (
-            "I'm a photographer and I've got two cameras.",
-            "[Sara] is a photographer and [Sara] has got two cameras.",
-        ),
         ("My cat sleeps a lot.", "[Sara's cat] sleeps a lot."),
         ("My garden is full of tulips.", "[Sara]'s garden is full of tulips."),
         ("My mom visited me.", "[Sara's mom] visited [Sara]."),
         ("Do you still bake at your bakery?", "Do [Nate] still bake at [Nate]'s bakery?"),
         ("You're a great baker.", "[Nate] is a great baker."),
         ("I saw Taylor Swift in Paris.", "[Sara] saw [Taylor Swift] in [Paris]."),
-        ("We joined the LGBTQ center.", "We joined the [LGBTQ] center."),
+        ("We joined the LGBTQ center.", "[Sara] and others joined the [LGBTQ] center."),
+        ("You two met in Rome.", "[Nate] and a companion met in [Rome]."),
     ],
 )
 def test_rewrites_persons_and_brackets_names(text: str, expected: str) -> None:
@@ -94,3 +91,33 @@ def test_system_messages_are_not_evidence() -> None:
     batch = OfflineExtractor().extract([message], [], PARTICIPANTS)
     assert batch.facts == []
     assert [d.reason for d in batch.discarded] == ["system message, not evidence"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "I'm a photographer and I've got two cameras.",
+            ["[Sara] is a photographer.", "[Sara] has got two cameras."],
+        ),
+        (
+            "I live in Leeds and I work as a pharmacist, and the shifts are wearing me out.",
+            [
+                "[Sara] lives in [Leeds].",
+                "[Sara] works as a pharmacist, and the shifts are wearing [Sara] out.",
+            ],
+        ),
+        (
+            "I live in Lisbon and work as a teacher.",
+            ["[Sara] lives in [Lisbon].", "[Sara] works as a teacher."],
+        ),
+        ("I sold the car and got a bike.", ["[Sara] sold the car and got a bike."]),
+    ],
+)
+def test_coordinated_first_person_clauses_are_separate_facts(
+    text: str, expected: list[str]
+) -> None:
+    message = Message(id="m", speaker="Sara", text=text, timestamp="2024-03-15T14:01:00Z")
+    facts = OfflineExtractor().extract([message], [], PARTICIPANTS).facts
+    assert [f.text for f in facts] == expected
+    assert all(f.sources == ("m",) for f in facts)

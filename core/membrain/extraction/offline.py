@@ -3,14 +3,20 @@
 Rules, applied per message:
 
 * The message is split into sentences; greetings, thanks and bare reactions ("Wow, that's
-  great!") are discarded, and each discard is recorded with its reason.
+  great!") are discarded and, in a chat with an assistant, the other dialogue acts of
+  :mod:`membrain.extraction.dialogue_acts` too (questions, requests, backchannels, empathy and
+  compliments without content, the assistant's remarks not about the user); each discard is
+  recorded with its reason.
 * Determinate times are annotated ``[raw::resolved]`` by the deterministic resolver against the
   message timestamp.
 * First-person words become the speaker (``I`` -> ``[Sara]``, ``my`` -> ``[Sara]``'s); in a
-  two-party chat second-person words become the other participant. Relational possessives become
-  refs of their own (``my mom`` -> ``[Sara's mom]``).
+  two-party chat second-person words become the other participant ("you two" -> ``[Nate] and a
+  companion``). "We" names no known group offline: it becomes ``[Sara] and others``. Relational
+  possessives become refs of their own (``my mom`` -> ``[Sara's mom]``).
 * Names are bracketed: participants, capitalised names and acronyms.
-* The kept sentences form facts of at most three sentences, each citing its message. An attached
+* Coordinated first-person clauses are split ("I live in Lisbon and work as a teacher" -> two
+  facts citing the same message); the other kept sentences form facts of at most three
+  sentences, each citing its message. An attached
   image caption is evidence too and is stated as what the speaker shared.
 * A character response (SPEC §7) is split into its layers: the dialogue is treated as above;
   each ``*action*`` and each ``（thought）`` becomes a fact of its own with ``layer`` action or
@@ -24,6 +30,12 @@ from collections.abc import Sequence
 
 from membrain.extraction.base import Discard, ExtractionBatch, FactDraft, KnownFact, KnownLookup
 from membrain.extraction.character import layer_statements, parse_response
+from membrain.extraction.dialogue_acts import (
+    agent_chat,
+    chatter_reason,
+    question_statement,
+    split_clauses,
+)
 from membrain.models import Layer, Message, Role
 from membrain.temporal import annotate
 
@@ -86,6 +98,7 @@ _PERSON_RULES: tuple[tuple[str, str], ...] = (
     (r"\b[Mm]e\b", "{p}"),
 )
 _YOU_RULES: tuple[tuple[str, str], ...] = (
+    (r"\b[Yy]ou (?:two|both)\b|\bboth of you\b", "{p} and a companion"),
     (r"\b[Yy]ou(?:'|’)re\b|\b[Yy]ou are\b", "{p} is"),
     (r"\b[Yy]ou(?:'|’)ve\b|\b[Yy]ou have\b", "{p} has"),
     (r"\b[Yy]ou(?:'|’)ll\b", "{p} will"),
@@ -95,7 +108,14 @@ _YOU_RULES: tuple[tuple[str, str], ...] = (
     (r"\b[Yy]ours\b", "{p}'s"),
     (r"\b[Yy]ou\b", "{p}"),
 )
-_PERSON = tuple((re.compile(p), t) for p, t in _PERSON_RULES)
+_WE_RULES: tuple[tuple[str, str], ...] = (
+    (r"\b[Ww]e(?:'|’)re\b", "{p} and others are"),
+    (r"\b[Ww]e(?:'|’)ve\b", "{p} and others have"),
+    (r"\b[Ww]e(?:'|’)ll\b", "{p} and others will"),
+    (r"\b[Ww]e(?:'|’)d\b", "{p} and others would"),
+    (r"\b[Ww]e\b", "{p} and others"),
+)
+_PERSON = tuple((re.compile(p), t) for p, t in (*_WE_RULES, *_PERSON_RULES))
 # A subject pronoun replaced by a name takes the third person: "I love" -> "[Sara] loves".
 _THIRD_PERSON = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't"}
 _AUXILIARIES = frozenset(
@@ -170,12 +190,13 @@ class OfflineExtractor:
         """
         speakers = list(dict.fromkeys([*participants, *(m.speaker for m in (*context, *target))]))
         batch = ExtractionBatch()
+        agent = agent_chat([*context, *target], participants)
         for message in target:
-            self._extract_message(message, speakers, batch)
+            self._extract_message(message, speakers, batch, agent)
         return batch
 
     def _extract_message(
-        self, message: Message, speakers: list[str], batch: ExtractionBatch
+        self, message: Message, speakers: list[str], batch: ExtractionBatch, agent: bool
     ) -> None:
         assert message.id is not None, "messages reach the extractor with their stored ids"
         addressee = message.addressee
@@ -188,21 +209,39 @@ class OfflineExtractor:
             )
             return
         names = {message.speaker, *(speakers)}
-        kept: list[str] = []
+        groups: list[list[str]] = [[]]
         response = parse_response(message.text)
         dialogue = response.dialogue if response.has_markup else message.text
+        assistant = agent and (
+            message.role is Role.ASSISTANT or message.speaker.casefold() == "assistant"
+        )
         for sentence in _sentences(dialogue):
-            reason = _filler_reason(sentence, names)
+            statement = question_statement(sentence) if agent else None
+            if statement is not None:
+                batch.discarded.append(Discard(message.id, "question", sentence))
+                sentence = statement
+            reason = _filler_reason(sentence, names) or (
+                chatter_reason(sentence, assistant=assistant) if agent else None
+            )
             if reason:
                 batch.discarded.append(Discard(message.id, reason, sentence))
                 continue
-            kept.append(self._rewrite(sentence, message, addressee, names))
+            clauses = split_clauses(sentence)
+            if len(clauses) > 1:
+                groups.extend([self._rewrite(c, message, addressee, names)] for c in clauses)
+                groups.append([])
+                continue
+            if len(groups[-1]) == _SENTENCES_PER_FACT:
+                groups.append([])
+            groups[-1].append(self._rewrite(sentence, message, addressee, names))
         if message.caption and message.caption.strip():
             caption = message.caption.strip().rstrip(".")
-            kept.append(f"[{message.speaker}] shared an image: {caption}.")
-        for start in range(0, len(kept), _SENTENCES_PER_FACT):
-            text = " ".join(kept[start : start + _SENTENCES_PER_FACT])
-            batch.facts.append(FactDraft(text, (message.id,), message.timestamp))
+            if len(groups[-1]) == _SENTENCES_PER_FACT:
+                groups.append([])
+            groups[-1].append(f"[{message.speaker}] shared an image: {caption}.")
+        for group in groups:
+            if group:
+                batch.facts.append(FactDraft(" ".join(group), (message.id,), message.timestamp))
         if response.has_markup:
             for layer, statement in layer_statements(message.speaker, response):
                 if layer is not Layer.DIALOGUE:

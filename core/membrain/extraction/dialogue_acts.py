@@ -1,0 +1,211 @@
+"""Dialogue acts the offline extractor discards, and coordinated clauses it splits.
+
+The acts below are discarded in a chat with an assistant: a message of role ``assistant`` or a
+speaker named "User" or "Assistant" among the messages or participants (:func:`agent_chat`).
+Between named people (LoCoMo-style chats between friends) only the filler rules of the offline
+extractor apply: there a question is often what the answer follow-up of retrieval needs to find
+the reply, and a reaction ("That photo is stunning!") is often the turn a question's evidence
+names; discarding them measurably lowered LoCoMo evidence recall. In a chat with an assistant a
+sentence is chatter, not evidence, when it is
+
+* a question, a user's question about themselves too ("Should I tell my boss I'm moving?"): it
+  asks, it does not state, and the stored message keeps it as evidence. A statement before a
+  question tail is kept ("I'm lactose intolerant, any tips?" keeps "I'm lactose intolerant.");
+* an assistant's sentence about neither the user nor itself ("Planta is a great vegetarian
+  spot."): general advice and remarks are not memories of the user; restatements ("You mentioned
+  your sister is a nurse") and what a persona says of itself ("I keep my notes in a red
+  notebook.") are;
+* a request ("Tell me more!", "Let me know ...", "Rest up"): an imperative addressed to the other;
+* a greeting, thanks or backchannel ("Long time no see.", "Got it", "Will do, thx");
+* empathy or a compliment without content ("That must be demanding.", "Congrats on the move!",
+  "Biscuit sounds adorable.", "You two will have fun."): no first-person words, and an
+  evaluation of something or a wish for the other.
+
+A sentence that also carries first-person content is kept whatever it starts with ("Wow, I
+finally got the job!").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from membrain.models import Message, Role
+
+__all__ = ["agent_chat", "chatter_reason", "question_statement", "split_clauses"]
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+_FIRST_PERSON = frozenset(
+    "i i'm i've i'll i'd my me mine myself we we're we've we'll our us".split()
+)
+_SECOND_PERSON = frozenset("you you're you've you'll you'd your yours yourself".split())
+_AGENT_NAMES = frozenset({"assistant", "user"})
+_REQUEST_VERBS = frozenset(
+    """
+    tell let remind please go rest bring check try hang start pack enjoy keep imagine guess
+    look consider send show share give take stay don't dont make be have
+    """.split()
+)
+_ACK = frozenset(
+    """
+    thanks thank you thx ty though then lol haha ha ok okay always exactly lesson learned one
+    good yes yeah no really too totally sure so much that it
+    """.split()
+)
+_GREETING = re.compile(
+    r"^(?:(?:hi|hey|hello|heya|hiya|howdy|yo|hej|servus|bonsoir|bonjour|cheers|bye|goodbye)\b"
+    r"|good (?:morning|afternoon|evening|night)\b|morning\b|evening\b|long time\b"
+    r"|welcome back\b|talk soon\b|see you\b)",
+    re.IGNORECASE,
+)
+_THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|much appreciated)\b", re.IGNORECASE)
+_BACKCHANNEL = re.compile(
+    r"^(?:(?:ha)+|lol|ok(?:ay)?|yeah|yes|yep|no|nope|sure|true|same|noted|of course|i see"
+    r"|got it|will do|pretty (?:well|good)|much better|not (?:much|bad)|it did|it's fine"
+    r"|good (?:to know|idea|call|point)|makes sense|fair enough|no worries"
+    r"|not (?:yet|really)|me too|i'm (?:here|all ears|listening)|go on|go ahead|guess what"
+    r"|just kidding|quick (?:update|question)|small update|lots of news|it's me|sounds good"
+    r"|totally understandable|completely understandable|so glad to hear it)\b",
+    re.IGNORECASE,
+)
+_REACTION_START = re.compile(
+    r"^(?:(?:wow|oh|aww*|ugh|yay|haha|ooh|oh no|nice|fancy|fun|amazing|exciting)[,!.]?\s+)*"
+    r"(?:that(?:'s|’s| is| was| must| sounds| seems| looks| makes)\b|what an?\b|how \w+[!.]"
+    r"|so glad\b|glad\b|i'm sorry\b|sorry\b|poor\b|congrat|welcome to\b|welcome,)",
+    re.IGNORECASE,
+)
+_EVALUATIVE = frozenset(
+    """
+    adorable great lovely amazing stunning beautiful magical gorgeous wonderful fantastic
+    impressive exciting cool fun nice heroes hero soulful brutal exhausting frustrating
+    annoying stressful intense rough tough hard demanding thoughtful romantic special
+    incredible awesome perfect best classic character dream wise smart brave inspiring cute
+    sweet kind charming hit heals excellent listeners straight priorities bold tasty
+    delicious
+    """.split()
+)
+_EVAL_VERB = re.compile(
+    r"\b(?:sounds?|looks?|seems?)\b(?: like)?|\bmust be\b|\bis (?:such )?a\b|\bare\b|\bis\b",
+    re.IGNORECASE,
+)
+_SECOND_WISH = re.compile(
+    r"^(?:you|you two|you both|your \w+)(?: \w+)? (?:will|must|should|might|'ll|’ll)\b"
+    r"|^you(?:'|’)ll\b|^you(?:'|’)re (?:going to|gonna) love\b",
+    re.IGNORECASE,
+)
+_PLAIN = frozenset(
+    """
+    a an the and or but of to in on at for with is are was be been so such very really just
+    like that this it its as by from his her their he she they them has have his
+    """.split()
+)
+_QUESTION_WORDS = frozenset(
+    """
+    what which who whom whose how why when where do does did is are was were have has had can
+    could would will should shall may might any anything
+    """.split()
+)
+_CLAUSE = re.compile(
+    r",?\s+and\s+(?=(?:I(?:'|’)(?:m|ve|ll|d)\b|I\b|(?P<verb>[a-z]+)\b))",
+)
+_CLAUSE_VERBS = frozenset(
+    """
+    live work love like teach play have own run study volunteer bake paint cook write read
+    train collect coach manage drive ride go enjoy hate speak
+    """.split()
+)
+
+
+def agent_chat(messages: Sequence[Message], participants: Sequence[str]) -> bool:
+    """Whether the messages are a chat between a user and an assistant.
+
+    A user's message must be among them: an assistant's note on its own (a memory written through
+    a tool) is a statement to keep, not a chat.
+    """
+    names = {*participants, *(m.speaker for m in messages)}
+    assistants = {m.speaker for m in messages if m.role is Role.ASSISTANT}
+    assistants |= {n for n in names if n.casefold() == "assistant"}
+    if not assistants and not any(n.casefold() == "user" for n in names):
+        return False
+    return any(m.speaker not in assistants and m.role is Role.USER for m in messages)
+
+
+def chatter_reason(sentence: str, *, assistant: bool = False) -> str | None:
+    """Why ``sentence`` (of a chat with an assistant) is chatter; ``None`` when it states something.
+
+    Args:
+        sentence: one sentence of a message, as written.
+        assistant: the sentence is the assistant's; only what it says about the user is kept.
+    """
+    text = sentence.strip().strip("\"'“”").strip()
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(text)]
+    if not words:
+        return None
+    first_person = any(w in _FIRST_PERSON for w in words)
+    if text.rstrip(" )").endswith("?"):
+        return "question"
+    if assistant and not first_person and not any(w in _SECOND_PERSON for w in words):
+        return "the assistant's general remark, about neither the user nor itself"
+    backchannel = _BACKCHANNEL.match(text)
+    if backchannel and all(
+        w[:1].isupper() or w.casefold() in _ACK for w in _WORD.findall(text[backchannel.end() :])
+    ):
+        return "backchannel"
+    if _GREETING.match(text) and not first_person and len(words) <= 6:
+        return "greeting"
+    if _THANKS.search(text) and not first_person:
+        return "thanks"
+    stating = any(w in _FIRST_PERSON and w not in ("me", "us") for w in words)
+    if stating and not re.match(r"^i(?:'m| am) (?:sorry|so sorry|here)\b", text, re.I):
+        return None
+    if words[0] in _REQUEST_VERBS and not text.rstrip().endswith("?"):
+        return "request or advice to the other"
+    if _REACTION_START.match(text):
+        return "empathy or compliment without content"
+    if _SECOND_WISH.match(text):
+        return "wish or prediction for the other"
+    if _EVAL_VERB.search(text) and any(w in _EVALUATIVE for w in words):
+        rest = [w for w in words if w not in _EVALUATIVE and w not in _PLAIN and len(w) > 2]
+        if len(rest) <= 3:
+            return "empathy or compliment without content"
+    return None
+
+
+def split_clauses(sentence: str) -> list[str]:
+    """Coordinated first-person clauses as sentences of their own, each with the end mark.
+
+    "I live in Lisbon and work as a teacher." -> ["I live in Lisbon.", "I work as a teacher."]
+    A clause joined by "and" whose subject is not the speaker stays with the clause before it.
+    """
+    if not re.match(r"^(?:I\b|I(?:'|’)(?:m|ve|ll|d)\b)", sentence) or sentence.endswith("?"):
+        return [sentence]
+    end = sentence[-1] if sentence[-1] in ".!" else "."
+    rest = sentence.rstrip(".!")
+    clauses: list[str] = []
+    while True:
+        match = next(
+            (m for m in _CLAUSE.finditer(rest) if m.group("verb") in (None, *_CLAUSE_VERBS)),
+            None,
+        )
+        if match is None:
+            break
+        clauses.append(rest[: match.start()])
+        rest = ("I " if match.group("verb") else "") + rest[match.end() :]
+    clauses.append(rest)
+    return [c.strip().rstrip(",") + end for c in clauses if c.strip().rstrip(",")]
+
+
+def question_statement(sentence: str) -> str | None:
+    """The statement before a question tail, or ``None``.
+
+    "Also I'm lactose intolerant, any tips for calcium?" -> "Also I'm lactose intolerant."
+    """
+    if not sentence.rstrip().endswith("?"):
+        return None
+    head, sep, tail = sentence.rpartition(", ")
+    first = _WORD.findall(head)[:1]
+    if not sep or not first or first[0].casefold() in _QUESTION_WORDS:
+        return None
+    if not _WORD.findall(tail)[:1] or _WORD.findall(tail)[0].casefold() not in _QUESTION_WORDS:
+        return None
+    return head.rstrip(" ,") + "."
