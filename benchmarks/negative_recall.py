@@ -3,10 +3,11 @@
 Usage (from the repository root)::
 
     python benchmarks/negative_recall.py --data ../shared/data/locomo/locomo10_dev.json \
-        [--conversations N] [--targets 10] [--path DIR] [--json OUT] [--hashing]
+        [--conversations N] [--targets 10] [--path DIR] [--json OUT] [--hashing] [--control]
 
-(``python -m benchmarks.negative_recall ...`` runs the same.) Exit code 1 when anything leaked, or
-when an operation did not have its effect (then nothing was tested).
+(``python -m benchmarks.negative_recall ...`` runs the same.) Exit code 1 when anything leaked,
+when an operation did not have its effect (then nothing was tested), or, with ``--control``, when
+a probed cell is blind (see Control).
 
 Build. Each LoCoMo conversation is added to its own scope, ``Scope(dataset="neg-<name>",
 task="bench")``, of one store (a fresh temporary folder unless ``--path`` is given; default
@@ -40,19 +41,26 @@ variant (its longest content words, participants' names left out). A ``supersede
 queries have their time expressions removed, since a question naming a past time may rightly
 get the superseded fact back; ``as_of`` reads, which may show the past, are not probed. Before
 the operations the same queries run as a default search (``Memory.search``, mode ``expand``,
-k=10): "found before" is the share of targets one of them ranks, the evidence that a 0-leak
-result means something. After the operations, a leak is a named fact id (or, for ``purge`` and
-``delete``, a named message or its text) in what a surface returns:
+k=10): "found before" is the share of targets one of them ranks, a first sign that a 0-leak
+result means something (the control, below, checks it on every surface). After the operations,
+a leak is a named fact id (or, for ``purge`` and ``delete``, a named message or its text) in
+what a surface returns:
 
 * ``search <mode>``: ``Memory.search`` in every mode, k=50;
 * ``path <name>``: ``Memory.search(mode="deep")`` with ``exclude_paths`` leaving that path alone
-  (A, B, B2, B3, C, D; plus ``replaced`` in the main scopes, where supersessions exist); the
-  time boosts and the answer follow-up are excluded too; counted only when the path ran;
+  (A, B, B2, B3, D; the time boosts and the answer follow-up are excluded too), counted only
+  when the path ran. Path C only for targets whose named facts name an entity other than a
+  participant, and ``replaced`` only in the main scopes for targets whose named facts replaced
+  others (none, on LoCoMo): those paths return no other fact, so elsewhere their 0 would prove
+  nothing. (``replaced`` still runs as a boost in the mode searches once supersessions exist.);
 * ``context``: ``Memory.context`` (fact ids of its hits; for purge the purged text in its text);
 * ``search_messages``: only for ``purge`` and ``delete`` (the other operations keep messages by
   design);
-* ``facts()``, ``messages()``, and for purge ``history``, ``audit`` and ``entities()``:
-  listings; ``facts()`` includes inactive facts for purge and delete;
+* ``facts()``, ``messages()``, and for purge ``history`` and ``entities()``: listings;
+  ``facts()`` includes inactive facts for purge and delete; ``entities()`` only for purge
+  targets with a needle (see ``files``) from entity text, the only text it can show. The audit
+  is not probed: its events hold ids and actors, never a record's text, so no probe of it could
+  see a purged text (the file scan reads its files);
 * ``langchain retriever`` (``MembrainRetriever``: documents' ``fact_id`` and ``sources``),
   ``llamaindex retriever`` (nodes' ids and ``sources``), ``llamaindex memory block``
   (``MembrainMemoryBlock.aget``: a context line holding the target's text and citing its
@@ -63,26 +71,45 @@ result means something. After the operations, a leak is a named fact id (or, for
 * ``other dataset`` / ``other task``: ``Memory.search(mode="deep")`` on the isolation scopes
   returns only facts of that scope, never a target;
 * ``files`` (purge): after closing the store, every file under the store folder is scanned
-  (bytes; holes skipped) for each purged fact's and message's distinctive text: a substring of
-  12 to 20 letters, digits and spaces (outside entity brackets) that occurs, case-insensitively,
-  in no record kept anywhere (messages, facts of any status, entities, of every scope, the
-  deleted scope and the store items included); targets without one are skipped and counted.
-  It is searched as written and lowercased. As a control, texts of kept messages (the forget
-  targets') are searched the same way and must be found.
+  (bytes; holes skipped) for each purge target's distinctive texts ("needles"): substrings of
+  12 to 20 letters, digits and spaces of its message, its fact (outside entity brackets), and
+  the names of the entities the purge erases with its facts or the description versions they
+  taught, that occur, case-insensitively, in no record the purge keeps (messages, facts of any
+  status, entities, of every scope, the deleted scope and the store items included); targets
+  without one are skipped and counted. A needle is searched as written and lowercased. The
+  needles are chosen before the purge, against the records as the purge will leave them
+  (``erasures``); a needle still in a kept record after it is reported as a purge without its
+  effect. As a control, texts of kept messages (the forget targets') are searched the same way
+  and must be found. The needles are also what ``context``, ``search_messages``, the listings
+  and the memory block look for.
+
+Control (``--control``). Every probe above also runs with its target's operation not applied yet,
+on the same store: the non-purge targets' and the store items' right after "found before", the
+purge targets' after the other operations and just before the purge (their needles are chosen
+then), with a scan of the open store's files for their needles. Each target is then still as
+it was, so each (operation, surface) cell must see leaks; a cell the real run probed that sees
+none (or was not probed) in the control is *blind*: its 0 proves nothing. On the isolation
+scopes, which never hold a target, the control counts the target's reversed copy, the stand-in
+each holds, as what a leak there would look like. Cells that do not apply (``search_messages``
+for forget, a path that cannot return the target) are probed in neither run; a path that did not
+run in the real run shows '-' there and is not counted.
 
 Reported: tried and leaked per operation and surface (a probe is one call, or one listing, per
-target and query), the found-before share per operation, the checks that each operation had
-its effect (statuses, purge report), and the elapsed time of the build, the operations and the
-probes.
+target and query), with ``--control`` the control's tried and leaked beside them and the blind
+cells marked, the found-before share per operation, the checks that each operation had its
+effect (statuses, purge report, needles), and the elapsed time of the build, the operations and
+the probes.
 
 The code: this module parses the arguments, runs the stages and reports;
 ``negative_recall_build`` builds the store, chooses the targets and applies the operations;
 ``negative_recall_probes`` holds the surfaces, the probes and the file scan;
 ``negative_recall_targets`` the records and query texts both share.
 
-On the LoCoMo dev split (5 conversations, default encoders, 10 targets): 9,163 probes, 0 leaks,
-every target found before; 46 of the 50 purge targets had a distinctive text for the file scan.
-About 15 minutes on a busy 2-CPU machine, 11 of them probing.
+On the LoCoMo dev split (5 conversations, default encoders, 10 targets, ``--control``): 8,364
+probes, 0 leaks, every target found before; in the control 8,349 of the same probes saw their
+target and none of the 93 probed cells was blind; 49 of the 50 purge targets had a distinctive
+text for the file scan (none erased an entity, so ``entities()`` was not probed). About 20
+minutes on a busy 2-CPU machine, 9 of them the control's probes and 5 the real ones.
 """
 
 from __future__ import annotations
@@ -113,7 +140,11 @@ from benchmarks.locomo_retrieval import progress_bar  # noqa: E402
 from benchmarks.negative_recall_build import (  # noqa: E402
     apply_operations,
     build,
+    check_operations,
+    choose_needles,
+    erasures,
     kept_corpus,
+    name_targets,
     stored_texts,
 )
 from benchmarks.negative_recall_probes import (  # noqa: E402
@@ -123,6 +154,8 @@ from benchmarks.negative_recall_probes import (  # noqa: E402
     PROBE_K,
     Prober,
     Tally,
+    blind_cells,
+    cell_order,
     cited_in,
     found_before,
     needle,
@@ -131,6 +164,7 @@ from benchmarks.negative_recall_probes import (  # noqa: E402
 from benchmarks.negative_recall_targets import (  # noqa: E402
     OPERATIONS,
     ConversationSetup,
+    Target,
     keywords,
     without_times,
 )
@@ -139,6 +173,8 @@ __all__ = [
     "MODES",
     "OPERATIONS",
     "PATHS",
+    "Tally",
+    "blind_cells",
     "cited_in",
     "format_report",
     "format_table",
@@ -183,6 +219,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="HashingEncoder(64) instead of the packaged model (smoke tests only)",
     )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also run every probe before the operations: each probed surface must see leaks",
+    )
     args = parser.parse_args(argv)
     if args.conversations is not None and args.conversations < 1:
         parser.error("--conversations must be positive")
@@ -197,6 +238,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     err = Console(stderr=True)
     conversations = load_conversations(args.data)[: args.conversations]
     tally = Tally()
+    control = Tally() if args.control else None
     timings: dict[str, float] = {}
     with ExitStack() as stack:
         if args.path is None:
@@ -224,35 +266,57 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             found_before(mem, store, setups, err)
             timings["probes_before_s"] = time.perf_counter() - started
 
-            started = time.perf_counter()
-            deleted_texts = [t for s in setups for t in stored_texts(mem, s.deleted)]
-            problems: list[str] = []
             for setup in setups:
-                problems += apply_operations(mem, store, writer, setup)
-            timings["operations_s"] = time.perf_counter() - started
+                name_targets(mem, setup)
+            prober.plan(setups)
+            deleted_texts = [t for s in setups for t in stored_texts(mem, s.deleted)]
+            targets = [t for s in setups for t in s.targets]
+            purged = [t for t in targets if t.operation == "purge"]
+            timings["operations_s"] = 0.0
+            if control is not None:
+                timings["control_probes_s"] = 0.0
+                prober.tally, prober.control = control, True
+                started = time.perf_counter()
+                run_probes(prober, setups, err, "control probes", purge=False)
+                timings["control_probes_s"] += time.perf_counter() - started
 
-            kept = kept_corpus(mem, setups, deleted_texts)
-            needle_skips = 0
-            for target in (t for s in setups for t in s.targets if t.operation == "purge"):
-                found = [
-                    needle(target.message_text, kept),
-                    needle(target.text, kept, outside_brackets=True),
-                ]
-                target.needles = tuple(dict.fromkeys(n for n in found if n))
-                needle_skips += not target.needles
+            # every operation but the purge; a purged text's needle is chosen before the purge
+            started = time.perf_counter()
+            problems: list[str] = []
+            first = [op for op in OPERATIONS if op != "purge"]
+            for setup in setups:
+                problems += apply_operations(mem, store, writer, setup, first)
+            timings["operations_s"] += time.perf_counter() - started
+
+            erased = erasures(mem, purged)
+            kept = kept_corpus(mem, setups, deleted_texts, erased)
+            prober.in_entities = choose_needles(mem, purged, erased, kept)
+            needle_skips = sum(1 for t in purged if not t.needles)
+            if control is not None:
+                started = time.perf_counter()
+                run_probes(prober, setups, err, "control probes (purge)", purge=True)
+                # the store is open: what it wrote is in its files, as after closing
+                found_in, _, _ = scan_files(folder, [n for t in purged for n in t.needles])
+                record_files(control, purged, found_in)
+                timings["control_probes_s"] += time.perf_counter() - started
+                prober.tally, prober.control = tally, False
 
             started = time.perf_counter()
-            targets = [t for s in setups for t in s.targets]
-            items = [t for s in setups for t in s.store_targets]
-            with progress_bar(err) as progress:
-                task = progress.add_task("probes", total=len(targets) + len(items))
-                for setup in setups:
-                    for target in setup.targets:
-                        prober.probe(target, setup)
-                        progress.advance(task)
-                    for item in setup.store_targets:
-                        prober.probe_store(item)
-                        progress.advance(task)
+            for setup in setups:
+                problems += apply_operations(mem, store, writer, setup, ["purge"])
+            for setup in setups:
+                problems += check_operations(mem, setup)
+            timings["operations_s"] += time.perf_counter() - started
+            kept = kept_corpus(mem, setups, deleted_texts)
+            problems += [
+                f"{t.conversation}: purge target {t.fact_id}: {n!r} is still in a kept record"
+                for t in purged
+                for n in t.needles
+                if n.lower() in kept
+            ]
+
+            started = time.perf_counter()
+            run_probes(prober, setups, err, "probes")
             timings["probes_s"] = time.perf_counter() - started
         finally:
             prober.close()
@@ -261,14 +325,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             mem.close()
 
         started = time.perf_counter()
-        purged = [t for s in setups for t in s.targets if t.operation == "purge"]
         controls = [n for s in setups for text in s.controls if (n := needle(text, "")) is not None]
         needles = [n for t in purged for n in t.needles]
         found_in, files, size = scan_files(folder, [*needles, *controls])
-        for target in purged:
-            if target.needles and target.skipped is None:
-                where = sorted({f for n in target.needles for f in found_in[n]})
-                tally.record("purge", "files", bool(where), target=target.fact_id, query=str(where))
+        record_files(tally, purged, found_in)
         timings["files_s"] = time.perf_counter() - started
 
     files_report = {
@@ -280,7 +340,51 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "control_found": sum(1 for n in controls if found_in[n]),
         "control_tried": len(controls),
     }
-    return report(args, setups, tally, timings, ingest, problems, encoder, files=files_report)
+    return report(
+        args,
+        setups,
+        tally,
+        timings,
+        ingest,
+        problems,
+        encoder,
+        files=files_report,
+        control=control,
+    )
+
+
+def run_probes(
+    prober: Prober,
+    setups: Sequence[ConversationSetup],
+    err: Console,
+    label: str,
+    *,
+    purge: bool | None = None,
+) -> None:
+    """Probe every target (only purge targets, or all but them) and every store item."""
+    targets = [
+        (t, s)
+        for s in setups
+        for t in s.targets
+        if purge is None or (t.operation == "purge") == purge
+    ]
+    items = [i for s in setups for i in s.store_targets] if not purge else []
+    with progress_bar(err) as progress:
+        task = progress.add_task(label, total=len(targets) + len(items))
+        for target, setup in targets:
+            prober.probe(target, setup)
+            progress.advance(task)
+        for item in items:
+            prober.probe_store(item)
+            progress.advance(task)
+
+
+def record_files(tally: Tally, purged: Sequence[Target], found_in: dict[str, list[str]]) -> None:
+    """A ``files`` probe per purge target with needles: did a file hold one of them."""
+    for target in purged:
+        if target.needles and target.skipped is None:
+            where = sorted({f for n in target.needles for f in found_in[n]})
+            tally.record("purge", "files", bool(where), target=target.fact_id, query=str(where))
 
 
 def report(
@@ -293,6 +397,7 @@ def report(
     encoder: str,
     *,
     files: dict[str, Any],
+    control: Tally | None = None,
 ) -> dict[str, Any]:
     rows = tally.rows()
     targets = [t for s in setups for t in s.targets]
@@ -319,6 +424,16 @@ def report(
         "operations": operations,
         "operation_problems": problems,
         "files": files,
+        "control": None
+        if control is None
+        else {
+            "rows": control.rows(),
+            "total": {
+                "tried": sum(c[0] for c in control.counts.values()),
+                "leaked": sum(c[1] for c in control.counts.values()),
+            },
+            "blind": [{"operation": op, "surface": s} for op, s in blind_cells(tally, control)],
+        },
         "leaks": tally.leaks,
         "targets": [
             {
@@ -368,16 +483,32 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         ]
         lines.append("  ".join(cells).rstrip())
         if n == 0 or n == len(rows) - 1:
-            lines.append("  ".join("-" * w for w in widths))
+            lines.append("  ".join("-" * w for w in widths).rstrip())
     return "\n".join(lines)
 
 
 def format_report(report: dict[str, Any]) -> str:
-    rows = [
-        [r["operation"], r["surface"], str(r["tried"]), str(r["leaked"])] for r in report["rows"]
-    ]
-    total = report["total"]
-    rows.append(["total", "", str(total["tried"]), str(total["leaked"])])
+    control = report["control"]
+    real = {(r["operation"], r["surface"]): r for r in report["rows"]}
+    checked: dict[tuple[str, str], dict[str, Any]] = {}
+    blind: set[tuple[str, str]] = set()
+    if control is not None:
+        checked = {(r["operation"], r["surface"]): r for r in control["rows"]}
+        blind = {(b["operation"], b["surface"]) for b in control["blind"]}
+    header = ["operation", "surface", "tried", "leaked"]
+    mark = [""] if blind else []  # a column for the BLIND mark when there is one
+    if control is not None:
+        header += ["control tried", "control leaked", *mark]
+    rows = []
+    for cell in cell_order([*real, *checked]):
+        row = [*cell, *_counts(real.get(cell))]
+        if control is not None:
+            row += [*_counts(checked.get(cell)), *(["BLIND" if cell in blind else ""] * len(mark))]
+        rows.append(row)
+    total = ["total", "", str(report["total"]["tried"]), str(report["total"]["leaked"])]
+    if control is not None:
+        total += [str(control["total"]["tried"]), str(control["total"]["leaked"]), *mark]
+    rows.append(total)
     found = ", ".join(
         f"{op} {v['found_before']}/{v['targets']}"
         + (f" (store items {v['store_items_found_before']}/{v['store_items']})"
@@ -390,8 +521,9 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"Negative recall: {len(report['conversations'])} conversation(s), "
         f"{report['targets_per_operation']} targets per operation and conversation, "
-        f"encoder {report['encoder']}, probes k={report['probe_k']}",
-        format_table(["operation", "surface", "tried", "leaked"], rows),
+        f"encoder {report['encoder']}, probes k={report['probe_k']}"
+        + (", control: the same probes with the operations skipped" if control else ""),
+        format_table(header, rows),
         "",
         f"found before (default search, k={report['found_k']}): {found}",
         f"files: {files['scanned']} scanned ({files['bytes'] / 1e6:.1f} MB of data); purge "
@@ -399,9 +531,18 @@ def format_report(report: dict[str, Any]) -> str:
         f"{files['purge_targets']}; control: kept texts found {files['control_found']} of "
         f"{files['control_tried']}",
         f"elapsed: build {t['build_s']:.1f} s, probes before {t['probes_before_s']:.1f} s, "
-        f"operations {t['operations_s']:.1f} s, probes {t['probes_s']:.1f} s, "
+        + (f"control probes {t['control_probes_s']:.1f} s, " if control else "")
+        + f"operations {t['operations_s']:.1f} s, probes {t['probes_s']:.1f} s, "
         f"files {t['files_s']:.1f} s",
     ]
+    if control is not None:
+        probed = sum(1 for r in report["rows"] if r["tried"])
+        lines.append(
+            f"control: {probed - len(blind)} of {probed} probed cells saw their targets with "
+            "the operations skipped"
+            + (f"; BLIND (their 0 proves nothing): {len(blind)}" if blind else "")
+        )
+        lines += [f"  BLIND {op} / {surface}" for op, surface in cell_order(blind)]
     if skipped:
         lines.append("skipped targets: " + ", ".join(f"{k} {v}" for k, v in skipped.items()))
     if report["operation_problems"]:
@@ -416,6 +557,11 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _counts(row: dict[str, Any] | None) -> list[str]:
+    """Tried and leaked of a cell, or '-' twice when it was not probed."""
+    return ["-", "-"] if row is None else [str(row["tried"]), str(row["leaked"])]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     result = run(args)
@@ -423,6 +569,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     failed = result["total"]["leaked"] > 0 or bool(result["operation_problems"])
+    if result["control"] is not None:
+        failed |= bool(result["control"]["blind"])
     return 1 if failed else 0
 
 

@@ -1,20 +1,24 @@
 """Negative-recall build: the store, the targets, the operations and their checks.
 
 ``build`` ingests each conversation, chooses its targets and fills the deleted, isolation and
-LangGraph store scopes; ``apply_operations`` forgets, supersedes, purges, rejects and deletes,
-then checks that each operation had its effect; ``kept_corpus`` is what a purged text's needle
-must avoid. The design is described in ``benchmarks.negative_recall``.
+LangGraph store scopes; ``name_targets`` names what each operation will take away;
+``apply_operations`` forgets, supersedes, purges, rejects and deletes (all or some of them) and
+``check_operations`` checks that each had its effect; ``erasures`` foresees what the purge will
+erase, ``kept_corpus`` is what a purged text's needle must avoid and ``choose_needles`` picks
+the needles before the purge. The design is described in ``benchmarks.negative_recall``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from rich.console import Console
 
 from benchmarks.locomo_retrieval import progress_bar
+from benchmarks.negative_recall_probes import needle
 from benchmarks.negative_recall_targets import (
     OPERATIONS,
     ConversationSetup,
@@ -30,6 +34,7 @@ from membrain import Memory
 from membrain.background import BackgroundWriter
 from membrain.loaders import Conversation
 from membrain.models import Fact, FactStatus, Message, Scope, Trust
+from membrain.store.journal import without_erased
 from membrain.temporal import plain_text
 
 _MIN_WORDS = 5
@@ -223,16 +228,46 @@ def build(
 
 
 # -- operations --------------------------------------------------------------------------------
+def name_targets(mem: Memory, setup: ConversationSetup) -> None:
+    """Name what each operation will take away, before any runs: none of it may come back.
+
+    Every target names its fact; a purge also every fact derived from its source messages and
+    those messages; a delete every fact and message of the deleted scope.
+    """
+    purge = [t for t in setup.targets if t.operation == "purge"]
+    every = mem.facts(scope=setup.main, include_inactive=True) if purge else []
+    doomed_facts = {f.id for f in mem.facts(scope=setup.deleted, include_inactive=True)}
+    doomed = mem.messages(scope=setup.deleted)
+    for target in setup.targets:
+        target.fact_ids = {target.fact_id}
+        if target.operation == "purge":
+            sources = set(target.sources)
+            target.fact_ids |= {f.id for f in every if set(f.sources) & sources}
+            target.message_ids = sources
+            target.source_ids = set(target.cited)
+        elif target.operation == "delete":
+            target.fact_ids = set(doomed_facts)
+            target.message_ids = {m.id for m in doomed}
+            target.source_ids = {m.message.source_id for m in doomed if m.message.source_id}
+
+
 def apply_operations(
-    mem: Memory, store: MembrainStore, writer: BackgroundWriter, setup: ConversationSetup
+    mem: Memory,
+    store: MembrainStore,
+    writer: BackgroundWriter,
+    setup: ConversationSetup,
+    operations: Collection[str] = OPERATIONS,
 ) -> list[str]:
-    """Apply every operation to its targets; what did not have its effect (empty: all did)."""
+    """Apply ``operations`` (store items' too) to targets named by ``name_targets``.
+
+    Returns what did not have its effect that only the call tells (the purge report).
+    """
     problems: list[str] = []
     scope = setup.main
     by_op: dict[str, list[Target]] = {op: [] for op in OPERATIONS}
     for target in setup.targets:
-        by_op[target.operation].append(target)
-        target.fact_ids = {target.fact_id}
+        if target.operation in operations:
+            by_op[target.operation].append(target)
 
     forget = by_op["forget"]
     if forget:
@@ -262,12 +297,6 @@ def apply_operations(
 
     purge = by_op["purge"]
     if purge:
-        every = mem.facts(scope=scope, include_inactive=True)
-        for target in purge:
-            sources = set(target.sources)
-            target.fact_ids = {target.fact_id} | {f.id for f in every if set(f.sources) & sources}
-            target.message_ids = sources
-            target.source_ids = set(target.cited)
         result = mem.purge(
             [t.fact_id for t in purge], scope=scope, messages=True, reason=_BENCH_REASON
         )
@@ -285,21 +314,23 @@ def apply_operations(
         mem.resolve(review.id, scope=scope, accept=False, by=_REVIEWER)
 
     if by_op["delete"]:
-        doomed_facts = {f.id for f in mem.facts(scope=setup.deleted, include_inactive=True)}
-        doomed = mem.messages(scope=setup.deleted)
-        for target in by_op["delete"]:
-            target.fact_ids = set(doomed_facts)
-            target.message_ids = {m.id for m in doomed}
-            target.source_ids = {m.message.source_id for m in doomed if m.message.source_id}
         mem.delete_scope(setup.deleted)
 
     for item in setup.store_targets:
+        if item.operation not in operations:
+            continue
         if item.new_text is None:
             store.delete(item.namespace, item.key)
         else:
             store.put(item.namespace, item.key, {"text": item.new_text})
     writer.flush()
+    return problems
 
+
+def check_operations(mem: Memory, setup: ConversationSetup) -> list[str]:
+    """What did not have its effect once every operation ran (empty: all did)."""
+    problems: list[str] = []
+    scope = setup.main
     expected = {
         "forget": FactStatus.FORGOTTEN,
         "supersede": FactStatus.SUPERSEDED,
@@ -332,26 +363,101 @@ def apply_operations(
     return problems
 
 
+@dataclass
+class Erasure:
+    """What a purge of some targets will erase in one scope (as ``Memory.purge`` decides it)."""
+
+    facts: set[str] = field(default_factory=set)
+    messages: set[str] = field(default_factory=set)
+    entities: dict[str, set[str]] = field(default_factory=dict)
+    """Entities no fact but erased ones names (participants aside), with those facts."""
+
+
+def erasures(mem: Memory, purged: Sequence[Target]) -> dict[Scope, Erasure]:
+    """What purging ``purged`` (named by ``name_targets``, not purged yet) will erase."""
+    out: dict[Scope, Erasure] = {}
+    for target in purged:
+        erasure = out.setdefault(target.scope, Erasure())
+        erasure.facts |= target.fact_ids
+        erasure.messages |= target.message_ids
+    for scope, erasure in out.items():
+        naming: dict[str, set[str]] = {}
+        for fact in mem.facts(scope=scope, include_inactive=True):
+            for entity in fact.entity_ids:
+                naming.setdefault(entity, set()).add(fact.id)
+        erasure.entities = {
+            e.id: naming[e.id]
+            for e in mem.entities(scope=scope)
+            if not e.participant and naming.get(e.id) and naming[e.id] <= erasure.facts
+        }
+    return out
+
+
 def kept_corpus(
-    mem: Memory, setups: Sequence[ConversationSetup], deleted_texts: Sequence[str]
+    mem: Memory,
+    setups: Sequence[ConversationSetup],
+    deleted_texts: Sequence[str],
+    erased: dict[Scope, Erasure] | None = None,
 ) -> str:
-    """Every text still stored (and every deleted scope's), lowercase: needles must avoid it."""
+    """Every text kept (and every deleted scope's), lowercase: needles must avoid it.
+
+    ``erased``: what a purge still to come will erase, left out (see ``stored_texts``).
+    """
     texts = list(deleted_texts)
     for setup in setups:
         for scope in (setup.main, setup.other_dataset, setup.other_task, setup.store_scope):
-            texts.extend(stored_texts(mem, scope))
+            texts.extend(stored_texts(mem, scope, (erased or {}).get(scope)))
         for item in setup.store_targets:
             texts.extend(t for t in (item.old_text, item.new_text) if t)
     return "\n".join(texts).lower()
 
 
-def stored_texts(mem: Memory, scope: Scope) -> list[str]:
-    """Every text ``scope`` holds: messages, facts (any status, also plain), entities."""
+def stored_texts(mem: Memory, scope: Scope, erased: Erasure | None = None) -> list[str]:
+    """Every text ``scope`` holds: messages, facts (any status, also plain), entities.
+
+    With ``erased``, as the purge will leave it: those records left out, and entity
+    descriptions chained again without what the erased facts taught them.
+    """
+    erased = erased or Erasure()
     texts: list[str] = []
     for m in mem.messages(scope=scope):
-        texts.extend(t for t in (m.message.text, m.message.caption) if t)
+        if m.id not in erased.messages:
+            texts.extend(t for t in (m.message.text, m.message.caption) if t)
     for f in mem.facts(scope=scope, include_inactive=True):
-        texts.extend((f.text, plain_text(f.text)))
+        if f.id not in erased.facts:
+            texts.extend((f.text, plain_text(f.text)))
     for e in mem.entities(scope=scope):
-        texts.extend((e.name, *e.aliases, *(v.description for v in e.versions)))
+        if e.id not in erased.entities:
+            versions = without_erased(e.versions, erased.facts)
+            texts.extend((e.name, *e.aliases, *(v.description for v in versions)))
     return texts
+
+
+def choose_needles(
+    mem: Memory, purged: Sequence[Target], erased: dict[Scope, Erasure], kept: str
+) -> set[tuple[str, str]]:
+    """Give each purge target its needles: distinctive texts of what its purge erases.
+
+    From its message, its fact (outside entity brackets), and the entities its facts name that
+    the purge erases (name, aliases) or whose description versions it takes out. Returns the
+    targets (scope key, fact id) with a needle from entity text: only their purge can show in
+    the entities listing.
+    """
+    entities = {scope: mem.entities(scope=scope) for scope in erased}
+    in_entities: set[tuple[str, str]] = set()
+    for target in purged:
+        found = [
+            needle(target.message_text, kept),
+            needle(target.text, kept, outside_brackets=True),
+        ]
+        dropped = erased[target.scope].entities
+        texts: list[str] = []
+        for entity in entities[target.scope]:
+            if dropped.get(entity.id, set()) & target.fact_ids:
+                texts += [entity.name, *entity.aliases]
+            texts += [v.description for v in entity.versions if set(v.fact_ids) & target.fact_ids]
+        from_entities = [n for n in (needle(t, kept) for t in texts) if n]
+        if from_entities:
+            in_entities.add((target.scope.key, target.fact_id))
+        target.needles = tuple(dict.fromkeys(n for n in (*found, *from_entities) if n))
+    return in_entities

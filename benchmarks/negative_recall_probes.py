@@ -1,9 +1,10 @@
 """Probes of the negative-recall benchmark: every surface a target could come back through.
 
 ``found_before`` runs the default search before the operations; :class:`Prober` probes each
-target on every surface after them and tallies tried and leaked in a :class:`Tally`;
-``scan_files`` searches the store's files for purged texts. The surfaces are described in
-``benchmarks.negative_recall``.
+target on every surface and tallies tried and leaked in a :class:`Tally` (after the operations,
+and with ``control`` before them: then every surface must see its targets); ``blind_cells``
+compares the two tallies; ``scan_files`` searches the store's files for purged texts. The
+surfaces are described in ``benchmarks.negative_recall``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,6 @@ SURFACES = (
     "facts()",
     "messages()",
     "history",
-    "audit",
     "entities()",
     "langchain retriever",
     "llamaindex retriever",
@@ -70,7 +70,7 @@ _NEEDLE = 20
 _MIN_NEEDLE = 12
 _NEEDLE_RUN = re.compile(rf"[A-Za-z0-9 ]{{{_MIN_NEEDLE},}}")
 _BRACKETED = re.compile(r"\[[^\[\]]*\]")
-_CITATION = re.compile(r"\[([^\[\]]*)\]\s*$")
+_CITATION = re.compile(r"\[(?:msg )?([^\[\]]*)\]\s*$")
 
 
 # -- tally -------------------------------------------------------------------------------------
@@ -93,13 +93,30 @@ class Tally:
             )
 
     def rows(self) -> list[dict[str, Any]]:
-        order = {s: i for i, s in enumerate(SURFACES)}
-        keys = sorted(self.counts, key=lambda k: (OPERATIONS.index(k[0]), order.get(k[1], 99)))
         return [
             {"operation": op, "surface": s, "tried": tried, "leaked": leaked}
-            for op, s in keys
+            for op, s in cell_order(self.counts)
             for tried, leaked in [self.counts[(op, s)]]
         ]
+
+
+def cell_order(cells: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(operation, surface) cells in report order."""
+    order = {s: i for i, s in enumerate(SURFACES)}
+    return sorted(set(cells), key=lambda k: (OPERATIONS.index(k[0]), order.get(k[1], 99), k[1]))
+
+
+def blind_cells(real: Tally, control: Tally) -> list[tuple[str, str]]:
+    """Cells the real run probed that saw no leak in the control (or were not probed there).
+
+    A 0 in such a cell proves nothing: the same probes did not see the targets while the
+    operations were skipped. Cells the real run did not probe are not counted.
+    """
+    return [
+        cell
+        for cell in cell_order(real.counts)
+        if real.counts[cell][0] > 0 and control.counts.get(cell, [0, 0])[1] == 0
+    ]
 
 
 # -- leak checks -------------------------------------------------------------------------------
@@ -121,7 +138,7 @@ def needle(text: str, kept: str, *, outside_brackets: bool = False) -> str | Non
 
 
 def cited_in(line: str) -> set[str]:
-    """The ids a context line cites at its end (``[D1:3; D2:4]``)."""
+    """The ids a context line cites at its end (``[msg D1:3; D2:4]``, or without ``msg``)."""
     found = _CITATION.search(line)
     return {c.strip() for c in found.group(1).split(";")} if found else set()
 
@@ -209,12 +226,22 @@ Adapters = tuple[LangChainRetriever, LlamaIndexRetriever, MembrainMemoryBlock]
 
 
 class Prober:
-    """Runs every surface's probes for a target and tallies them."""
+    """Runs every surface's probes for a target and tallies them.
+
+    With ``control`` (the operations not applied yet) the isolation scopes count the target's
+    reversed copy, the stand-in they hold, as what a leak there would look like.
+    """
 
     def __init__(self, mem: Memory, store: MembrainStore, tally: Tally) -> None:
         self.mem = mem
         self.store = store
         self.tally = tally
+        self.control = False
+        self.paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        """The paths each target (scope key, fact id) is probed on alone: see ``plan``."""
+        self.in_entities: set[tuple[str, str]] = set()
+        """Purge targets (scope key, fact id) whose needles include entity text: the only ones
+        the entities listing is probed for (``choose_needles``)."""
         self._loop = asyncio.new_event_loop()
         self._adapters: dict[Scope, Adapters] = {}
 
@@ -232,6 +259,25 @@ class Prober:
             )
         return self._adapters[scope]
 
+    def plan(self, setups: Sequence[ConversationSetup]) -> None:
+        """Choose, before the operations, the paths each target is probed on alone.
+
+        A path alone is probed only where it can return one of the target's named facts: path
+        C returns only facts naming an entity other than a participant, ``replaced`` (in the
+        main scopes) only facts that replaced others. Elsewhere its 0 would prove nothing.
+        """
+        for setup in setups:
+            for scope in dict.fromkeys(t.scope for t in setup.targets):
+                facts = {f.id: f for f in self.mem.facts(scope=scope, include_inactive=True)}
+                others = {e.id for e in self.mem.entities(scope=scope) if not e.participant}
+                for target in (t for t in setup.targets if t.scope == scope):
+                    named = [facts[i] for i in target.fact_ids if i in facts]
+                    entity = any(set(f.entity_ids) & others for f in named)
+                    paths = [p for p in PATHS if p != "C" or entity]
+                    if scope == setup.main and any(f.supersedes for f in named):
+                        paths.append(REPLACED)
+                    self.paths[(scope.key, target.fact_id)] = tuple(paths)
+
     def probe(self, target: Target, setup: ConversationSetup) -> None:
         if target.skipped is not None:
             return
@@ -240,13 +286,12 @@ class Prober:
         def record(surface: str, leaked: bool, query: str = "") -> None:
             self.tally.record(op, surface, leaked, target=target.fact_id, query=query)
 
-        main = scope == setup.main
+        copies = {f"iso-{c}" for c in target.cited} if self.control else set()
         for query in target.queries:
             for mode in MODES:
                 found = mem.search(query, scope=scope, mode=mode, k=PROBE_K)
                 record(f"search {mode}", any(hit_leaks(h, target) for h in found), query)
-            alone = (*PATHS, REPLACED) if main else PATHS
-            for path in alone:
+            for path in self.paths[(scope.key, target.fact_id)]:
                 skip = [p for p in (*PATHS, REPLACED, *_NOT_A_PATH) if p != path]
                 found = mem.search(query, scope=scope, mode="deep", k=PROBE_K, exclude_paths=skip)
                 if path in found.paths:
@@ -290,7 +335,12 @@ class Prober:
                 found = mem.search(query, scope=other, mode="deep", k=PROBE_K)
                 record(
                     surface,
-                    any(h.fact.scope.key != other.key or hit_leaks(h, target) for h in found),
+                    any(
+                        h.fact.scope.key != other.key
+                        or hit_leaks(h, target)
+                        or any(m.source_id in copies for m in h.sources)
+                        for h in found
+                    ),
                     query,
                 )
         self._listings(target, record)
@@ -320,10 +370,9 @@ class Prober:
             any(f.id in target.fact_ids for f in history.facts)
             or any(n in history.text() for n in target.needles),
         )
-        audit = json.dumps([e.model_dump(mode="json") for e in mem.audit(scope=scope)])
-        record("audit", any(n in audit for n in target.needles))
-        entities = json.dumps([e.model_dump(mode="json") for e in mem.entities(scope=scope)])
-        record("entities()", any(n in entities for n in target.needles))
+        if (scope.key, target.fact_id) in self.in_entities:
+            listed = [e.model_dump(mode="json") for e in mem.entities(scope=scope)]
+            record("entities()", any(n in json.dumps(listed) for n in target.needles))
 
     def probe_store(self, item: StoreTarget) -> None:
         mem = self.mem

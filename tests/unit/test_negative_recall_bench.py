@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,9 +17,15 @@ from benchmarks import negative_recall as bench
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10_dev.json"
 
+TARGETS = 5
+"""Targets per operation (a few of them name an entity other than a speaker: path C's)."""
+ENCODER_BOUND = {"path C"}
+"""Path C finds entities by the dense encoder alone: with the hashing one it may miss the one or
+two targets an operation has for it, so there the control may leave it blind."""
+
 _QUERIED = {
     *(f"search {m}" for m in bench.MODES),
-    *(f"path {p}" for p in bench.PATHS),
+    *(f"path {p}" for p in bench.PATHS if p != "C"),
     "context",
     "facts()",
     "langchain retriever",
@@ -26,38 +35,43 @@ _QUERIED = {
     "other task",
 }
 EXPECTED = {
-    "forget": _QUERIED | {"path replaced"},
-    "supersede": _QUERIED | {"path replaced", "langgraph store"},
-    "purge": _QUERIED
-    | {
-        "path replaced",
-        "search_messages",
-        "messages()",
-        "history",
-        "audit",
-        "entities()",
-        "files",
-    },
-    "reject": _QUERIED | {"path replaced"},
+    "forget": _QUERIED,
+    "supersede": _QUERIED | {"langgraph store"},
+    "purge": _QUERIED | {"search_messages", "messages()", "history", "files"},
+    "reject": _QUERIED,
     "delete": _QUERIED | {"search_messages", "messages()", "langgraph store"},
 }
 """Every surface each operation must be probed on."""
+WHERE_THEY_APPLY = {"path C", "path replaced", "entities()"}
+"""Probed only for targets they can show: paths alone, the entities a purge erases."""
+
+
+@pytest.fixture(scope="module")
+def one_conversation(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
+    """One run with the control on one conversation: exit code, JSON report, printed report."""
+    if not DATA.exists():
+        pytest.skip(f"the LoCoMo dev split is not at {DATA}")
+    folder = tmp_path_factory.mktemp("negative")
+    out = folder / "negative.json"
+    argv = ["--data", str(DATA), "--conversations", "1", "--targets", str(TARGETS), "--hashing"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = bench.main([*argv, "--control", "--path", str(folder / "store"), "--json", str(out)])
+    return code, json.loads(out.read_text(encoding="utf-8")), printed.getvalue()
 
 
 def test_one_conversation_leaks_nothing_and_the_probes_can_see(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    one_conversation: tuple[int, dict[str, Any], str],
 ) -> None:
-    if not DATA.exists():
-        pytest.skip(f"the LoCoMo dev split is not at {DATA}")
-    out = tmp_path / "negative.json"
-    argv = ["--data", str(DATA), "--conversations", "1", "--targets", "3", "--hashing"]
-    code = bench.main([*argv, "--path", str(tmp_path / "store"), "--json", str(out)])
-    report = json.loads(out.read_text(encoding="utf-8"))
+    code, report, printed = one_conversation
     assert report["leaks"] == [] and report["operation_problems"] == []
-    assert code == 0
+    assert code == (1 if report["control"]["blind"] else 0)
 
     rows = {(r["operation"], r["surface"]): r for r in report["rows"]}
-    assert set(rows) == {(op, s) for op, surfaces in EXPECTED.items() for s in surfaces}
+    required = {(op, s) for op, surfaces in EXPECTED.items() for s in surfaces}
+    assert required <= set(rows)
+    assert {s for _, s in set(rows) - required} <= WHERE_THEY_APPLY
+    assert ("delete", "path C") in rows  # the deleted scope's targets name other entities
     for key, row in rows.items():
         assert set(row) == {"operation", "surface", "tried", "leaked"}
         assert row["tried"] > 0, key
@@ -67,21 +81,21 @@ def test_one_conversation_leaks_nothing_and_the_probes_can_see(
     # a 0-leak result means something only if the same probes found the targets before
     for op in bench.OPERATIONS:
         figures = report["operations"][op]
-        assert figures["targets"] == 3, op
+        assert figures["targets"] == TARGETS, op
         assert figures["found_before"] / figures["targets"] >= 0.5, op
     for op in ("supersede", "delete"):
         figures = report["operations"][op]
-        assert figures["store_items"] == 3
-        assert figures["store_items_found_before"] >= 2
+        assert figures["store_items"] == TARGETS
+        assert figures["store_items_found_before"] >= TARGETS - 1
     targets = report["targets"]
-    assert len(targets) == 3 * len(bench.OPERATIONS)
+    assert len(targets) == TARGETS * len(bench.OPERATIONS)
     assert all(isinstance(t["found_before"], bool) and t["queries"] for t in targets)
     purged = [t for t in targets if t["operation"] == "purge"]
     assert all(t["named_facts"] >= 1 and t["named_messages"] >= 1 for t in purged)
     assert all(t["named_facts"] >= 1 for t in targets if t["operation"] == "delete")
 
     files = report["files"]
-    assert files["scanned"] > 0 and files["purge_targets"] == 3
+    assert files["scanned"] > 0 and files["purge_targets"] == TARGETS
     assert files["with_distinctive_text"] == rows[("purge", "files")]["tried"]
     assert files["control_tried"] > 0 and files["control_found"] == files["control_tried"]
     assert report["conversations"] == ["conv-26"]
@@ -89,17 +103,51 @@ def test_one_conversation_leaks_nothing_and_the_probes_can_see(
     assert set(report["timings_s"]) == {
         "build_s",
         "probes_before_s",
+        "control_probes_s",
         "operations_s",
         "probes_s",
         "files_s",
     }
 
-    printed = capsys.readouterr().out
     assert "operation  surface" in printed
     assert any(
-        line.split()[:1] == ["total"] and line.split()[-1] == "0" for line in printed.splitlines()
+        line.split()[:3] == ["total", str(report["total"]["tried"]), "0"]
+        for line in printed.splitlines()
     )
     assert "found before" in printed and "elapsed: build" in printed
+
+
+def test_the_control_sees_every_probed_cell(
+    one_conversation: tuple[int, dict[str, Any], str],
+) -> None:
+    """With the operations skipped, the same probes see the targets on every surface."""
+    code, report, printed = one_conversation
+    control = report["control"]
+    real = {(r["operation"], r["surface"]): r for r in report["rows"]}
+    seen = {(r["operation"], r["surface"]): r for r in control["rows"]}
+    assert set(real) <= set(seen)
+    blind = {(b["operation"], b["surface"]) for b in control["blind"]}
+    assert blind == {key for key in real if seen[key]["leaked"] == 0}
+    for key in real:
+        assert seen[key]["leaked"] >= 1 or key[1] in ENCODER_BOUND, key
+    # path C itself can see: the deleted scope's few entities are always found
+    assert seen[("delete", "path C")]["leaked"] >= 1
+    assert report["total"]["leaked"] == 0
+    assert code == (1 if blind else 0)
+    assert "control leaked" in printed
+    assert f"{len(real) - len(blind)} of {len(real)} probed cells saw their targets" in printed
+    assert all(f"BLIND {op} / {surface}" in printed for op, surface in blind)
+
+
+def test_blind_cells_and_their_mark() -> None:
+    real, control = bench.Tally(), bench.Tally()
+    for surface in ("search fast", "path C", "facts()", "files"):
+        real.record("purge", surface, False, target="f1")
+    control.record("purge", "search fast", True, target="f1")
+    control.record("purge", "path C", False, target="f1")  # probed, saw nothing
+    control.record("purge", "facts()", True, target="f1")
+    control.record("purge", "path B3", True, target="f1")  # not probed by the real run
+    assert bench.blind_cells(real, control) == [("purge", "path C"), ("purge", "files")]
 
 
 def test_helpers() -> None:
@@ -115,6 +163,8 @@ def test_helpers() -> None:
     inside = bench.needle(fact, "", outside_brackets=True)
     assert inside is not None and inside in " went to the local " and "Smith" not in inside
     assert bench.cited_in("- said 2023-05-08: Sara went hiking. [D1:3; D2:4]") == {"D1:3", "D2:4"}
+    line = "- said 2023-05-08: Sara went [hiking]. [msg D1:3; D2:4]"
+    assert bench.cited_in(line) == {"D1:3", "D2:4"}
 
 
 def test_scan_files_skips_holes_and_finds_text(tmp_path: Path) -> None:
@@ -139,7 +189,8 @@ def test_arguments(tmp_path: Path) -> None:
         with pytest.raises(SystemExit):
             bench.parse_args(["--data", "x.json", *bad])
     args = bench.parse_args(["--data", "x.json"])
-    assert (args.targets, args.conversations, args.path, args.hashing) == (10, None, None, False)
+    assert (args.targets, args.conversations, args.path) == (10, None, None)
+    assert (args.hashing, args.control) == (False, False)
 
 
 @pytest.mark.parametrize(
@@ -158,3 +209,4 @@ def test_runs_as_script_and_as_module(command: list[str]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "--targets" in done.stdout and "--hashing" in done.stdout
+    assert "--control" in done.stdout
