@@ -124,13 +124,13 @@ class AsyncMemory:
         return self._memory
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def aclose(self) -> None:
-        """Flush and release the store."""
-        await asyncio.to_thread(self._memory.close)
+    async def aclose(self, *, drain_timeout: float = 5.0) -> None:
+        """Drain the background writers, then release the store (:meth:`Memory.close`)."""
+        await asyncio.to_thread(self._memory.close, drain_timeout=drain_timeout)
 
-    async def close(self) -> None:
-        """Flush and release the store (the same as :meth:`aclose`)."""
-        await self.aclose()
+    async def close(self, *, drain_timeout: float = 5.0) -> None:
+        """Drain the background writers, then release the store (the same as :meth:`aclose`)."""
+        await self.aclose(drain_timeout=drain_timeout)
 
     async def __aenter__(self) -> AsyncMemory:
         return self

@@ -188,7 +188,7 @@ def test_serve_takes_the_limit_from_the_settings_or_its_argument(
     monkeypatch.setattr(run, "create_app", recording)
     monkeypatch.setattr(run, "extensions", lambda memory: [])
     monkeypatch.setattr(Memory, "from_settings", lambda settings: Opened())
-    monkeypatch.setattr(BackgroundWriter, "for_memory", lambda memory: None)
+    monkeypatch.setattr(BackgroundWriter, "from_settings", lambda memory, settings=None: None)
     monkeypatch.setenv("MEMBRAIN_MAX_BODY_BYTES", "2048")
     with pytest.raises(Stop):
         run.serve(path=tmp_path / "a", port=0)

@@ -140,10 +140,10 @@ def test_exclude_paths(loaded: Memory, scope: Scope) -> None:
 def test_context_fits_the_budget_and_cites(loaded: Memory, scope: Scope) -> None:
     context = loaded.context("Tell me about Sara's cat", scope=scope, max_tokens=60)
     assert context.tokens == count_tokens(context.text) <= 60
-    assert "Miso" in context.text and "[c1]" in context.text
+    assert "Miso" in context.text and "[msg c1]" in context.text
     big = loaded.context("Tell me about Sara's cat", scope=scope, max_tokens=4000)
     assert len(big.hits) == 5 and big.tokens <= 4000
-    assert all(f"[{m['id']}]" in big.text for m in CHAT)
+    assert all(f"[msg {m['id']}]" in big.text for m in CHAT)
     tiny = loaded.context("cat", scope=scope, max_tokens=1)
     assert tiny.text == "" and tiny.tokens == 0
 
