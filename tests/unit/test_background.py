@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from writer_clock import HANG_GUARD, WorkerClock
 
 from membrain import MembrainError, Memory, Message, MessageStatus, Scope
 from membrain.background import BackgroundWriter
@@ -35,7 +36,7 @@ FACTS = json.dumps(
     }
 )
 ROOT = Path(__file__).resolve().parents[2]
-HANG_GUARD = 30.0
+
 """Seconds a test waits for something that must happen before it calls the code broken."""
 
 
@@ -148,37 +149,6 @@ def gated_memory(tmp_path_factory: pytest.TempPathFactory, gate: Gate) -> Iterat
     path = tmp_path_factory.mktemp("gated") / "store"
     with Memory(path=path, dense=HashingEncoder(dim=64), llm=llm) as mem:
         yield mem
-
-
-class WorkerClock:
-    """The writer's monotonic clock, moved only by the test.
-
-    The worker reads it each time it decides which scopes are due; :meth:`worker_decided`
-    waits for such a decision at the current time.
-    """
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._test_thread = threading.current_thread()
-        self._worker_read: float | None = None
-        self._changed = threading.Condition()
-
-    def monotonic(self) -> float:
-        with self._changed:
-            if threading.current_thread() is not self._test_thread:
-                self._worker_read = self.now
-                self._changed.notify_all()
-            return self.now
-
-    def move_to(self, moment: float) -> None:
-        with self._changed:
-            assert moment > self.now
-            self.now = moment
-
-    def worker_decided(self) -> bool:
-        """Whether the worker decided what is due at the current time (waits for it)."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self._worker_read == self.now, HANG_GUARD)
 
 
 @pytest.fixture

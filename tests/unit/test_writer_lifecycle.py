@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from writer_clock import HANG_GUARD, WorkerClock
 
 from membrain import ConfigurationError, MembrainError, Memory, MessageStatus, Scope
 from membrain.background import DEFAULT_IDLE_SECONDS, BackgroundWriter, flush_scope
@@ -24,7 +25,7 @@ from membrain.testing import HashingEncoder, ScriptedChatModel
 ENTITIES = json.dumps({"entities": ["Sara", "Miso"]})
 FACT = {"text": "[Sara] adopted a grey cat named [Miso].", "fact_ts": "2100-01-01T00:00:00Z"}
 FACTS = json.dumps({"facts": [FACT]})
-HANG_GUARD = 30.0
+
 """Seconds a test waits for something that must happen before it calls the code broken."""
 
 _counter = itertools.count()
@@ -81,32 +82,6 @@ def shared(store: Path) -> Iterator[Memory]:
 @pytest.fixture
 def scope() -> Scope:
     return Scope(dataset="sara", task=f"lifecycle-{next(_counter)}")
-
-
-class FakeClock:
-    """The writer's monotonic clock, moved only by the test."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._test_thread = threading.current_thread()
-        self._worker_read: float | None = None
-        self._changed = threading.Condition()
-
-    def monotonic(self) -> float:
-        with self._changed:
-            if threading.current_thread() is not self._test_thread:
-                self._worker_read = self.now
-                self._changed.notify_all()
-            return self.now
-
-    def move_to(self, moment: float) -> None:
-        with self._changed:
-            self.now = moment
-
-    def worker_decided(self) -> bool:
-        """Whether the worker decided what is due at the current time (waits for it)."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self._worker_read == self.now, HANG_GUARD)
 
 
 def test_closing_the_memory_drains_its_writer(
@@ -207,7 +182,7 @@ def test_flush_scope_extracts_only_the_scope_read(shared: Memory, scope: Scope) 
 def test_a_running_writer_takes_a_shorter_idle_delay(
     shared: Memory, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = FakeClock()
+    clock = WorkerClock()
     monkeypatch.setattr("membrain.background.time", SimpleNamespace(monotonic=clock.monotonic))
     writer = BackgroundWriter.for_memory(shared, idle_seconds=60)
     try:
