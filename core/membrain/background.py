@@ -262,6 +262,14 @@ class BackgroundWriter:
         with self._cond:
             return {scope: buffer.tokens for scope, buffer in self._pending.items()}
 
+    def _check_caller(self, call: str) -> None:
+        if threading.current_thread() is self._thread:
+            raise MembrainError(f"{call} cannot be called from the writer's own thread")
+
+    def _check_open(self) -> None:
+        if self._closed and not self._stopping:
+            raise MembrainError("this BackgroundWriter is shut down")
+
     def flush(self, scope: Scope | None = None, timeout: float | None = None) -> bool:
         """Extract now (every buffered scope, or ``scope`` even if nothing is buffered) and wait.
 
@@ -271,11 +279,9 @@ class BackgroundWriter:
         Raises:
             MembrainError: The writer was shut down, or flush was called from the worker.
         """
-        if threading.current_thread() is self._thread:
-            raise MembrainError("flush() cannot be called from the writer's own thread")
+        self._check_caller("flush()")
         with self._cond:
-            if self._closed and not self._stopping:
-                raise MembrainError("this BackgroundWriter is shut down")
+            self._check_open()
             targets = [scope] if scope is not None else list(self._pending)
             return self._flush_locked(targets, timeout)
 
@@ -289,11 +295,9 @@ class BackgroundWriter:
         Raises:
             MembrainError: The writer was shut down, or this was called from the worker.
         """
-        if threading.current_thread() is self._thread:
-            raise MembrainError("flush_within() cannot be called from the writer's own thread")
+        self._check_caller("flush_within()")
         with self._cond:
-            if self._closed and not self._stopping:
-                raise MembrainError("this BackgroundWriter is shut down")
+            self._check_open()
             targets = [s for s in self._pending if _covers(scope, s)]
             if self._running is not None and _covers(scope, self._running):
                 targets.append(self._running)

@@ -9,14 +9,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from writer_clock import HANG_GUARD, WorkerClock
+from writer_clock import HANG_GUARD, WorkerClock, wait_until
 
 from membrain import MembrainError, Memory, Message, MessageStatus, Scope
 from membrain.background import BackgroundWriter
@@ -60,16 +59,6 @@ def chat(n: int, start: int = 0) -> list[dict[str, str]]:
         }
         for i in range(start, start + n)
     ]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = HANG_GUARD) -> bool:
-    """Whether ``predicate`` comes true (``timeout`` only guards against a hang)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def statuses(memory: Memory, scope: Scope = SCOPE) -> Counter[MessageStatus]:

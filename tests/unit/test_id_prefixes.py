@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import membrain.cli as cli
+from langchain_membrain.tools import create_memory_tools
 from membrain import InputError, Memory, NotFoundError, Scope
 from membrain.storage.base import Collection, Point
 from membrain.testing import HashingEncoder
@@ -85,9 +86,6 @@ def test_context_lines_mark_message_citations_and_fact_ids(mem: Memory) -> None:
 def test_the_cli_and_the_langchain_tool_take_the_id_they_show(
     mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("langchain_core")
-    from langchain_membrain.tools import create_memory_tools
-
     cat, lisbon = fact_about(mem, "Miso"), fact_about(mem, "Lisbon")
     _, manage = create_memory_tools(memory=mem, scope=SCOPE)
     updated = manage.invoke(

@@ -7,15 +7,14 @@ import itertools
 import json
 import logging
 import threading
-import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from writer_clock import HANG_GUARD, WorkerClock
+from writer_clock import HANG_GUARD, WorkerClock, wait_until
 
 from membrain import ConfigurationError, MembrainError, Memory, MessageStatus, Scope
 from membrain.background import DEFAULT_IDLE_SECONDS, BackgroundWriter, flush_scope
@@ -45,16 +44,6 @@ def chat(n: int, start: int = 0) -> list[dict[str, str]]:
 
 def statuses(memory: Memory, scope: Scope) -> Counter[MessageStatus]:
     return Counter(m.status for m in memory.messages(scope=scope))
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = HANG_GUARD) -> bool:
-    """Whether ``predicate`` comes true (``timeout`` only guards against a hang)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def problems(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

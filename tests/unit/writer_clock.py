@@ -1,11 +1,23 @@
-"""A clock for background-writer tests: it stands still unless the test moves it."""
+"""Background-writer test helpers: a clock only the test moves, and a hang-guarded wait."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 HANG_GUARD = 30.0
 """Seconds a wait may take before the test fails as hung (never a speed check)."""
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = HANG_GUARD) -> bool:
+    """Whether ``predicate`` comes true (``timeout`` only guards against a hang)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
 
 
 class WorkerClock:
