@@ -31,15 +31,18 @@ def fact_id(scope: Scope, extractor: str, draft: FactDraft) -> str:
 
 
 def replacements(
-    scope: Scope, drafts: Iterable[FactDraft], *, extractor: str
+    scope: Scope, drafts: Iterable[FactDraft], *, extractor: str, perhaps: bool = False
 ) -> dict[str, list[str]]:
-    """Replaced fact id -> ids of the new facts that replace it, from the drafts' ``replaces``."""
+    """Replaced fact id -> ids of the new facts that replace it, from the drafts' ``replaces``.
+
+    With ``perhaps``, from their ``may_replace`` instead.
+    """
     found: dict[str, list[str]] = {}
     for draft in drafts:
         if not draft.text.strip():
             continue
         new = fact_id(scope, extractor, draft)
-        for old in draft.replaces:
+        for old in draft.may_replace if perhaps else draft.replaces:
             if new not in found.setdefault(old, []):
                 found[old].append(new)
     return found

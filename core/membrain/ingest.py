@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from membrain.audit import AuditAction, Cause
+from membrain.audit import AuditAction, Cause, ReviewKind
 from membrain.entities import EntityResolver
 from membrain.errors import ConflictError, ExtractionError, InputError, MembrainError
 from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
@@ -63,6 +63,8 @@ MAX_KNOWN = 24
 """Known facts shown to the extractor per batch, at most (the best matches of its messages)."""
 KNOWN_PER_MESSAGE = 3
 """Facts looked up per message: by similarity, then among the facts of each entity it names."""
+MAX_KNOWN_ABOUT = 2000
+"""Known facts given to an extractor that looks them up by entity, at most (the latest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,7 @@ class Ingestor(RecordListener):
         self._ledger = ledger
         takes_known = "known" in inspect.signature(extractor.extract).parameters
         self._known = takes_known and bool(getattr(extractor, "wants_known_facts", True))
+        self._known_by_entity = getattr(extractor, "known_facts_by", "similarity") == "entity"
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
@@ -388,12 +391,30 @@ class Ingestor(RecordListener):
         if not self._known:
             return self._extractor.extract(target, context, participants)
         extract: Callable[..., ExtractionBatch] = self._extractor.extract
+        if self._known_by_entity:
+            return extract(
+                target, context, participants, known=lambda names: self.facts_about(scope, names)
+            )
         return extract(
             target,
             context,
             participants,
             known=lambda names: self.known_facts(scope, target, names),
         )
+
+    def facts_about(self, scope: Scope, names: Sequence[str]) -> list[KnownFact]:
+        """The scope's active facts naming any of the entities ``names``, oldest first.
+
+        At most :data:`MAX_KNOWN_ABOUT`, the latest stated.
+        """
+        ids = tuple(dict.fromkeys(entity_id(scope, n) for n in names if n.strip()))
+        if not ids:
+            return []
+        facts = sorted(
+            self._store.iter_facts(scope, FactFilter(entity_ids=ids)),
+            key=lambda f: (f.stated_at, f.id),
+        )[-MAX_KNOWN_ABOUT:]
+        return [KnownFact(id=f.id, text=f.text, stated_at=f.stated_at) for f in facts]
 
     def known_facts(
         self, scope: Scope, target: Sequence[Message], names: Sequence[str] = ()
@@ -443,6 +464,21 @@ class Ingestor(RecordListener):
             where = scope if self._store.get_facts(scope, [old]) else scope.without_session()
             self._ledger.propose_supersession(
                 where, old, news, Cause(cause.actor, reason, cause.details)
+            )
+        perhaps = replacements(scope, extracted.facts, extractor=self._extractor.id, perhaps=True)
+        for old, news in perhaps.items():
+            news = [n for n in news if n in stored and n != old and old not in found]
+            if not news:
+                continue
+            reason = "the extraction found that a new fact perhaps replaces it"
+            where = scope if self._store.get_facts(scope, [old]) else scope.without_session()
+            self._ledger.request_review(
+                where,
+                ReviewKind.SUPERSESSION,
+                [old, *news],
+                Cause(cause.actor, reason, cause.details),
+                old=old,
+                new=news,
             )
         self._ledger.disputed_at_extraction(scope, facts, cause)
 

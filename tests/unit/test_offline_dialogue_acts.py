@@ -35,6 +35,9 @@ def _batch(
         ("Maya", "I see."),
         ("Maya", "Got it"),
         ("Maya", "Will do, thx"),
+        ("Maya", "Lol only if they behave."),
+        ("Maya", "Haha, he's fine."),
+        ("Maya", "Rough month."),
         ("Assistant", "That must be demanding."),
         ("Assistant", "Wow, congrats on the move!"),
         ("Assistant", "Biscuit sounds adorable."),
@@ -76,8 +79,48 @@ def test_assistant_restatements_about_the_user_stay() -> None:
     batch = _batch(
         "Hi Maya! You mentioned your sister Ana is a nurse. Did her visit go well?", "Assistant"
     )
-    assert [f.text for f in batch.facts] == ["[Maya] mentioned [Maya's sister] [Ana] is a nurse."]
+    assert [f.text for f in batch.facts] == ["[Maya's sister] [Ana] is a nurse."]
     assert {d.reason for d in batch.discarded} >= {"question"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Your hard work paid off.",
+        "Good that you're prepared.",
+        "Lentils and tofu will be your new best friends.",
+        "Salsa is fantastic exercise, and you'll be dancing at weddings in no time.",
+        "A band with your twin, how cool is that!",
+        "Good to know, I'll keep that in mind for restaurant ideas.",
+        "I can help you find allergists near your new neighborhood once you know it.",
+        "I'm glad you sound happy.",
+        "I love that.",
+    ],
+)
+def test_an_assistants_own_words_are_discarded(text: str) -> None:
+    batch = _batch(text, "Assistant")
+    assert batch.facts == []
+    assert [d.reason for d in batch.discarded] == [
+        "the assistant's own words, not something the user stated"
+    ]
+
+
+def test_an_assistant_keeps_the_actions_it_reports() -> None:
+    batch = _batch("Done! I booked a table at Nopa for tomorrow.", "Assistant")
+    assert [f.text for f in batch.facts] == [
+        "[Assistant] booked a table at [Nopa] for [tomorrow::2024-03-16]."
+    ]
+
+
+def test_a_persona_keeps_what_it_states_about_itself() -> None:
+    persona = ["Maya", "Aria"]
+    said = "I grew up in Kyoto. I'm glad you asked."
+    message = Message(
+        id="m", speaker="Aria", text=said, timestamp="2024-03-15T14:01:00Z", role=Role.ASSISTANT
+    )
+    before = Message(id="u", speaker="Maya", text="Hi.", timestamp="2024-03-15T14:00:00Z")
+    batch = OfflineExtractor().extract([message], [before], persona)
+    assert [f.text for f in batch.facts] == ["[Aria] grew up in [Kyoto]."]
 
 
 def test_questions_between_named_people_stay_facts() -> None:

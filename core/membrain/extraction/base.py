@@ -29,7 +29,8 @@ class FactDraft:
 
     ``layer`` says whether it was said, done or privately thought (SPEC §7); ``time_check`` how
     its time annotations compare with the deterministic resolver, when the extractor checked;
-    ``replaces`` the stored ids of the known facts (:class:`KnownFact`) it makes no longer true.
+    ``replaces`` the stored ids of the known facts (:class:`KnownFact`) it makes no longer true;
+    ``may_replace`` those it perhaps replaces, for a person to review.
     """
 
     text: str
@@ -38,6 +39,7 @@ class FactDraft:
     layer: Layer = Layer.DIALOGUE
     time_check: TimeCheck | None = None
     replaces: tuple[str, ...] = ()
+    may_replace: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

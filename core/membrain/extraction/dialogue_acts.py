@@ -11,10 +11,13 @@ sentence is chatter, not evidence, when it is
 * a question, a user's question about themselves too ("Should I tell my boss I'm moving?"): it
   asks, it does not state, and the stored message keeps it as evidence. A statement before a
   question tail is kept ("I'm lactose intolerant, any tips?" keeps "I'm lactose intolerant.");
-* an assistant's sentence about neither the user nor itself ("Planta is a great vegetarian
-  spot."): general advice and remarks are not memories of the user; restatements ("You mentioned
-  your sister is a nurse") and what a persona says of itself ("I keep my notes in a red
-  notebook.") are;
+* an assistant's own words (:func:`assistant_reason`): advice, remarks, empathy, offers ("I can
+  help you find one"), whatever it says to the user ("Your hard work paid off."). Memories of the
+  user come from what the user states; an assistant's sentence is kept only when it restates
+  the user ("You mentioned your sister is a nurse", stored as what it restates:
+  :func:`restatement`), reports an action it took ("I booked a table for Friday"), or is a
+  persona's statement about itself ("I keep my notes in a red notebook.": a character, not a
+  generic assistant, see :data:`GENERIC_ASSISTANTS`);
 * a request ("Tell me more!", "Let me know ...", "Rest up"): an imperative addressed to the other;
 * a greeting, thanks or backchannel ("Long time no see.", "Got it", "Will do, thx");
 * empathy or a compliment without content ("That must be demanding.", "Congrats on the move!",
@@ -32,13 +35,23 @@ from collections.abc import Sequence
 
 from membrain.models import Message, Role
 
-__all__ = ["agent_chat", "chatter_reason", "question_statement", "split_clauses"]
+__all__ = [
+    "GENERIC_ASSISTANTS",
+    "agent_chat",
+    "assistant_reason",
+    "chatter_reason",
+    "question_statement",
+    "restatement",
+    "split_clauses",
+]
+
+GENERIC_ASSISTANTS = frozenset({"assistant", "ai", "bot", "chatbot", "ai assistant", "agent"})
+"""Speaker names of an assistant that is not a character: nothing it says of itself is kept."""
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _FIRST_PERSON = frozenset(
     "i i'm i've i'll i'd my me mine myself we we're we've we'll our us".split()
 )
-_SECOND_PERSON = frozenset("you you're you've you'll you'd your yours yourself".split())
 _AGENT_NAMES = frozenset({"assistant", "user"})
 _REQUEST_VERBS = frozenset(
     """
@@ -58,6 +71,7 @@ _GREETING = re.compile(
     r"|welcome back\b|talk soon\b|see you\b)",
     re.IGNORECASE,
 )
+_LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+|lol|lmao|jk|nah|nope|oh well)\b[,!.]*\s*", re.I)
 _THANKS = re.compile(r"\b(?:thanks|thank you|thx|ty|much appreciated)\b", re.IGNORECASE)
 _BACKCHANNEL = re.compile(
     r"^(?:(?:ha)+|lol|ok(?:ay)?|yeah|yes|yep|no|nope|sure|true|same|noted|of course|i see"
@@ -130,12 +144,11 @@ def agent_chat(messages: Sequence[Message], participants: Sequence[str]) -> bool
     return any(m.speaker not in assistants and m.role is Role.USER for m in messages)
 
 
-def chatter_reason(sentence: str, *, assistant: bool = False) -> str | None:
+def chatter_reason(sentence: str) -> str | None:
     """Why ``sentence`` (of a chat with an assistant) is chatter; ``None`` when it states something.
 
-    Args:
-        sentence: one sentence of a message, as written.
-        assistant: the sentence is the assistant's; only what it says about the user is kept.
+    An assistant's sentence is first passed through :func:`restatement` and
+    :func:`assistant_reason`.
     """
     text = sentence.strip().strip("\"'“”").strip()
     words = [w.casefold().replace("’", "'") for w in _WORD.findall(text)]
@@ -144,13 +157,17 @@ def chatter_reason(sentence: str, *, assistant: bool = False) -> str | None:
     first_person = any(w in _FIRST_PERSON for w in words)
     if text.rstrip(" )").endswith("?"):
         return "question"
-    if assistant and not first_person and not any(w in _SECOND_PERSON for w in words):
-        return "the assistant's general remark, about neither the user nor itself"
     backchannel = _BACKCHANNEL.match(text)
     if backchannel and all(
         w[:1].isupper() or w.casefold() in _ACK for w in _WORD.findall(text[backchannel.end() :])
     ):
         return "backchannel"
+    names = [w for w in _WORD.findall(text)[1:] if w[:1].isupper() and w != "I"]
+    laugh = _LAUGH.match(text)
+    if laugh and not first_person and not names and len(_WORD.findall(text[laugh.end() :])) <= 4:
+        return "reaction without content"
+    if len(words) <= 2 and not first_person and not names and not re.search(r"\d", text):
+        return "reaction without content"
     if _GREETING.match(text) and not first_person and len(words) <= 6:
         return "greeting"
     if _THANKS.search(text) and not first_person:
@@ -169,6 +186,56 @@ def chatter_reason(sentence: str, *, assistant: bool = False) -> str | None:
         if len(rest) <= 3:
             return "empathy or compliment without content"
     return None
+
+
+_RESTATEMENT = re.compile(
+    r"^(?:(?:as|like) )?you(?:'ve|’ve| have| had)? (?:mentioned|said|told me|noted|shared|wrote"
+    r"|brought up)(?: (?:earlier|before|last time|once))?,?(?: that)?\s+",
+    re.IGNORECASE,
+)
+_ACTION = re.compile(
+    r"^(?:[\w’']+[,!]\s+)*i(?:'ve|’ve| have)?(?: just| already)? (?:booked|scheduled|set up|set"
+    r"|added|ordered|sent|created|saved|cancel(?:l)?ed|moved|reserved|updated|paid|emailed"
+    r"|called|noted down|logged|renewed|rescheduled)\b",
+    re.IGNORECASE,
+)
+_SELF_TALK = re.compile(
+    r"\bi(?:'m|’m| am)? (?:so |really |very )?(?:glad|happy|sorry|thrilled|delighted|here"
+    r"|listening|all ears|curious)\b"
+    r"|\bi(?: can| could| will| would|'ll|’ll|'d|’d) (?:help|keep|remember|look|find|suggest"
+    r"|recommend|note|be happy|be glad|love|let|make sure|check|bet)\b"
+    r"|\bi (?:love|like|hope|think|bet|guess|wish|believe|agree|understand|see|know)\b",
+    re.IGNORECASE,
+)
+
+
+def restatement(sentence: str) -> str | None:
+    """What an assistant's sentence restates of the user, or ``None``.
+
+    "You mentioned your sister Ana is a nurse." -> "your sister Ana is a nurse."
+    """
+    match = _RESTATEMENT.match(sentence.strip())
+    if match is None or not sentence[match.end() :].strip():
+        return None
+    rest = sentence.strip()[match.end() :]
+    return rest[:1].upper() + rest[1:]
+
+
+def assistant_reason(sentence: str, *, persona: bool) -> str | None:
+    """Why an assistant's sentence (not a restatement) is not kept; ``None`` when it is.
+
+    Kept: an action the assistant reports ("I booked your table for Friday."), and, for a
+    ``persona`` (a character, not a generic assistant), what it states about itself that is not
+    conversation ("I grew up in Kyoto." is kept, "I'm glad you called." is not).
+    """
+    text = sentence.strip().strip("\"'“”").strip()
+    if _ACTION.match(text) and not text.endswith("?"):
+        return None
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(text)]
+    stating = any(w in _FIRST_PERSON and w not in ("me", "us") for w in words)
+    if persona and stating and not _SELF_TALK.search(text) and not text.endswith("?"):
+        return None
+    return "the assistant's own words, not something the user stated"
 
 
 def split_clauses(sentence: str) -> list[str]:

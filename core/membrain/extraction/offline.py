@@ -27,13 +27,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
+from membrain.extraction import attributes
 from membrain.extraction.base import Discard, ExtractionBatch, FactDraft, KnownFact, KnownLookup
 from membrain.extraction.character import layer_statements, parse_response
 from membrain.extraction.dialogue_acts import (
+    GENERIC_ASSISTANTS,
     agent_chat,
+    assistant_reason,
     chatter_reason,
     question_statement,
+    restatement,
     split_clauses,
 )
 from membrain.models import Layer, Message, Role
@@ -168,8 +173,8 @@ class OfflineExtractor:
         '[Sara] adopted a cat [yesterday::2024-03-14]!'
     """
 
-    wants_known_facts = False
-    """The rules never replace a known fact: the write path need not look any up."""
+    known_facts_by = "entity"
+    """Known facts are looked up by the subjects of the attributes a batch states, all of them."""
 
     @property
     def id(self) -> str:
@@ -185,14 +190,17 @@ class OfflineExtractor:
     ) -> ExtractionBatch:
         """Facts for every message of ``target``; ``context`` only informs who is addressed.
 
-        ``known`` is accepted for the :class:`~membrain.extraction.base.Extractor` protocol and
-        ignored: the offline extractor never marks a fact as replacing another.
+        A fact stating a single-valued attribute (:mod:`membrain.extraction.attributes`)
+        replaces the ``known`` facts that state another value of it for the same subject;
+        when the match is uncertain it only names them in ``may_replace``, for review.
+        ``known`` is looked up, when it is a function, only for a batch stating one.
         """
         speakers = list(dict.fromkeys([*participants, *(m.speaker for m in (*context, *target))]))
         batch = ExtractionBatch()
         agent = agent_chat([*context, *target], participants)
         for message in target:
             self._extract_message(message, speakers, batch, agent)
+        batch.facts[:] = _with_replacements(batch.facts, known)
         return batch
 
     def _extract_message(
@@ -220,8 +228,16 @@ class OfflineExtractor:
             if statement is not None:
                 batch.discarded.append(Discard(message.id, "question", sentence))
                 sentence = statement
+            if assistant and not sentence.rstrip().endswith("?"):
+                restated = restatement(sentence)
+                persona = message.speaker.casefold() not in GENERIC_ASSISTANTS
+                reason = None if restated else assistant_reason(sentence, persona=persona)
+                if reason:
+                    batch.discarded.append(Discard(message.id, reason, sentence))
+                    continue
+                sentence = restated or sentence
             reason = _filler_reason(sentence, names) or (
-                chatter_reason(sentence, assistant=assistant) if agent else None
+                chatter_reason(sentence) if agent else None
             )
             if reason:
                 batch.discarded.append(Discard(message.id, reason, sentence))
@@ -258,6 +274,22 @@ class OfflineExtractor:
             text = _possessives(text, _YOUR, addressee)
             text = _persons(text, _YOU, addressee)
         return _bracket_names(text, names)
+
+
+def _with_replacements(
+    drafts: list[FactDraft], known: Sequence[KnownFact] | KnownLookup
+) -> list[FactDraft]:
+    """``drafts`` with the known facts each one replaces (see :func:`attributes.replaced`)."""
+    subjects = {c.subject for d in drafts for c in attributes.claims(d.text)}
+    if not subjects:
+        return drafts
+    facts = known(sorted(subjects)) if callable(known) else known
+    pairs = [(k.id, k.text, k.stated_at) for k in facts]
+    out = []
+    for draft in drafts:
+        found = attributes.replaced(draft.text, draft.stated_at, pairs)
+        out.append(replace(draft, replaces=found.certain, may_replace=found.uncertain))
+    return out
 
 
 def _sentences(text: str) -> list[str]:

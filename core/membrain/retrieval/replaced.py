@@ -2,9 +2,14 @@
 
 "Where does Sara live?" matches "Sara lives in Lisbon" best, word for word; once "Sara moved to
 Berlin" superseded it, the Lisbon fact is out of current beliefs and the Berlin fact may share
-no word with the question. This path ranks the scope's superseded facts against the question
-(BM25 and dense, best rank of the two) and returns, at each one's rank, the current facts that
-replaced it, following chains (A replaced by B, B by C gives C).
+no word with the question. This path ranks the scope's current and superseded facts together
+against the question (BM25 and dense, best rank of the two) and returns, at the rank of each
+superseded one, the current facts that replaced it, following chains (A replaced by B, B by C
+gives C). Ranked among current facts, a superseded fact brings its replacement only as high as
+it would itself rank: "What dog does Maya have?" does not lift Maya's new diet because her old
+one is the only superseded fact in the scope. Only a superseded fact among the first
+:data:`MATCH_TOP` of either ranking counts: it must be what the question asks about, not
+merely the closest of the few superseded facts.
 
 It runs only for searches of current beliefs, when the scope has superseded facts (see
 :meth:`membrain.retrieval.search.Searcher.plan`).
@@ -20,6 +25,8 @@ from membrain.store import FactFilter
 
 __all__ = ["ReplacedPath"]
 
+MATCH_TOP = 3
+"""How high a superseded fact must rank among all facts to bring its replacement."""
 _CHAIN = 8
 """Supersession links followed at most from a matched fact to a current one."""
 
@@ -31,7 +38,7 @@ class ReplacedPath:
 
     def run(self, ctx: SearchContext) -> list[Ranked]:
         """The replacements, ranked by their replaced fact's best rank."""
-        where = FactFilter(status=FactStatus.SUPERSEDED)
+        where = FactFilter(status=(FactStatus.ACTIVE, FactStatus.SUPERSEDED))
         vector = ctx.dense_vector(question_dense_text(ctx.question, ctx.participants))
         sparse = ctx.store.sparse.embed_query(ctx.question)
         lists = [
@@ -40,7 +47,9 @@ class ReplacedPath:
         ]
         best: dict[str, tuple[int, Fact]] = {}
         for found in lists:
-            for rank, hit in enumerate(found):
+            for rank, hit in enumerate(found[:MATCH_TOP]):
+                if hit.fact.status is not FactStatus.SUPERSEDED:
+                    continue
                 if hit.id not in best or best[hit.id][0] > rank:
                     best[hit.id] = (rank, hit.fact)
         matched = sorted(best.values(), key=lambda pair: (pair[0], pair[1].id))

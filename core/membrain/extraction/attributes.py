@@ -1,0 +1,310 @@
+"""Single-valued attributes of a person, read from fact texts with no LLM.
+
+A person lives in one place, works for one employer, holds one occupation, has one partner,
+follows one diet, drives one car and carries one phone at a time: a new statement of one of
+these (:data:`SINGLE_VALUED`) makes an earlier, different one no longer true. :func:`claims`
+reads what a fact states of them; :func:`replaced` decides which earlier facts a new fact
+replaces, for sure or only perhaps (then a person should review it).
+
+A claim is read only from an affirmative statement about a named subject: nothing is read from
+a question, a negation ("Sara doesn't live in Leeds") or a hypothetical or future ("Sara might
+move to Porto", "Sara will move to Porto", "if Sara moved ..."). A subject is the name right
+before the verb ("Maya's sister Ana is a nurse" is about Ana); "Sara and others" (the offline
+reading of "we") is about Sara. Values are compared by their words: the same words restate,
+shared words (Deloitte, Deloitte Digital) are uncertain, no shared word is a change.
+
+Example:
+    >>> [(c.subject, c.attribute, c.value) for c in claims("[Maya] moved to [Vancouver].")]
+    [('maya', 'residence', 'vancouver')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from membrain.temporal import plain_text
+
+__all__ = ["SINGLE_VALUED", "Claim", "Replacement", "claims", "replaced"]
+
+SINGLE_VALUED = ("residence", "employer", "occupation", "partner", "diet", "car", "phone")
+"""The attributes a person holds one value of at a time."""
+
+ANY = "*"
+"""The value of an ending claim that names no value ("Sara quit her job")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a fact states of one single-valued attribute of one subject."""
+
+    subject: str
+    """The subject's name, case-folded."""
+    attribute: str
+    """One of :data:`SINGLE_VALUED`."""
+    value: str
+    """The value, case-folded, articles dropped; :data:`ANY` for an end naming none."""
+    ends: bool = False
+    """The statement ends the value ("quit keto", "sold the Audi") instead of stating one."""
+    strong: bool = True
+    """Said outright ("drives a Civic"); ``False`` when only implied ("Sara's Civic")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """Known facts a new fact replaces: ``certain`` ones, and ``uncertain`` ones to review."""
+
+    certain: tuple[str, ...] = ()
+    uncertain: tuple[str, ...] = ()
+
+
+_NAME = r"[A-Z][\w'’&.-]*(?: (?:&|de|of|the) [A-Z][\w'’.-]*| [A-Z][\w'’&.-]*)*"
+_LEAD = frozenset(
+    "also and but now so then oh anyway because plus still just well yes guess big huge news "
+    "update okay ok actually btw meanwhile finally".split()
+)
+_SUBJECT = rf"(?P<s>{_NAME})(?: and (?:others|a companion))?,?"
+_ADV = r"(?: (?:now|just|finally|recently|officially|also|still|already|actually|since))*"
+_VALUE = rf"(?:the )?(?P<v>{_NAME})"
+_DEVICE = (
+    r"(?:an? |the |(?:his|her|their) |[A-Z]\w*'s )?(?:new |old |used |shiny )?"
+    r"(?P<v>[A-Za-z][\w-]*(?: [A-Z0-9][\w-]*)*)"
+)
+_ROLE = r"(?P<v>[a-z][\w-]*(?: [a-z][\w-]*){0,3}?)"
+_OCCUPATIONS = frozenset(
+    """
+    accountant actor actress analyst architect artist assistant attorney baker barista
+    bartender biologist builder butcher carpenter cashier cellist chef chemist cleaner clerk
+    coach consultant cook counsel counsellor counselor dancer dentist designer developer
+    director doctor driver economist editor electrician engineer farmer firefighter
+    freelancer gardener guide hairdresser historian instructor journalist judge lawyer
+    lecturer librarian manager mechanic midwife musician nanny nurse officer paramedic
+    pharmacist photographer physician physiotherapist pianist pilot plumber poet policeman
+    politician professor programmer psychologist researcher scientist secretary singer
+    student surgeon tailor teacher technician therapist translator tutor veterinarian vet
+    violinist waiter waitress writer
+    """.split()
+)
+_OCCUPATION_WORDS = "|".join(sorted(_OCCUPATIONS))
+_DIETS = (
+    r"vegan|vegetarian|pescatarian|pescetarian|keto|paleo|carnivore|flexitarian|gluten-free"
+    r"|dairy-free|low-carb|whole30|raw vegan|plant-based"
+)
+_CAR_MAKES = frozenset(
+    """
+    tesla ford toyota honda volkswagen vw bmw audi mercedes mercedes-benz kia hyundai nissan
+    mazda subaru volvo fiat renault peugeot skoda jeep chevrolet chevy porsche mini polestar
+    rivian lexus prius civic corolla fiesta golf jaguar citroen citroën dacia seat opel suzuki
+    mitsubishi byd lamborghini ferrari cadillac dodge
+    """.split()
+)
+_PHONE_MAKES = frozenset(
+    """
+    iphone galaxy pixel nokia fairphone oneplus xiaomi motorola moto huawei samsung xperia oppo
+    blackberry redmi
+    """.split()
+)
+_PARTNERS = r"girlfriend|boyfriend|partner|husband|wife|fianc[ée]e?|spouse"
+_NEGATION = re.compile(
+    r"(?i:\b(?:not|never|no longer|might|maybe|perhaps|could|would|should|if|whether|unless"
+    r"|considering|thinking|consider|wants?|wanted|hopes?|hoping|dreams?|wish(?:es)?|plans?"
+    r"|planning|going to|gonna|will|about to|someday|one day|instead of)\b"
+    r"|n't\b|n’t\b|'ll\b|’ll\b|'d\b|’d\b)|\bmay\b"
+)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_CARRIED_VERB = re.compile(
+    r"\s+and\s+(?=(?:got|bought|moved|joined|started|switched|became|works|lives|drives)\b)"
+)
+_FIRST_SUBJECT = re.compile(rf"(?:^|[:,]\s+)(?P<s>{_NAME})(?: and others)? [a-z]")
+
+
+def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
+    """(attribute, ends, strong, pattern) for every reading."""
+    s, a, v, role = _SUBJECT, _ADV, _VALUE, _OCCUPATION_WORDS
+    jobs = "job|firm|company|pharmacy|hospital|practice|agency|office|restaurant|bistro|startup"
+    split = "broke up|split up|split|separated|divorced"
+    model = r"(?:[A-Za-z][\w-]*(?: [A-Z0-9][\w-]*)*)"
+    # fmt: off
+    table: list[tuple[str, bool, bool, str]] = [
+        ("residence", False, True,
+         rf"{s}{a} (?:lives?|is living|are living|resides?) in (?:an? [a-z -]{{0,30}}? in )?{v}"),
+        ("residence", False, True,
+         rf"{s}{a} (?:has |have |had )?(?:just |finally |recently |now |also )*"
+         rf"(?:moved|relocated) (?:back )?to {v}"),
+        ("residence", False, True, rf"{s}{a} (?:is|are){a} (?:settled|based) in {v}"),
+        ("employer", False, True,
+         rf"{s}{a} (?:works?|is working) (?:as [a-z -]{{1,40}} )?(?:at|for) {v}"),
+        ("employer", False, True,
+         rf"{s}{a} (?:got hired|was hired|has been hired|got a job|started working"
+         rf"|started a job|joined|is joining)(?: as [a-z -]{{1,40}}?)? (?:at |with |by )?"
+         rf"(?:an? [a-z -]{{1,30}}? (?:called|named) )?{v}"),
+        ("employer", False, True,
+         rf"{s}{a} (?:is|are){a} (?:an? |the )?(?:[\w-]+ ){{0,3}}(?:{role})s? (?:at|for|with) {v}"),
+        ("employer", False, True, rf"{s}{a} teach(?:es)? [a-z ]{{1,30}} at {v}"),
+        ("employer", True, True, rf"{s}{a} (?:left|quit) {v}"),
+        ("employer", True, True,
+         rf"{s}{a} (?:left|quit) (?P<v>(?:the|her|his|their) (?:{jobs}|school))\b"),
+        ("occupation", False, True,
+         rf"{s}{a} (?:works?|is working|got hired|was hired|started working"
+         rf"|joined [^.,]{{1,40}}?) as (?:an? |the )?{_ROLE}(?= at| for| in|,|\.|!|$| and)"),
+        ("occupation", False, True,
+         rf"{s}{a} (?:is|are){a} (?:an? |the )?"
+         rf"(?P<v>(?:(?!as |working )[\w-]+ ){{0,3}}?(?:{role}))\b"),
+        ("occupation", True, True,
+         rf"{s}{a} (?:quit|left|gave up|stopped) "
+         rf"(?P<v>teaching|nursing|(?:the|her|his|their) (?:{jobs}|school))\b"),
+        ("partner", False, False, rf"(?P<s>{_NAME})(?:'s|’s) (?:{_PARTNERS}),? {v}"),
+        ("partner", False, True,
+         rf"{s}{a} (?:is|are|has been|have been){a} (?:seeing|dating|engaged to|married to"
+         rf"|in a relationship with) {v}"),
+        ("partner", False, True,
+         rf"{s}{a} (?:has |have )?(?:started|began) (?:dating|seeing) "
+         rf"(?:someone(?: new)?, (?:his|her|their) name is )?{v}"),
+        ("partner", True, True, rf"{v} and (?P<s>{_NAME}) (?:{split})"),
+        ("partner", True, True, rf"(?P<s>{_NAME}) and {v} (?:{split})"),
+        ("partner", True, True, rf"{s}{a} (?:broke up|split up|separated) (?:with|from) {v}"),
+        ("diet", False, True,
+         rf"{s}{a} (?:is|are|went|has gone|became|has become){a} (?:fully |strictly |mostly )?"
+         rf"(?:an? )?(?P<v>{_DIETS})\b"),
+        ("diet", False, True,
+         rf"{s}{a} (?:is on|are on|started|has been doing|is doing|does|follows|switched to"
+         rf"|went) (?:a |the )?(?P<v>{_DIETS})\b"),
+        ("diet", True, True,
+         rf"{s}{a} (?:quit|stopped|gave up|dropped|came off|went off) (?:the |being )?"
+         rf"(?P<v>{_DIETS})\b"),
+        ("vehicle", False, True,
+         rf"{s}{a} (?:drives?|is driving|got|bought|has|owns?|leased|switched to) {_DEVICE}"),
+        ("vehicle", False, True,
+         rf"{s}{a} replaced (?:the |her |his |their )?{model} with {_DEVICE}"),
+        ("vehicle", False, False,
+         rf"(?P<s>{_NAME})(?:'s|’s) (?:new |old |used )?(?P<v>{model})"),
+        ("vehicle", True, True,
+         rf"{s}{a} (?:sold|got rid of|crashed|totalled|totaled|wrote off|replaced|traded in"
+         rf"|gave away|lost) {_DEVICE}"),
+    ]
+    # fmt: on
+    return tuple((attr, ends, strong, re.compile(p)) for attr, ends, strong, p in table)
+
+
+_RULES = _rules()
+
+
+def claims(text: str) -> list[Claim]:
+    """The single-valued attributes a fact text (SPEC format or plain) states."""
+    found: dict[tuple[str, str, str, bool], Claim] = {}
+    for clause in _clauses(plain_text(text)):
+        for claim in _clause_claims(clause):
+            key = (claim.subject, claim.attribute, claim.value, claim.ends)
+            if key not in found or claim.strong:
+                found[key] = claim
+    return list(found.values())
+
+
+def _clauses(text: str) -> Iterator[str]:
+    """The statements of ``text``, a verb joined by "and" given its subject again."""
+    for sentence in _SENTENCE.split(text.strip()):
+        sentence = sentence.strip()
+        if not sentence or sentence.endswith("?"):
+            continue
+        first = _FIRST_SUBJECT.search(sentence)
+        if first is not None:
+            carried = " and " + _subject(first.group("s")).title().replace("\\", "") + " "
+            sentence = _CARRIED_VERB.sub(lambda _, by=carried: by, sentence)
+        yield sentence
+
+
+def _clause_claims(clause: str) -> Iterator[Claim]:
+    for attribute, ends, strong, pattern in _RULES:
+        for match in pattern.finditer(clause):
+            start = max(clause.rfind(",", 0, match.start()), clause.rfind(":", 0, match.start()))
+            if _NEGATION.search(clause[start + 1 : match.end()]):
+                continue
+            subject = _subject(match.group("s"))
+            value = _value(match.group("v"))
+            if not subject or not value:
+                continue
+            if attribute == "vehicle":
+                kind = _device(value)
+                if kind is None:
+                    continue
+                attribute_of = kind
+            else:
+                attribute_of = attribute
+            if (
+                ends
+                and attribute in ("employer", "occupation")
+                and not match.group("v")[:1].isupper()
+            ):
+                value = ANY
+            yield Claim(subject, attribute_of, value, ends, strong)
+
+
+def _subject(name: str) -> str:
+    words = name.split()
+    while words and words[0].casefold() in _LEAD:
+        words.pop(0)
+    return " ".join(words).casefold()
+
+
+def _value(raw: str) -> str:
+    words = [w for w in raw.replace("’", "'").split() if w.casefold() not in ("a", "an", "the")]
+    return " ".join(words).casefold().strip(".,!;:")
+
+
+def _device(value: str) -> str | None:
+    first = value.split()[0]
+    if first in _CAR_MAKES:
+        return "car"
+    if first in _PHONE_MAKES:
+        return "phone"
+    return None
+
+
+def replaced(
+    text: str, stated_at: datetime, known: Sequence[tuple[str, str, datetime]]
+) -> Replacement:
+    """Which ``known`` facts (id, text, stated at) the new fact ``text`` replaces.
+
+    Only facts stated before ``stated_at`` are replaced. Certain: a strong claim of a value with
+    no word in common with the known one, or the end of the known value. Uncertain: values that
+    share some words, or a claim only implied ("Sara's Civic").
+    """
+    news = claims(text)
+    if not news:
+        return Replacement()
+    certain: dict[str, None] = {}
+    uncertain: dict[str, None] = {}
+    for fact_id, known_text, known_at in known:
+        if known_at >= stated_at:
+            continue
+        olds = [c for c in claims(known_text) if not c.ends]
+        verdicts = [_verdict(new, olds) for new in news]
+        if "same" in verdicts:
+            continue
+        if "certain" in verdicts:
+            certain[fact_id] = None
+        elif "uncertain" in verdicts:
+            uncertain[fact_id] = None
+    return Replacement(tuple(certain), tuple(uncertain))
+
+
+def _verdict(new: Claim, olds: Sequence[Claim]) -> str | None:
+    relevant = [o for o in olds if (o.subject, o.attribute) == (new.subject, new.attribute)]
+    if not relevant:
+        return None
+    if not new.ends and any(o.value == new.value for o in relevant):
+        return "same"
+    verdict = None
+    for old in relevant:
+        shared = set(old.value.split()) & set(new.value.split())
+        if new.ends:
+            if new.value == ANY or shared:
+                return "certain" if new.strong else "uncertain"
+            continue
+        if shared:
+            verdict = "uncertain"
+        elif verdict is None:
+            verdict = "certain" if new.strong else "uncertain"
+    return verdict
