@@ -32,6 +32,8 @@ __all__ = ["SINGLE_VALUED", "Claim", "Replacement", "claims", "replaced"]
 SINGLE_VALUED = ("residence", "employer", "occupation", "partner", "diet", "car", "phone")
 """The attributes a person holds one value of at a time."""
 
+MAX_UNREAD = 3
+"""Content words a known fact may hold beyond its claims and still be superseded for sure."""
 ANY = "*"
 """The value of an ending claim that names no value ("Sara quit her job")."""
 
@@ -113,6 +115,15 @@ _NEGATION = re.compile(
     r"|planning|going to|gonna|will|about to|someday|one day|instead of)\b"
     r"|n't\b|n’t\b|'ll\b|’ll\b|'d\b|’d\b)|\bmay\b"
 )
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_FILLER = frozenset(
+    """
+    a an the and or but so of to in on at by for with from as is are was were be been am has
+    have had do does did it its it's this that these those there here he she they him her his
+    their them i me my we us our you your also just now still really very too then oh well
+    others other again since though
+    """.split()
+)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _CARRIED_VERB = re.compile(
     r"\s+and\s+(?=(?:got|bought|moved|joined|started|switched|became|works|lives|drives)\b)"
@@ -193,13 +204,22 @@ _RULES = _rules()
 
 def claims(text: str) -> list[Claim]:
     """The single-valued attributes a fact text (SPEC format or plain) states."""
+    return _read(text)[0]
+
+
+def _read(text: str) -> tuple[list[Claim], int]:
+    """The claims of ``text``, and how many of its content words they leave unread."""
     found: dict[tuple[str, str, str, bool], Claim] = {}
-    for clause in _clauses(plain_text(text)):
-        for claim in _clause_claims(clause):
+    plain = plain_text(text)
+    read: set[str] = set()
+    for clause in _clauses(plain):
+        for claim, said in _clause_claims(clause):
+            read.update(w.casefold() for w in _WORD.findall(said))
             key = (claim.subject, claim.attribute, claim.value, claim.ends)
             if key not in found or claim.strong:
                 found[key] = claim
-    return list(found.values())
+    words = {w.casefold() for w in _WORD.findall(plain)} - _FILLER
+    return list(found.values()), len(words - read)
 
 
 def _clauses(text: str) -> Iterator[str]:
@@ -215,7 +235,7 @@ def _clauses(text: str) -> Iterator[str]:
         yield sentence
 
 
-def _clause_claims(clause: str) -> Iterator[Claim]:
+def _clause_claims(clause: str) -> Iterator[tuple[Claim, str]]:
     for attribute, ends, strong, pattern in _RULES:
         for match in pattern.finditer(clause):
             start = max(clause.rfind(",", 0, match.start()), clause.rfind(":", 0, match.start()))
@@ -238,7 +258,7 @@ def _clause_claims(clause: str) -> Iterator[Claim]:
                 and not match.group("v")[:1].isupper()
             ):
                 value = ANY
-            yield Claim(subject, attribute_of, value, ends, strong)
+            yield Claim(subject, attribute_of, value, ends, strong), match.group(0)
 
 
 def _subject(name: str) -> str:
@@ -269,7 +289,10 @@ def replaced(
 
     Only facts stated before ``stated_at`` are replaced. Certain: a strong claim of a value with
     no word in common with the known one, or the end of the known value. Uncertain: values that
-    share some words, or a claim only implied ("Sara's Civic").
+    share some words, a claim only implied ("Sara's Civic"), or a known fact that says more
+    than its claims (more than :data:`MAX_UNREAD` other words: "[Lucia] lives in [Seattle] with
+    her husband [Diego] and our daughter [Inés]"), which superseding would take out of current
+    beliefs with the rest.
     """
     news = claims(text)
     if not news:
@@ -279,13 +302,14 @@ def replaced(
     for fact_id, known_text, known_at in known:
         if known_at >= stated_at:
             continue
-        olds = [c for c in claims(known_text) if not c.ends]
+        read, unread = _read(known_text)
+        olds = [c for c in read if not c.ends]
         verdicts = [_verdict(new, olds) for new in news]
         if "same" in verdicts:
             continue
-        if "certain" in verdicts:
+        if "certain" in verdicts and unread <= MAX_UNREAD:
             certain[fact_id] = None
-        elif "uncertain" in verdicts:
+        elif "certain" in verdicts or "uncertain" in verdicts:
             uncertain[fact_id] = None
     return Replacement(tuple(certain), tuple(uncertain))
 

@@ -87,9 +87,13 @@ _NOT_NAMES = frozenset(
     """
     I I'm I've I'll I'd OK Ok Okay Hi Hey Hello Yes No Yeah Wow Oh Thanks Thank Congrats
     Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April
-    May June July August September October November December Mr Mrs Ms Dr
+    May June July August September October November December Mr Mrs Ms Dr Also And But So
+    Then Now Plus Still Just Anyway Because The A An Poor Guess Big Huge Well Even Maybe
+    Actually Sometimes Always Today Tonight Tomorrow Yesterday Ugh Yay Lol Haha Sadly Luckily
+    Finally Honestly Btw Meanwhile
     """.split()
 )
+_CONNECTORS = frozenset({"the", "of", "de", "and", "&"})
 
 # First and second person: (pattern, replacement template); {p} is the bracketed person.
 _PERSON_RULES: tuple[tuple[str, str], ...] = (
@@ -139,6 +143,17 @@ _VERBS = frozenset(
     know see try enjoy miss remember use wish teach volunteer bake paint cook write read
     study watch believe guess mean agree prefer adore hate own keep visit help spend
     practice train collect start dream am don't
+    """.split()
+)
+_NOT_BASE = frozenset(
+    """
+    can could will would shall should may might must was were am is are be been being had
+    got went took made saw met ate ran did said told found gave came became began bought
+    brought caught felt kept left lost paid put read sent sold spent stood taught thought
+    understood won wrote broke chose drove flew forgot grew knew rode rose sang spoke swam
+    threw woke wore hurt quit cut let set shut split hit heard fell held led meant slept
+    built and or but too a an the to of in on at for with about not never myself alone
+    personally either neither both only
     """.split()
 )
 _YOU = tuple((re.compile(p), t) for p, t in _YOU_RULES)
@@ -198,13 +213,19 @@ class OfflineExtractor:
         speakers = list(dict.fromkeys([*participants, *(m.speaker for m in (*context, *target))]))
         batch = ExtractionBatch()
         agent = agent_chat([*context, *target], participants)
+        seen = _names_seen([*context, *target])
         for message in target:
-            self._extract_message(message, speakers, batch, agent)
+            self._extract_message(message, speakers, batch, agent, seen)
         batch.facts[:] = _with_replacements(batch.facts, known)
         return batch
 
     def _extract_message(
-        self, message: Message, speakers: list[str], batch: ExtractionBatch, agent: bool
+        self,
+        message: Message,
+        speakers: list[str],
+        batch: ExtractionBatch,
+        agent: bool,
+        seen: frozenset[str] = frozenset(),
     ) -> None:
         assert message.id is not None, "messages reach the extractor with their stored ids"
         addressee = message.addressee
@@ -216,7 +237,7 @@ class OfflineExtractor:
                 Discard(message.id, "system message, not evidence", message.text)
             )
             return
-        names = {message.speaker, *(speakers)}
+        names = {message.speaker, *speakers, *seen}
         groups: list[list[str]] = [[]]
         response = parse_response(message.text)
         dialogue = response.dialogue if response.has_markup else message.text
@@ -276,6 +297,25 @@ class OfflineExtractor:
         return _bracket_names(text, names)
 
 
+def _names_seen(messages: Sequence[Message]) -> frozenset[str]:
+    """Single capitalised words used inside a sentence ("my dog Biscuit"): names, where the
+    same word opening a sentence ("Biscuit loves the beach.") could be any word."""
+    seen: set[str] = set()
+    for message in messages:
+        for sentence in _sentences(message.text or ""):
+            words = sentence.split()
+            for before, word in zip(words, words[1:], strict=False):
+                name = word.strip(".,!?;:\"'()").removesuffix("'s").removesuffix("’s")
+                if (
+                    name[:1].isupper()
+                    and name[1:].islower()
+                    and name not in _NOT_NAMES
+                    and not before.endswith((".", "!", "?", ":"))
+                ):
+                    seen.add(name)
+    return frozenset(seen)
+
+
 def _with_replacements(
     drafts: list[FactDraft], known: Sequence[KnownFact] | KnownLookup
 ) -> list[FactDraft]:
@@ -326,17 +366,35 @@ def _persons(text: str, rules: tuple[tuple[re.Pattern[str], str], ...], person: 
 
 
 def _subject(text: str, pattern: re.Pattern[str], ref: str) -> str:
-    """Replace a subject pronoun followed by a base-form verb, conjugating the verb."""
-    subject = re.compile(pattern.pattern + r" (\w+(?:'t)?)\b")
+    """Replace a subject pronoun followed by a base-form verb, conjugating the verb.
+
+    One adverb may come between ("I also walk" -> "[Sara] also walks"); a modal, a past form or
+    a word the rules do not take for a verb is left as it is.
+    """
+    subject = re.compile(
+        pattern.pattern + r" ((?:[a-z]+ly |also |just |still |now |even )?)"
+        r"([a-z]+(?:'t)?)\b"
+    )
 
     def replace(match: re.Match[str]) -> str:
-        verb = match.group(1)
+        adverb, verb = match.group(1), match.group(2)
         before = match.string[: match.start()].split()
-        if verb not in _VERBS or (before and before[-1].casefold() in _AUXILIARIES):
+        if before and before[-1].casefold() in _AUXILIARIES:
             return match.group(0)
-        return f"{ref} {_third_person(verb)}"
+        if verb not in _VERBS and not _base_form(verb):
+            return match.group(0)
+        return f"{ref} {adverb}{_third_person(verb)}"
 
     return _outside_brackets(text, subject, replace)
+
+
+def _base_form(word: str) -> bool:
+    """Whether ``word``, after a subject pronoun, reads as a verb's base form."""
+    return not (
+        word in _NOT_BASE
+        or word.endswith(("ed", "ing", "ly", "'t"))
+        or (word.endswith("s") and not word.endswith("ss"))
+    )
 
 
 def _third_person(verb: str) -> str:
@@ -370,7 +428,7 @@ def _bracket_names(text: str, names: set[str]) -> str:
         if candidate.endswith(("'s", "’s")):
             candidate, suffix = candidate[:-2], candidate[-2:] + suffix
         words = candidate.split()
-        while words and words[0] in _NOT_NAMES:
+        while words and (words[0] in _NOT_NAMES or words[0] in _CONNECTORS):
             words.pop(0)
         if not words:
             return match.group(0)
@@ -379,7 +437,8 @@ def _bracket_names(text: str, names: set[str]) -> str:
         start = match.start(1) + len(head)
         at_sentence_start = start == 0 or text[:start].rstrip().endswith((".", "!", "?", ":"))
         single_unknown = name.casefold() not in known and len(words) == 1
-        if at_sentence_start and single_unknown and not name.isupper():
+        coordinated = text[match.end() :].startswith((" and [", " & ["))
+        if at_sentence_start and single_unknown and not name.isupper() and not coordinated:
             return match.group(0)
         if len(name) < 2:
             return match.group(0)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from membrain.models import Fact, FactStatus, RetrievalMode
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
+from membrain.retrieval.current import asks_now, current_first
 from membrain.retrieval.followup import asks
 from membrain.retrieval.replaced import ReplacedPath
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
@@ -45,6 +46,8 @@ __all__ = ["MODE_PATHS", "RRF_K", "Fused", "RetrievalMode", "Searcher", "SearchR
 
 
 _BOOSTS = ("time", "stated", "when")
+CURRENT_WINDOW = 10
+"""Results read past ``k`` for the current-beliefs-first reordering."""
 
 
 MODE_PATHS: dict[RetrievalMode, tuple[str, ...]] = {
@@ -183,14 +186,26 @@ class Searcher:
         rankings = self._run(names, ctx, rewrites)
         fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
         if mode is not RetrievalMode.AUTO:
-            return SearchRun(self._read(ctx, fused, k), mode, False, tuple(rankings))
+            return SearchRun(self._top(ctx, fused, k), mode, False, tuple(rankings))
         if not self._weak(ctx, fused):
-            return SearchRun(self._read(ctx, fused, k), RetrievalMode.FAST, False, tuple(rankings))
+            return SearchRun(self._top(ctx, fused, k), RetrievalMode.FAST, False, tuple(rankings))
         rewrites = self.rewrites(RetrievalMode.EXPAND, ctx)
         more = [n for n in self.plan(RetrievalMode.EXPAND, ctx) if n not in (*skip, *rankings)]
         rankings.update(self._run(more, ctx, rewrites))
         fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
-        return SearchRun(self._read(ctx, fused, k), RetrievalMode.EXPAND, True, tuple(rankings))
+        return SearchRun(self._top(ctx, fused, k), RetrievalMode.EXPAND, True, tuple(rankings))
+
+    def _top(self, ctx: SearchContext, fused: Sequence[Fused], k: int) -> list[Fused]:
+        """The first ``k`` results, current beliefs first for a question about now.
+
+        The reordering (:mod:`.current`) looks :data:`CURRENT_WINDOW` results further, so a
+        later statement just below the cut can take the place of the one it updates.
+        """
+        now = ctx.view.believed_at is None and ctx.past is None and not ctx.times
+        if not now or not asks_now(ctx.question):
+            return self._read(ctx, fused, k)
+        window = self._read(ctx, fused, k + CURRENT_WINDOW)
+        return current_first(window, lambda f: f.fact, ctx.participants, ctx.question)[:k]
 
     @staticmethod
     def _read(ctx: SearchContext, fused: Sequence[Fused], k: int | None = None) -> list[Fused]:

@@ -1,0 +1,218 @@
+"""Current beliefs first: for a question about now, a later statement outranks the earlier one.
+
+Supersession retires a fact only when the extraction saw the change (:mod:`.replaced`). When it
+did not (the two statements came in one batch, the match was uncertain and waits for review, or
+a plan changed: "the Japan trip is pushed to October"), both facts stay active and the earlier
+one often matches the question better, word for word. For a question about the present, a fact
+is moved just above the highest-ranked earlier fact it disagrees with:
+
+* the same single-valued attribute of the same subject with another value, or its end
+  (:mod:`membrain.extraction.attributes`);
+* a change of plan: the later fact says something was postponed, moved, cancelled, put on hold
+  or pulled out of, and shares a name or a topic word with the earlier one ("[Sofia] has a
+  solo recital in March" then "the recital is postponed to May").
+
+A question about the present asking for one of those attributes ("Where does Maya live?",
+"What does Daniel do for work?", "What car does Lucia drive?") gets, first, the latest fact
+among the results that states it of the person it names.
+
+A question about the past ("Where did Maya live before?", "What was ...", one naming a time)
+keeps the fused order: the earlier fact may be its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Sequence
+from typing import TypeVar
+
+from membrain.extraction.attributes import Claim, claims
+from membrain.models import Fact
+from membrain.temporal import plain_text
+
+__all__ = ["asks_now", "current_first", "disagree"]
+
+T = TypeVar("T")
+
+_PAST = re.compile(
+    r"\b(?:did|was|were|had|used to|before|previously|originally|at first|first|earlier"
+    r"|former|formerly|old|ago|back then|until|last|history|ever)\b",
+    re.IGNORECASE,
+)
+_CHANGE = re.compile(
+    r"\b(?:postponed|pushed|moved|delayed|rescheduled|cancel(?:l)?ed|called off|is off|are off"
+    r"|on hold|pulled out|dropped out|put off|scrapped|shelved|brought forward|no longer"
+    r"|not happening|fell through)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_COMMON = frozenset(
+    """
+    about after again also because been before being both could does doing during every from
+    have having into just like made make more most much next only other over really same
+    since some still such than that their them then there these they this those though
+    through until very what when where which while will with would your year years month
+    months week weeks today tomorrow yesterday because instead anyway actually others
+    companion together everyone someone people thing things pretty always never great
+    """.split()
+)
+_TOPIC_MIN = 4
+_ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), attributes)
+    for pattern, attributes in (
+        (
+            r"\bwhere (?:does|do|is) \w+(?: \w+)? (?:live|living|based|staying)\b"
+            r"|\bwhich (?:city|country|town)\b|\bwhere\b.*\bhome\b",
+            ("residence",),
+        ),
+        (
+            r"\bwho does \w+(?: \w+)? work for\b|\bwhere (?:does|do|is) \w+(?: \w+)? work"
+            r"|\bemployer\b|\bwhich company\b",
+            ("employer", "occupation"),
+        ),
+        (
+            r"\bwhat (?:does|do) \w+(?: \w+)? do (?:for (?:work|a living)|now)\b"
+            r"|\b(?:job|occupation|profession|career)\b|\bwork as\b",
+            ("occupation", "employer"),
+        ),
+        (
+            r"\bwho (?:is|are) \w+(?: \w+)? (?:dating|seeing|with|married to|engaged to)\b"
+            r"|\b(?:partner|girlfriend|boyfriend|husband|wife|fianc[ée]e?)\b",
+            ("partner",),
+        ),
+        (r"\bdiet\b|\bvegan\b|\bvegetarian\b|\bpescatarian\b|\bwhat does \w+ eat\b", ("diet",)),
+        (r"\bcar\b|\bdrives?\b", ("car",)),
+        (r"\b(?:phone|smartphone|mobile)\b", ("phone",)),
+    )
+)
+_CALENDAR = frozenset(
+    """
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday i i'm i've oh also and but
+    """.split()
+)
+
+
+def asks_now(question: str) -> bool:
+    """Whether ``question`` asks about the present (no past tense, no "before", no "first")."""
+    return _PAST.search(question) is None
+
+
+def asked_attributes(question: str) -> tuple[str, ...]:
+    """The single-valued attributes a question asks for, most likely first (may be none)."""
+    for pattern, attributes in _ASKS:
+        if pattern.search(question):
+            return attributes
+    return ()
+
+
+def current_first(
+    items: Sequence[T],
+    fact_of: Callable[[T], Fact | None],
+    people: Collection[str] = (),
+    question: str = "",
+) -> list[T]:
+    """``items`` (best first) with each fact above the earlier ones it disagrees with.
+
+    ``people`` (the scope's participants) are names that tell no topic apart; ``question``,
+    when it asks for a single-valued attribute, puts the latest fact stating it first.
+    """
+    order = list(items)
+    facts = [fact_of(i) for i in order]
+    ignored = {p.casefold() for p in people}
+    readings = {id(f): _Reading(f, ignored) for f in facts if f is not None}
+    order, facts = _asked_first(order, facts, readings, question)
+    for _ in range(len(order)):
+        moved = False
+        for j in range(1, len(order)):
+            later = facts[j]
+            if later is None:
+                continue
+            above = next(
+                (
+                    i
+                    for i in range(j)
+                    if facts[i] is not None
+                    and _earlier(facts[i], later)  # type: ignore[arg-type]
+                    and readings[id(facts[i])].disagrees(readings[id(later)])
+                ),
+                None,
+            )
+            if above is not None:
+                order.insert(above, order.pop(j))
+                facts.insert(above, facts.pop(j))
+                moved = True
+                break
+        if not moved:
+            break
+    return order
+
+
+def _asked_first(
+    order: list[T], facts: list[Fact | None], readings: dict[int, _Reading], question: str
+) -> tuple[list[T], list[Fact | None]]:
+    """The latest fact stating the asked attribute of the asked person, moved first."""
+    asked = asked_attributes(question)
+    named = {w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(question)}
+    for attribute in asked:
+        stating = [
+            i
+            for i, f in enumerate(facts)
+            if f is not None
+            and any(
+                c.attribute == attribute and not c.ends and set(c.subject.split()) & named
+                for c in readings[id(f)].claims
+            )
+        ]
+        if stating:
+            latest = max(stating, key=lambda i: (facts[i].stated_at, -i))  # type: ignore[union-attr]
+            order.insert(0, order.pop(latest))
+            facts.insert(0, facts.pop(latest))
+            break
+    return order, facts
+
+
+def disagree(earlier: Fact, later: Fact, people: Collection[str] = ()) -> bool:
+    """Whether ``later`` (stated after ``earlier``) states something ``earlier`` no longer is."""
+    ignored = {p.casefold() for p in people}
+    return _earlier(earlier, later) and _Reading(earlier, ignored).disagrees(
+        _Reading(later, ignored)
+    )
+
+
+def _earlier(first: Fact, second: Fact) -> bool:
+    return first.stated_at < second.stated_at
+
+
+class _Reading:
+    """What the ranking compares of one fact."""
+
+    __slots__ = ("change", "claims", "names", "topic")
+
+    def __init__(self, fact: Fact, people: set[str]) -> None:
+        text = plain_text(fact.text)
+        self.claims: list[Claim] = claims(fact.text)
+        self.change = _CHANGE.search(text) is not None
+        words = _WORD.findall(text)
+        ignored = people | {c.subject for c in self.claims} | _CALENDAR
+        self.names = {
+            w.casefold().removesuffix("'s").removesuffix("’s")
+            for i, w in enumerate(words)
+            if i > 0 and w[:1].isupper()
+        } - ignored
+        self.topic = {
+            w.casefold()
+            for w in words
+            if len(w) > _TOPIC_MIN and w.islower() and w.casefold() not in _COMMON
+        }
+
+    def disagrees(self, later: _Reading) -> bool:
+        for new in later.claims:
+            for old in self.claims:
+                if old.ends or (old.subject, old.attribute) != (new.subject, new.attribute):
+                    continue
+                if new.ends or old.value != new.value:
+                    return True
+        if not later.change:
+            return False
+        return bool((self.names & later.names) or (self.topic & later.topic))
