@@ -298,8 +298,10 @@ class OfflineExtractor:
 
 
 def _names_seen(messages: Sequence[Message]) -> frozenset[str]:
-    """Single capitalised words used inside a sentence ("my dog Biscuit"): names, where the
-    same word opening a sentence ("Biscuit loves the beach.") could be any word."""
+    """Single capitalised words used inside a sentence ("my dog Biscuit"): names.
+
+    The same word opening a sentence ("Biscuit loves the beach.") could be any word.
+    """
     seen: set[str] = set()
     for message in messages:
         for sentence in _sentences(message.text or ""):
