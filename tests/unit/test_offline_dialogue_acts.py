@@ -37,7 +37,6 @@ def _batch(
         ("Maya", "Will do, thx"),
         ("Maya", "Lol only if they behave."),
         ("Maya", "Haha, he's fine."),
-        ("Maya", "Rough month."),
         ("Assistant", "That must be demanding."),
         ("Assistant", "Wow, congrats on the move!"),
         ("Assistant", "Biscuit sounds adorable."),
@@ -51,6 +50,11 @@ def test_chatter_is_discarded_with_a_reason(speaker: str, text: str) -> None:
     assert batch.facts == []
     assert batch.discarded
     assert all(d.reason and d.message_id == "m" for d in batch.discarded)
+
+
+@pytest.mark.parametrize("text", ["Austin!", "Chess.", "Rough month."])
+def test_a_short_answer_is_kept_it_may_be_what_was_asked(text: str) -> None:
+    assert len(_batch(text).facts) == 1
 
 
 def test_a_mixed_turn_keeps_only_its_content() -> None:

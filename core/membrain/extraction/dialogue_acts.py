@@ -166,8 +166,6 @@ def chatter_reason(sentence: str) -> str | None:
     laugh = _LAUGH.match(text)
     if laugh and not first_person and not names and len(_WORD.findall(text[laugh.end() :])) <= 4:
         return "reaction without content"
-    if len(words) <= 2 and not first_person and not names and not re.search(r"\d", text):
-        return "reaction without content"
     if _GREETING.match(text) and not first_person and len(words) <= 6:
         return "greeting"
     if _THANKS.search(text) and not first_person:

@@ -16,14 +16,17 @@ raised ``expand`` recall@10 on the whole split from 76.2 to 77.0.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from membrain.models import Fact, Scope
 from membrain.store import FactFilter, RecordStore
 
-__all__ = ["asks", "with_answers"]
+__all__ = ["WINDOW", "asks", "replies", "with_answers"]
+
+WINDOW = timedelta(hours=1)
+"""How long after a question its reply may come."""
 
 
 def _any(fact: Fact) -> bool:
@@ -35,19 +38,25 @@ def asks(text: str) -> bool:
     return "?" in text
 
 
-def _reply(
+def replies(
     store: RecordStore,
     scope: Scope,
-    question: Fact,
-    window: timedelta,
-    view: FactFilter,
-    admits: Callable[[Fact], bool],
+    said: datetime,
+    sources: Collection[str],
+    *,
+    window: timedelta = WINDOW,
+    view: FactFilter | None = None,
+    admits: Callable[[Fact], bool] | None = None,
 ) -> list[Fact]:
-    """The facts of the first message stated after ``question`` within ``window``."""
-    end = question.stated_at + window
-    where = replace(view, stated_after=question.stated_at, stated_before=end)
+    """The facts of the first message stated after ``said`` within ``window``.
+
+    ``sources`` are the asking messages (their own facts are no reply); ``view`` selects the
+    facts looked at (default: active), ``admits`` has the last word.
+    """
+    accept = admits or _any
+    where = replace(view or FactFilter(), stated_after=said, stated_before=said + window)
     later = store.first_facts(scope, where, limit=16)
-    later = [f for f in later if not set(f.sources) & set(question.sources) and admits(f)]
+    later = [f for f in later if not set(f.sources) & set(sources) and accept(f)]
     if not later:
         return []
     first = min(f.stated_at for f in later)
@@ -60,7 +69,7 @@ def with_answers(
     ranked: Sequence[tuple[Fact, float, dict[str, int]]],
     *,
     k: int,
-    window: timedelta = timedelta(hours=1),
+    window: timedelta = WINDOW,
     view: FactFilter | None = None,
     admits: Callable[[Fact], bool] | None = None,
 ) -> list[tuple[Fact, float, dict[str, int]]]:
@@ -83,7 +92,10 @@ def with_answers(
             out.append((fact, score, paths))
         if not asks(fact.text):
             continue
-        for reply in _reply(store, scope, fact, window, view or FactFilter(), admits or _any):
+        found = replies(
+            store, scope, fact.stated_at, fact.sources, window=window, view=view, admits=admits
+        )
+        for reply in found:
             if reply.id in placed or len(out) >= k:
                 continue
             reply_paths = {**own.get(reply.id, (0.0, {}))[1], "answers": rank}
