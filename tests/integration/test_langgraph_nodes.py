@@ -375,3 +375,24 @@ def test_example_graph_recalls_the_first_turn_in_the_second(
     stored = memory.messages(scope=scope)
     assert [m.message.text for m in stored] == [m.content for m in second["messages"]]
     assert all(m.status is MessageStatus.PROCESSED for m in stored)
+
+
+def test_the_recalled_context_holds_what_the_user_stated_not_chatter(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig
+) -> None:
+    replies = iter([AIMessage(f"fake reply {i}. That sounds lovely!") for i in range(4)])
+    model = RecordingChatModel(messages=replies, seen=[])
+    graph = build_example_graph(memory=memory, model=model, writer=writer)
+    for said in (
+        "Hi there! Long time no see.",
+        "I live in Toronto and I work as a nurse.",
+        "Big news: we just moved to Vancouver!",
+    ):
+        graph.invoke({"messages": [HumanMessage(said)]}, config)
+        assert writer.flush(timeout=20)
+    recalled = graph.invoke({"messages": [HumanMessage("Where do I live now?")]}, config)
+    context = recalled["memory_context"]
+    assert "Vancouver" in context
+    for chatter in ("fake reply", "lovely", "Long time", "?"):
+        assert chatter not in context
+    assert "Toronto" not in context  # superseded by the move, offline
