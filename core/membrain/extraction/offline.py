@@ -123,6 +123,8 @@ _WE_RULES: tuple[tuple[str, str], ...] = (
     (r"\b[Ww]e(?:'|’)ll\b", "{p} and others will"),
     (r"\b[Ww]e(?:'|’)d\b", "{p} and others would"),
     (r"\b[Ww]e\b", "{p} and others"),
+    (r"\b[Oo]urs\b", "{p}'s"),
+    (r"\b[Uu]s\b", "{p} and others"),
 )
 _PERSON = tuple((re.compile(p), t) for p, t in (*_WE_RULES, *_PERSON_RULES))
 # A subject pronoun replaced by a name takes the third person: "I love" -> "[Sara] loves".
@@ -158,6 +160,7 @@ _NOT_BASE = frozenset(
 )
 _YOU = tuple((re.compile(p), t) for p, t in _YOU_RULES)
 _MY = re.compile(r"\b[Mm]y\b(\s+)([\w-]+)")
+_OUR = re.compile(r"\b[Oo]ur\b(\s+)([\w-]+)")
 _YOUR = re.compile(r"\b[Yy]our\b(\s+)([\w-]+)")
 _CAPITALISED = re.compile(
     r"(?<![\w\[])((?:[A-Z][\w'’&-]*|[A-Z]{2,})(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'’&-]*)*)"
@@ -290,6 +293,7 @@ class OfflineExtractor:
     ) -> str:
         text = annotate(sentence, message.timestamp)
         text = _possessives(text, _MY, message.speaker)
+        text = _possessives(text, _OUR, message.speaker)
         text = _persons(text, _PERSON, message.speaker)
         if addressee is not None:
             text = _possessives(text, _YOUR, addressee)
