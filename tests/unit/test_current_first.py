@@ -37,7 +37,7 @@ def _order(facts: list[Fact], question: str = "") -> list[str]:
         ("[Maya] lives in [Toronto].", "[Maya] and others moved to [Vancouver]."),
         ("[Maya] is planning a trip to [Japan] in May.", "The [Japan] trip is pushed to October."),
         (
-            "[Sofia] has a solo recital in March.",
+            "[Sofia] has a solo recital [in March::2024-03].",
             "[Sofia] hurt her wrist, the recital is postponed.",
         ),
         ("[Kenji] has been doing keto.", "[Kenji] quit keto."),

@@ -39,12 +39,27 @@ _PAST = re.compile(
     r"|former|formerly|old|ago|back then|until|last|history|ever)\b",
     re.IGNORECASE,
 )
+_CHANGED = (
+    r"postponed|pushed(?: back)?|moved|delayed|rescheduled|cancel(?:l)?ed|called off|put off"
+    r"|scrapped|shelved|brought forward"
+)
 _CHANGE = re.compile(
-    r"\b(?:postponed|pushed|moved|delayed|rescheduled|cancel(?:l)?ed|called off|is off|are off"
-    r"|on hold|pulled out|dropped out|put off|scrapped|shelved|brought forward|no longer"
-    r"|not happening|fell through)\b",
+    rf"\b(?:is|was|got|has been|have been|been|are|were|now) (?:{_CHANGED})\b"
+    rf"|\b(?:postponed|pushed|moved|put off|delayed|rescheduled|brought) (?:the|our|his|her"
+    rf"|their|my) (?:[\w'’-]+ ){{0,4}}?(?:to|until|back|forward)\b"
+    rf"|\b(?:trip|plan|plans|wedding|recital|conference|event|party|move)s? (?:{_CHANGED})\b"
+    r"|\b(?:is|are|was|were) (?:off|on hold)\b|\bput (?:[\w'’-]+ ){0,4}?on hold\b"
+    r"|\b(?:pulled|dropped) out of\b|\bcalled (?:[\w'’-]+ ){0,4}?off\b|\bfell through\b",
     re.IGNORECASE,
 )
+_PLAN = re.compile(
+    r"\b(?:plan|plans|planning|planned|going to|will|'ll|’ll|next|upcoming|training for"
+    r"|booked|scheduled|looking at|thinking of|preparing|signed up|registered)\b",
+    re.IGNORECASE,
+)
+_AROUND = 6
+"""Words on either side of a change of plan that name what changed."""
+_CLAUSE = re.compile(r"[.!?;]\s+")
 _WORD = re.compile(r"[A-Za-z][\w'’-]*")
 _COMMON = frozenset(
     """
@@ -187,24 +202,23 @@ def _earlier(first: Fact, second: Fact) -> bool:
 class _Reading:
     """What the ranking compares of one fact."""
 
-    __slots__ = ("change", "claims", "names", "topic")
+    __slots__ = ("changed", "claims", "names", "plan", "topic")
 
     def __init__(self, fact: Fact, people: set[str]) -> None:
         text = plain_text(fact.text)
         self.claims: list[Claim] = claims(fact.text)
-        self.change = _CHANGE.search(text) is not None
-        words = _WORD.findall(text)
+        self.plan = bool(fact.times) or "::" in fact.text or _PLAN.search(text) is not None
         ignored = people | {c.subject for c in self.claims} | _CALENDAR
-        self.names = {
-            w.casefold().removesuffix("'s").removesuffix("’s")
-            for i, w in enumerate(words)
-            if i > 0 and w[:1].isupper()
-        } - ignored
-        self.topic = {
-            w.casefold()
-            for w in words
-            if len(w) > _TOPIC_MIN and w.islower() and w.casefold() not in _COMMON
-        }
+        self.names, self.topic = _named(text, ignored)
+        self.changed: tuple[set[str], set[str]] = (set(), set())
+        for clause in _CLAUSE.split(text):
+            for match in _CHANGE.finditer(clause):
+                preceding = clause[: match.start()].split()
+                before, after = preceding[-_AROUND:], clause[match.end() :].split()[:_AROUND]
+                said = " ".join([*before, match.group(0), *after])
+                names, topic = _named(said, ignored, first=len(preceding) <= _AROUND)
+                self.changed[0].update(names)
+                self.changed[1].update(topic)
 
     def disagrees(self, later: _Reading) -> bool:
         for new in later.claims:
@@ -213,6 +227,25 @@ class _Reading:
                     continue
                 if new.ends or old.value != new.value:
                     return True
-        if not later.change:
+        names, topic = later.changed
+        if not self.plan or not (names or topic):
             return False
-        return bool((self.names & later.names) or (self.topic & later.topic))
+        if names:
+            return bool(self.names & names)
+        return bool(self.topic & topic)
+
+
+def _named(text: str, ignored: set[str], *, first: bool = True) -> tuple[set[str], set[str]]:
+    """The names (capitalised words not opening ``text``) and topic words of ``text``."""
+    words = _WORD.findall(text)
+    names = {
+        w.casefold().removesuffix("'s").removesuffix("’s")
+        for i, w in enumerate(words)
+        if (i > 0 or not first) and w[:1].isupper()
+    } - ignored
+    topic = {
+        w.casefold()
+        for w in words
+        if len(w) > _TOPIC_MIN and w.islower() and w.casefold() not in _COMMON
+    }
+    return names, topic
