@@ -5,19 +5,26 @@ Rules, applied per message:
 * The message is split into sentences; greetings, thanks and bare reactions ("Wow, that's
   great!") are discarded and, in a chat with an assistant, the other dialogue acts of
   :mod:`membrain.extraction.dialogue_acts` too (questions, requests, backchannels, empathy and
-  compliments without content, the assistant's remarks not about the user); each discard is
-  recorded with its reason.
+  compliments without content, the assistant's own words unless they restate the user, report
+  an action or are a character's statement about itself); each discard is recorded with its
+  reason.
 * Determinate times are annotated ``[raw::resolved]`` by the deterministic resolver against the
   message timestamp.
 * First-person words become the speaker (``I`` -> ``[Sara]``, ``my`` -> ``[Sara]``'s); in a
   two-party chat second-person words become the other participant ("you two" -> ``[Nate] and a
-  companion``). "We" names no known group offline: it becomes ``[Sara] and others``. Relational
-  possessives become refs of their own (``my mom`` -> ``[Sara's mom]``).
-* Names are bracketed: participants, capitalised names and acronyms.
+  companion``). "We" names no known group offline: it becomes ``[Sara] and others`` ("us"
+  too; "our X" is the speaker's X). A verb after the name agrees ("I walk" -> "[Sara] walks").
+  Relational possessives become refs of their own (``my mom`` -> ``[Sara's mom]``).
+* Names are bracketed: participants, capitalised names and acronyms; a single capitalised word
+  opening a sentence only when the batch also uses it inside one ("my dog Pepper") or it is
+  coordinated with a person ("Arjun and I"); leading words ("Also the Lisbon") are left out.
 * Coordinated first-person clauses are split ("I live in Lisbon and work as a teacher" -> two
   facts citing the same message); the other kept sentences form facts of at most three
   sentences, each citing its message. An attached
   image caption is evidence too and is stated as what the speaker shared.
+* A fact stating a single-valued attribute of a person (:mod:`membrain.extraction.attributes`)
+  replaces the known facts that state another value of it for the same person (``replaces``),
+  or names them for review when the match is uncertain (``may_replace``).
 * A character response (SPEC §7) is split into its layers: the dialogue is treated as above;
   each ``*action*`` and each ``（thought）`` becomes a fact of its own with ``layer`` action or
   thought, a thought worded as "[Name] privately thought: ..." so it never reads as said.
