@@ -27,6 +27,8 @@ __all__ = ["WINDOW", "asks", "replies", "with_answers"]
 
 WINDOW = timedelta(hours=1)
 """How long after a question its reply may come."""
+_READ = 16
+_TICK = timedelta(microseconds=1)
 
 
 def _any(fact: Fact) -> bool:
@@ -54,8 +56,18 @@ def replies(
     facts looked at (default: active), ``admits`` has the last word.
     """
     accept = admits or _any
-    where = replace(view or FactFilter(), stated_after=said, stated_before=said + window)
-    later = store.first_facts(scope, where, limit=16)
+    end = said + window
+    while True:
+        where = replace(view or FactFilter(), stated_after=said, stated_before=end)
+        later = store.first_facts(scope, where, limit=_READ)
+        if len(later) < _READ or not later:
+            break
+        # A full read may have missed earlier facts (the store returns them in id order, not in
+        # time order): read again up to the earliest found, until a read is not full.
+        earliest = min(f.stated_at for f in later)
+        if earliest + _TICK >= end:
+            break
+        end = earliest + _TICK
     later = [f for f in later if not set(f.sources) & set(sources) and accept(f)]
     if not later:
         return []
