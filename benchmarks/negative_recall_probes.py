@@ -40,8 +40,9 @@ from membrain.testing import file_extents
 MODES = ("fast", "expand", "deep", "auto")
 PATHS = ("A", "B", "B2", "B3", "C", "D")
 REPLACED = "replaced"
-_NOT_A_PATH = ("time", "stated", "when", "answers")
-"""Boosts and the answer follow-up: excluded when one path runs alone."""
+_NOT_A_PATH = ("asked", "time", "stated", "when", "answers")
+"""Boosts, the replies to asked questions and the answer follow-up: excluded when one path runs
+alone."""
 
 SURFACES = (
     *(f"search {m}" for m in MODES),

@@ -22,7 +22,20 @@ from .conftest import DENSE_ENCODER, SPARSE_ENCODER
 
 MODES = [mode.value for mode in RetrievalMode]
 SEARCH_PATHS = ("A", "B", "B2", "B3", "C", "D")
-ALL_PATHS = ("A", "B", "B2", "B3", "C", "D", "replaced", "time", "stated", "when", "answers")
+ALL_PATHS = (
+    "A",
+    "B",
+    "B2",
+    "B3",
+    "C",
+    "D",
+    "replaced",
+    "asked",
+    "time",
+    "stated",
+    "when",
+    "answers",
+)
 
 CHAT = [
     {"speaker": "Sara", "text": "Hey Nate!", "timestamp": "2024-03-15T14:00:00Z", "id": "m0"},

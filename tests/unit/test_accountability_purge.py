@@ -39,7 +39,20 @@ SECRET = "Zorblaxian"
 CONTROL = "quokkaberry"
 QUESTION = "Where does Sara keep her Zorblaxian diary?"
 # Every path a search may run, so that excluding all others leaves one alone.
-ALL_PATHS = ("A", "B", "B2", "B3", "C", "D", "replaced", "time", "stated", "when", "answers")
+ALL_PATHS = (
+    "A",
+    "B",
+    "B2",
+    "B3",
+    "C",
+    "D",
+    "replaced",
+    "asked",
+    "time",
+    "stated",
+    "when",
+    "answers",
+)
 SEARCH_PATHS = ("A", "B", "B2", "B3", "C", "D")
 
 DIARY = Turn(

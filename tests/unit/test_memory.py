@@ -228,7 +228,7 @@ def test_forget_and_supersede_keep_the_record(memory: Memory, scope: Scope) -> N
         memory.forget([sister.id], scope=Scope(dataset="other", task="assistant"))
 
 
-ALL_BUT_D = ("A", "B", "B2", "B3", "C", "time", "stated", "when", "answers")
+ALL_BUT_D = ("A", "B", "B2", "B3", "C", "asked", "time", "stated", "when", "answers")
 
 
 class Deletions(RecordListener):

@@ -124,7 +124,7 @@ def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
     assert _source(fast[0]) == "q"
     hits = loaded.search("Which city does Sara miss most?", scope=scope, mode="auto", k=2)
     assert hits.mode is RetrievalMode.EXPAND and hits.escalated
-    assert hits.paths == ("A", "B", "B2", "B3", "answers")
+    assert hits.paths == ("A", "B", "B2", "B3", "asked", "answers")
     assert [_source(h) for h in hits] == ["q", "a"] and hits[1].paths.get("answers") == 1
     with pytest.raises(ConfigurationError):
         loaded.search("x", scope=scope, mode="telepathic")
