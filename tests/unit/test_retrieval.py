@@ -234,6 +234,7 @@ def test_searcher_plan_adds_boosts_only_when_asked(loaded: Memory, scope: Scope)
         "time",
         "stated",
         "when",
+        "asked",
     )
 
 
