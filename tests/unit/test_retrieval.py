@@ -332,7 +332,7 @@ def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None
 
     searcher = Searcher(extra_paths={"D": Tied()})
     ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)
-    others = ("A", "B", "B2", "B3", "C", "time", "stated", "when")
+    others = ("A", "B", "B2", "B3", "C", "time", "stated", "when", "asked")
     run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=others)
     assert run.paths == ("D",)
     assert [r.id for r in run.results] == [second.id, first.id, third.id]
