@@ -47,6 +47,23 @@ def _read(text: str) -> set[tuple[str, str, str, bool]]:
         ),
         ("[Kenji] replaced the [Galaxy] with an iPhone 15.", ("kenji", "phone", "galaxy", True)),
         ("[Sofia] quit teaching.", ("sofia", "occupation", ANY, True)),
+        ("[Niamh] has been living in [Cork] since uni.", ("niamh", "residence", "cork", False)),
+        ("[Zofia] has moved down to [Wrocław].", ("zofia", "residence", "wrocław", False)),
+        ("[Hannah] is no longer at [Southbank].", ("hannah", "employer", "southbank", True)),
+        (
+            "[Ethan] started at [Cascade Robotics] last week.",
+            ("ethan", "employer", "cascade robotics", False),
+        ),
+        ("[Sam] and [Ethan] are together now.", ("ethan", "partner", "sam", False)),
+        ("Claire and [Ethan] ended things.", ("ethan", "partner", "claire", True)),
+        ("[Marcus] is single.", ("marcus", "partner", "single", False)),
+        ("[Marcus] has got a girlfriend now, [Dana].", ("marcus", "partner", "dana", False)),
+        ("[Camille] is a proper vegetarian now.", ("camille", "diet", "vegetarian", False)),
+        ("[Niamh] traded her old [Golf] for a [Kia Niro].", ("niamh", "car", "kia niro", False)),
+        (
+            "[Marcus] is a dispatcher at [Midway Transit].",
+            ("marcus", "employer", "midway transit", False),
+        ),
     ],
 )
 def test_what_a_fact_states(text: str, expected: tuple[str, str, str, bool]) -> None:
@@ -67,6 +84,8 @@ def test_what_a_fact_states(text: str, expected: tuple[str, str, str, bool]) -> 
         "[Sara]'s brother lives in [Leeds].",
         "[Sara] is training for the [Leeds] half marathon.",
         "[Sara] loves her dog [Rex].",
+        "[Sara] is a member at [Equinox].",
+        "[Sara] no longer lives in [Leeds].",
     ],
 )
 def test_no_claim_from_a_question_negation_hypothesis_or_other_subject(text: str) -> None:

@@ -32,25 +32,46 @@ def _order(facts: list[Fact], question: str = "") -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("earlier", "later"),
+    ("earlier", "later", "question"),
     [
-        ("[Maya] lives in [Toronto].", "[Maya] and others moved to [Vancouver]."),
-        ("[Maya] is planning a trip to [Japan] in May.", "The [Japan] trip is pushed to October."),
+        (
+            "[Maya] lives in [Toronto].",
+            "[Maya] and others moved to [Vancouver].",
+            "Where does Maya live?",
+        ),
+        (
+            "[Maya] is planning a trip to [Japan] in May.",
+            "The [Japan] trip is pushed to October.",
+            "When is the trip to Japan?",
+        ),
         (
             "[Sofia] has a solo recital [in March::2024-03].",
             "[Sofia] hurt her wrist, the recital is postponed.",
+            "When is Sofia's recital?",
         ),
-        ("[Kenji] has been doing keto.", "[Kenji] quit keto."),
+        ("[Kenji] has been doing keto.", "[Kenji] quit keto.", "What diet is Kenji on?"),
     ],
 )
-def test_a_later_update_moves_above_what_it_updates(earlier: str, later: str) -> None:
+def test_a_later_update_moves_above_what_it_updates(
+    earlier: str, later: str, question: str
+) -> None:
     old, new = _fact(earlier, 0), _fact(later, 30)
     assert disagree(old, new, ["Maya"])
-    assert _order([old, _fact("[Maya] has a beagle.", 1), new]) == [
-        later,
-        earlier,
-        "[Maya] has a beagle.",
-    ]
+    beagle = "[Maya] has a beagle."
+    assert _order([old, _fact(beagle, 1), new], question) == [later, earlier, beagle]
+
+
+def test_only_a_disagreement_the_question_is_about_moves_a_fact() -> None:
+    plan = _fact("[Marcus] is planning a trip to [New Orleans] [in April::2024-04].", 0)
+    off = _fact("[Marcus] called off the [New Orleans] trip.", 30)
+    single = _fact("[Marcus] is single.", 1)
+    dating = _fact("[Marcus] has got a girlfriend now, [Dana].", 31)
+    facts = [plan, single, off, dating]
+    unmoved = [f.text for f in facts]
+    assert _order(facts, "What is Marcus allergic to?") == unmoved
+    assert _order(facts, "Which city does Marcus live in?") == unmoved
+    assert _order(facts, "Is Marcus still going to New Orleans?")[0] == off.text
+    assert _order(facts, "Who is Marcus dating?")[0] == dating.text
 
 
 @pytest.mark.parametrize(

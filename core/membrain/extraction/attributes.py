@@ -68,7 +68,10 @@ _LEAD = frozenset(
     "update okay ok actually btw meanwhile finally".split()
 )
 _SUBJECT = rf"(?P<s>{_NAME})(?: and (?:others|a companion))?,?"
-_ADV = r"(?: (?:now|just|finally|recently|officially|also|still|already|actually|since))*"
+_ADV = (
+    r"(?: (?:now|just|finally|recently|officially|also|still|already|actually|since|has|have"
+    r"|had|'s|’s))*"
+)
 _VALUE = rf"(?:the )?(?P<v>{_NAME})"
 _DEVICE = (
     r"(?:an? |the |(?:his|her|their) |[A-Z]\w*'s )?(?:new |old |used |shiny )?"
@@ -77,7 +80,8 @@ _DEVICE = (
 _ROLE = r"(?P<v>[a-z][\w-]*(?: [a-z][\w-]*){0,3}?)"
 _OCCUPATIONS = frozenset(
     """
-    accountant actor actress analyst architect artist assistant attorney baker barista
+    accountant actor actress administrator agent analyst architect artist assistant associate
+    attorney baker barista coordinator dispatcher intern planner postdoc specialist tester
     bartender biologist builder butcher carpenter cashier cellist chef chemist cleaner clerk
     coach consultant cook counsel counsellor counselor dancer dentist designer developer
     director doctor driver economist editor electrician engineer farmer firefighter
@@ -135,31 +139,42 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
     """(attribute, ends, strong, pattern) for every reading."""
     s, a, v, role = _SUBJECT, _ADV, _VALUE, _OCCUPATION_WORDS
     jobs = "job|firm|company|pharmacy|hospital|practice|agency|office|restaurant|bistro|startup"
-    split = "broke up|split up|split|separated|divorced"
+    split = "broke up|split up|split|separated|divorced|ended things|called it quits"
+    together = r"(?:together|a couple|dating|engaged|married|official)\b"
+    agent = (
+        r"(?!member|customer|regular|visitor|guest|user|subscriber|fan)"
+        r"[a-z]+(?:er|or|ist|ian|ant|ent)"
+    )
     model = r"(?:[A-Za-z][\w-]*(?: [A-Z0-9][\w-]*)*)"
     # fmt: off
     table: list[tuple[str, bool, bool, str]] = [
         ("residence", False, True,
-         rf"{s}{a} (?:lives?|is living|are living|resides?) in (?:an? [a-z -]{{0,30}}? in )?{v}"),
+         rf"{s}{a} (?:lives?|is living|are living|been living|resides?) (?:alone |together )?in "
+         rf"(?:an? [a-z -]{{0,30}}? in )?{v}"),
         ("residence", False, True,
          rf"{s}{a} (?:has |have |had )?(?:just |finally |recently |now |also )*"
-         rf"(?:moved|relocated) (?:back )?to {v}"),
+         rf"(?:moved|relocated) (?:back |down |up |over |out |across |away )?to {v}"),
         ("residence", False, True, rf"{s}{a} (?:is|are){a} (?:settled|based) in {v}"),
         ("employer", False, True,
          rf"{s}{a} (?:works?|is working) (?:as [a-z -]{{1,40}} )?(?:at|for) {v}"),
         ("employer", False, True,
          rf"{s}{a} (?:got hired|was hired|has been hired|got a job|started working"
-         rf"|started a job|joined|is joining)(?: as [a-z -]{{1,40}}?)? (?:at |with |by )?"
+         rf"|started a job|started|joined|is joining)(?: as [a-z -]{{1,40}}?)? (?:at |with |by )?"
          rf"(?:an? [a-z -]{{1,30}}? (?:called|named) )?{v}"),
         ("employer", False, True,
-         rf"{s}{a} (?:is|are){a} (?:an? |the )?(?:[\w-]+ ){{0,3}}(?:{role})s? (?:at|for|with) {v}"),
+         rf"{s}{a} (?:is|are){a} (?:an? |the )?(?:[\w-]+ ){{0,3}}(?:{role}|{agent})s? "
+         rf"(?:at|for|with) {v}"),
         ("employer", False, True, rf"{s}{a} teach(?:es)? [a-z ]{{1,30}} at {v}"),
         ("employer", True, True, rf"{s}{a} (?:left|quit) {v}"),
+        ("employer", True, True, rf"{s}{a} (?:is|are){a} no longer (?:at|with|working at) {v}"),
         ("employer", True, True,
          rf"{s}{a} (?:left|quit) (?P<v>(?:the|her|his|their) (?:{jobs}|school))\b"),
         ("occupation", False, True,
-         rf"{s}{a} (?:works?|is working|got hired|was hired|started working"
+         rf"{s}{a} (?:works?|is working|got hired|was hired|started working|started"
          rf"|joined [^.,]{{1,40}}?) as (?:an? |the )?{_ROLE}(?= at| for| in|,|\.|!|$| and)"),
+        ("occupation", False, True,
+         rf"{s}{a} (?:is|are){a} (?:an? |the )?(?P<v>(?:[\w-]+ ){{0,2}}?{agent})s? (?:at|for) "
+         rf"(?:the )?[A-Z]"),
         ("occupation", False, True,
          rf"{s}{a} (?:is|are){a} (?:an? |the )?"
          rf"(?P<v>(?:(?!as |working )[\w-]+ ){{0,3}}?(?:{role}))\b"),
@@ -173,12 +188,18 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
         ("partner", False, True,
          rf"{s}{a} (?:has |have )?(?:started|began) (?:dating|seeing) "
          rf"(?:someone(?: new)?, (?:his|her|their) name is )?{v}"),
+        ("partner", False, True,
+         rf"{s}{a} (?:has|have|got)(?: got)? an? (?:new )?(?:{_PARTNERS})(?: now)?,? "
+         rf"(?:(?:called|named) )?{v}"),
+        ("partner", False, True, rf"{s}{a} (?:is|are){a} (?P<v>single)\b"),
+        ("partner", False, True, rf"{v} and (?P<s>{_NAME}) (?:are|have been){a} {together}"),
+        ("partner", False, True, rf"(?P<s>{_NAME}) and {v} (?:are|have been){a} {together}"),
         ("partner", True, True, rf"{v} and (?P<s>{_NAME}) (?:{split})"),
         ("partner", True, True, rf"(?P<s>{_NAME}) and {v} (?:{split})"),
         ("partner", True, True, rf"{s}{a} (?:broke up|split up|separated) (?:with|from) {v}"),
         ("diet", False, True,
-         rf"{s}{a} (?:is|are|went|has gone|became|has become){a} (?:fully |strictly |mostly )?"
-         rf"(?:an? )?(?P<v>{_DIETS})\b"),
+         rf"{s}{a} (?:is|are|went|gone|became|become){a} (?:fully |strictly |mostly )?"
+         rf"(?:an? )?(?:[a-z]+ )?(?P<v>{_DIETS})\b"),
         ("diet", False, True,
          rf"{s}{a} (?:is on|are on|started|has been doing|is doing|does|follows|switched to"
          rf"|went) (?:a |the )?(?P<v>{_DIETS})\b"),
@@ -189,11 +210,14 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
          rf"{s}{a} (?:drives?|is driving|got|bought|has|owns?|leased|switched to) {_DEVICE}"),
         ("vehicle", False, True,
          rf"{s}{a} replaced (?:the |her |his |their )?{model} with {_DEVICE}"),
+        ("vehicle", False, True,
+         rf"{s}{a} traded (?:in )?(?:the |her |his |their |{_NAME}(?:'s|’s) )?(?:old )?{model} "
+         rf"for {_DEVICE}"),
         ("vehicle", False, False,
-         rf"(?P<s>{_NAME})(?:'s|’s) (?:new |old |used )?(?P<v>{model})"),
+         rf"(?P<s>{_NAME})(?:'s|’s) (?:[a-z]+ ){{0,2}}(?P<v>{model})"),
         ("vehicle", True, True,
          rf"{s}{a} (?:sold|got rid of|crashed|totalled|totaled|wrote off|replaced|traded in"
-         rf"|gave away|lost) {_DEVICE}"),
+         rf"|gave away|lost|traded(?: in)?) {_DEVICE}"),
     ]
     # fmt: on
     return tuple((attr, ends, strong, re.compile(p)) for attr, ends, strong, p in table)
@@ -239,7 +263,10 @@ def _clause_claims(clause: str) -> Iterator[tuple[Claim, str]]:
     for attribute, ends, strong, pattern in _RULES:
         for match in pattern.finditer(clause):
             start = max(clause.rfind(",", 0, match.start()), clause.rfind(":", 0, match.start()))
-            if _NEGATION.search(clause[start + 1 : match.end()]):
+            said = clause[start + 1 : match.end()]
+            if ends and "no longer" in match.group(0):
+                said = said.replace("no longer", "")
+            if strong and _NEGATION.search(said):
                 continue
             subject = _subject(match.group("s"))
             value = _value(match.group("v"))
@@ -319,7 +346,7 @@ def _verdict(new: Claim, olds: Sequence[Claim]) -> str | None:
     if not relevant:
         return None
     if not new.ends and any(o.value == new.value for o in relevant):
-        return "same"
+        return "same" if new.strong else None
     verdict = None
     for old in relevant:
         shared = set(old.value.split()) & set(new.value.split())

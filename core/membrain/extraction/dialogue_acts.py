@@ -66,7 +66,8 @@ _ACK = frozenset(
     """.split()
 )
 _GREETING = re.compile(
-    r"^(?:(?:hi|hey|hello|heya|hiya|howdy|yo|hej|servus|bonsoir|bonjour|cheers|bye|goodbye)\b"
+    r"^(?:(?:hi|hey|hello|heya|hiya|howdy|yo|hej|servus|bonsoir|bonjour|cheers|bye|goodbye|salut"
+    r"|coucou|ciao|hola|hallo|ahoj|merci|gracias|danke|grazie|obrigad[oa])\b"
     r"|good (?:morning|afternoon|evening|night)\b|morning\b|evening\b|long time\b"
     r"|welcome back\b|talk soon\b|see you\b)",
     re.IGNORECASE,
@@ -103,7 +104,8 @@ _EVAL_VERB = re.compile(
     re.IGNORECASE,
 )
 _SECOND_WISH = re.compile(
-    r"^(?:you|you two|you both|your \w+)(?: \w+)? (?:will|must|should|might|'ll|’ll)\b"
+    r"^(?:i )?hope (?:you|you're|you’re|you are|all|everything|things|it|that)\b"
+    r"|^(?:you|you two|you both|your \w+)(?: \w+)? (?:will|must|should|might|'ll|’ll)\b"
     r"|^you(?:'|’)ll\b|^you(?:'|’)re (?:going to|gonna) love\b",
     re.IGNORECASE,
 )

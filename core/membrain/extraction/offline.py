@@ -154,6 +154,7 @@ _VERBS = frozenset(
     practice train collect start dream am don't
     """.split()
 )
+_ING_VERBS = frozenset("sing bring ring swing sting cling fling wring spring string sling".split())
 _NOT_BASE = frozenset(
     """
     can could will would shall should may might must was were am is are be been being had
@@ -405,7 +406,8 @@ def _base_form(word: str) -> bool:
     """Whether ``word``, after a subject pronoun, reads as a verb's base form."""
     return not (
         word in _NOT_BASE
-        or word.endswith(("ed", "ing", "ly", "'t"))
+        or (word.endswith("ing") and word not in _ING_VERBS)
+        or word.endswith(("ed", "ly", "'t"))
         or (word.endswith("s") and not word.endswith("ss"))
     )
 

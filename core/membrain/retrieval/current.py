@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
-from membrain.extraction.attributes import Claim, claims
+from membrain.extraction.attributes import SINGLE_VALUED, Claim, claims
 from membrain.models import Fact
 from membrain.temporal import plain_text
 
@@ -48,6 +49,9 @@ _CHANGE = re.compile(
     rf"|\b(?:postponed|pushed|moved|put off|delayed|rescheduled|brought) (?:the|our|his|her"
     rf"|their|my) (?:[\w'’-]+ ){{0,4}}?(?:to|until|back|forward)\b"
     rf"|\b(?:trip|plan|plans|wedding|recital|conference|event|party|move)s? (?:{_CHANGED})\b"
+    r"|\b(?:scrapped|cancel(?:l)?ed|called off|shelved|ditched|postponed|dropped) (?:the|our|his"
+    r"|her|their|my) (?:[\w'’-]+ ){0,3}?(?:trip|plan|plans|party|wedding|recital|concert|show"
+    r"|conference|holiday|vacation|visit|move|event|tour|race|marathon)\b"
     r"|\b(?:is|are|was|were) (?:off|on hold)\b|\bput (?:[\w'’-]+ ){0,4}?on hold\b"
     r"|\b(?:pulled|dropped) out of\b|\bcalled (?:[\w'’-]+ ){0,4}?off\b|\bfell through\b",
     re.IGNORECASE,
@@ -76,22 +80,22 @@ _ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), attributes)
     for pattern, attributes in (
         (
-            r"\bwhere (?:does|do|is) \w+(?: \w+)? (?:live|living|based|staying)\b"
+            r"\bwhere (?:does|do|is) [\w'’ ]{1,40}? (?:live|living|based|staying)\b"
             r"|\bwhich (?:city|country|town)\b|\bwhere\b.*\bhome\b",
             ("residence",),
         ),
         (
-            r"\bwho does \w+(?: \w+)? work for\b|\bwhere (?:does|do|is) \w+(?: \w+)? work"
+            r"\bwho does [\w'’ ]{1,40}? work for\b|\bwhere (?:does|do|is) [\w'’ ]{1,40}? work"
             r"|\bemployer\b|\bwhich company\b",
             ("employer", "occupation"),
         ),
         (
-            r"\bwhat (?:does|do) \w+(?: \w+)? do (?:for (?:work|a living)|now)\b"
+            r"\bwhat (?:does|do) [\w'’ ]{1,40}? do(?: for (?:work|a living)| now)?\s*\?"
             r"|\b(?:job|occupation|profession|career)\b|\bwork as\b",
             ("occupation", "employer"),
         ),
         (
-            r"\bwho (?:is|are) \w+(?: \w+)? (?:dating|seeing|with|married to|engaged to)\b"
+            r"\bwho (?:is|are) [\w'’ ]{1,40}? (?:dating|seeing|with|married to|engaged to)\b"
             r"|\b(?:partner|girlfriend|boyfriend|husband|wife|fianc[ée]e?)\b",
             ("partner",),
         ),
@@ -129,14 +133,16 @@ def current_first(
 ) -> list[T]:
     """``items`` (best first) with each fact above the earlier ones it disagrees with.
 
-    ``people`` (the scope's participants) are names that tell no topic apart; ``question``,
-    when it asks for a single-valued attribute, puts the latest fact stating it first.
+    Only disagreements the question is about count: on an attribute it asks for, or on a plan
+    it names. ``people`` (the scope's participants) are names that tell no topic apart;
+    ``question``, when it asks for a single-valued attribute, puts the latest fact stating it
+    first.
     """
     order = list(items)
     facts = [fact_of(i) for i in order]
     ignored = {p.casefold() for p in people}
     readings = {id(f): _Reading(f, ignored) for f in facts if f is not None}
-    order, facts = _asked_first(order, facts, readings, question)
+    about = _About(asked_attributes(question), _words(question))
     for _ in range(len(order)):
         moved = False
         for j in range(1, len(order)):
@@ -149,7 +155,7 @@ def current_first(
                     for i in range(j)
                     if facts[i] is not None
                     and _earlier(facts[i], later)  # type: ignore[arg-type]
-                    and readings[id(facts[i])].disagrees(readings[id(later)])
+                    and readings[id(facts[i])].disagrees(readings[id(later)], about)
                 ),
                 None,
             )
@@ -160,22 +166,46 @@ def current_first(
                 break
         if not moved:
             break
-    return order
+    return _asked_first(order, facts, readings, question)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _About:
+    """What a question is about: the attributes it asks for, its words."""
+
+    attributes: tuple[str, ...] = ()
+    words: frozenset[str] | None = None
+    """``None``: any plan counts."""
+
+
+def _asked_about(question: str) -> set[str]:
+    """The words naming whom a question asks about: "Daniel's brother Chidi" is Chidi."""
+    words = _WORD.findall(question)
+    owners = {w.casefold()[:-2] for w in words if w[:1].isupper() and w.endswith(("'s", "’s"))}
+    named = {w.casefold() for w in words if w[:1].isupper() and not w.endswith(("'s", "’s"))}
+    named -= {w.casefold() for w in words[:1]}
+    return (named or owners) | {w.casefold() for w in words if w.islower()}
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(
+        w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text)
+    )
 
 
 def _asked_first(
     order: list[T], facts: list[Fact | None], readings: dict[int, _Reading], question: str
 ) -> tuple[list[T], list[Fact | None]]:
-    """The latest fact stating the asked attribute of the asked person, moved first."""
+    """The latest fact stating (or ending) the asked attribute of the asked person, moved first."""
     asked = asked_attributes(question)
-    named = {w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(question)}
+    named = _asked_about(question)
     for attribute in asked:
         stating = [
             i
             for i, f in enumerate(facts)
             if f is not None
             and any(
-                c.attribute == attribute and not c.ends and set(c.subject.split()) & named
+                c.attribute == attribute and set(c.subject.split()) & named
                 for c in readings[id(f)].claims
             )
         ]
@@ -190,8 +220,9 @@ def _asked_first(
 def disagree(earlier: Fact, later: Fact, people: Collection[str] = ()) -> bool:
     """Whether ``later`` (stated after ``earlier``) states something ``earlier`` no longer is."""
     ignored = {p.casefold() for p in people}
+    about = _About(SINGLE_VALUED)
     return _earlier(earlier, later) and _Reading(earlier, ignored).disagrees(
-        _Reading(later, ignored)
+        _Reading(later, ignored), about
     )
 
 
@@ -220,8 +251,10 @@ class _Reading:
                 self.changed[0].update(names)
                 self.changed[1].update(topic)
 
-    def disagrees(self, later: _Reading) -> bool:
+    def disagrees(self, later: _Reading, about: _About) -> bool:
         for new in later.claims:
+            if new.attribute not in about.attributes:
+                continue
             for old in self.claims:
                 if old.ends or (old.subject, old.attribute) != (new.subject, new.attribute):
                     continue
@@ -230,9 +263,9 @@ class _Reading:
         names, topic = later.changed
         if not self.plan or not (names or topic):
             return False
-        if names:
-            return bool(self.names & names)
-        return bool(self.topic & topic)
+        if about.words is not None and not (names | topic) & about.words:
+            return False
+        return bool(self.names & names or self.topic & topic)
 
 
 def _named(text: str, ignored: set[str], *, first: bool = True) -> tuple[set[str], set[str]]:
