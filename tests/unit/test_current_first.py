@@ -134,3 +134,13 @@ def test_only_questions_about_now(question: str, now: bool) -> None:
 def test_the_attribute_a_question_asks_for(question: str, attribute: str | None) -> None:
     asked = asked_attributes(question)
     assert (asked[0] if asked else None) == attribute
+
+
+def test_the_attributes_words_stand_in_for_a_claim_the_patterns_do_not_read() -> None:
+    facts = [
+        _fact("[Ethan] is a barista at [Fernhill Coffee].", 0),
+        _fact("[Ethan]'s sister [Mia] loves her new job at [Google].", 40),
+        _fact("[Ethan] is loving the new job at [Cascade Robotics], no more early shifts.", 30),
+        _fact("[Ethan] might take a job in [Seattle] one day.", 50),
+    ]
+    assert _order(facts, "Where does Ethan work?")[0] == facts[2].text

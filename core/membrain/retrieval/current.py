@@ -104,6 +104,38 @@ _ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
         (r"\b(?:phone|smartphone|mobile)\b", ("phone",)),
     )
 )
+_CLAUSES = re.compile(r"[.!?;:]\s+|,\s+(?=(?:but|and|so|though|then)\b)")
+_OPENERS = frozenset(
+    "also and but so then now oh anyway well yes ok okay plus still just big huge news update "
+    "actually btw meanwhile though".split()
+)
+_HYPOTHETICAL = re.compile(
+    r"(?i:\b(?:not|never|might|maybe|perhaps|could|would|should|if|whether|thinking|considering"
+    r"|wants?|hopes?|hoping|plans?|planning|going to|will)\b|n't\b|n’t\b|'ll\b|’ll\b)"
+)
+_WORK = (
+    r"\b(?:works?|working|job|hired|started at|joined|company|employer|position|role|quit"
+    r"|laid off|let go|fired|promoted|resigned)\b|\bat [A-Z]"
+)
+_CUES: dict[str, re.Pattern[str]] = {
+    attribute: re.compile(pattern)
+    for attribute, pattern in (
+        ("residence", r"\b(?:lives?|living|lived|moved|relocated|settled|based)\b|\bhome is\b"),
+        ("employer", _WORK),
+        ("occupation", _WORK + r"|\bas an? \w+"),
+        (
+            "partner",
+            r"\b(?:dating|girlfriend|boyfriend|partner|husband|wife|fianc\w*|together|married"
+            r"|engaged|broke up|split|ended things|seeing|relationship|single)\b",
+        ),
+        (
+            "diet",
+            r"\b(?:vegan|vegetarian|pescatarian|keto|paleo|diet|meat|dairy|gluten|plant-based)\b",
+        ),
+        ("car", r"\b(?:car|drives?|driving|ride)\b"),
+        ("phone", r"\b(?:phone|mobile|smartphone|iPhone|Pixel|Galaxy)\b"),
+    )
+}
 _CALENDAR = frozenset(
     """
     january february march april may june july august september october november december
@@ -203,11 +235,7 @@ def _asked_first(
         stating = [
             i
             for i, f in enumerate(facts)
-            if f is not None
-            and any(
-                c.attribute == attribute and set(c.subject.split()) & named
-                for c in readings[id(f)].claims
-            )
+            if f is not None and readings[id(f)].states(attribute, named)
         ]
         if stating:
             latest = max(stating, key=lambda i: (facts[i].stated_at, -i))  # type: ignore[union-attr]
@@ -233,7 +261,7 @@ def _earlier(first: Fact, second: Fact) -> bool:
 class _Reading:
     """What the ranking compares of one fact."""
 
-    __slots__ = ("changed", "claims", "names", "plan", "topic")
+    __slots__ = ("changed", "claims", "cued", "names", "plan", "topic")
 
     def __init__(self, fact: Fact, people: set[str]) -> None:
         text = plain_text(fact.text)
@@ -241,6 +269,7 @@ class _Reading:
         self.plan = bool(fact.times) or "::" in fact.text or _PLAN.search(text) is not None
         ignored = people | {c.subject for c in self.claims} | _CALENDAR
         self.names, self.topic = _named(text, ignored)
+        self.cued = _cued(text)
         self.changed: tuple[set[str], set[str]] = (set(), set())
         for clause in _CLAUSE.split(text):
             for match in _CHANGE.finditer(clause):
@@ -250,6 +279,17 @@ class _Reading:
                 names, topic = _named(said, ignored, first=len(preceding) <= _AROUND)
                 self.changed[0].update(names)
                 self.changed[1].update(topic)
+
+    def states(self, attribute: str, named: set[str]) -> bool:
+        """Whether the fact states (or ends) ``attribute`` of a person ``named``.
+
+        By a claim (:mod:`membrain.extraction.attributes`), or, for wording the claims do not
+        read, by the attribute's words in a clause whose subject is the person ("Ethan started
+        at Cascade Robotics last week").
+        """
+        if any(c.attribute == attribute and set(c.subject.split()) & named for c in self.claims):
+            return True
+        return any(attribute in cues and subjects & named for subjects, cues in self.cued)
 
     def disagrees(self, later: _Reading, about: _About) -> bool:
         for new in later.claims:
@@ -266,6 +306,36 @@ class _Reading:
         if about.words is not None and not (names | topic) & about.words:
             return False
         return bool(self.names & names or self.topic & topic)
+
+
+def _cued(text: str) -> list[tuple[set[str], set[str]]]:
+    """Per affirmative clause, the names it opens with and the attributes whose words it has.
+
+    "Sam and Ethan are together now" opens with Sam and Ethan; "Zofia's brother Kuba moved"
+    opens with no name of a person it is about (Zofia only owns the brother).
+    """
+    out = []
+    for clause in _CLAUSES.split(text):
+        if _HYPOTHETICAL.search(clause):
+            continue
+        words = clause.split()
+        while words and words[0].strip(",:").casefold() in _OPENERS:
+            words.pop(0)
+        subjects: set[str] = set()
+        expect_name = True
+        for word in words:
+            token = word.strip(",:!?\"'")
+            if expect_name and token[:1].isupper() and not token.endswith(("'s", "’s")):
+                subjects.add(token.casefold())
+                expect_name = False
+            elif not expect_name and token.casefold() == "and":
+                expect_name = True
+            else:
+                break
+        cues = {a for a, cue in _CUES.items() if cue.search(clause)}
+        if subjects and cues:
+            out.append((subjects, cues))
+    return out
 
 
 def _named(text: str, ignored: set[str], *, first: bool = True) -> tuple[set[str], set[str]]:
