@@ -39,6 +39,14 @@ def test_the_data_is_labelled_consistently_and_large_enough() -> None:
                 assert stale and all(any(bench.contains(r, f) for r in replaces) for f in stale)
 
 
+@pytest.mark.parametrize("name", ["agent_chats_heldout.json", "agent_chats_heldout2.json"])
+def test_the_held_out_sets_are_labelled_consistently(name: str) -> None:
+    chats = bench.load_chats(bench.DATA.parent / name)
+    assert bench.check_chats(chats) == []
+    assert len(chats) == 6 and len({c.user for c in chats}) == 6
+    assert {q.kind for c in chats for q in c.questions} == set(bench.KINDS)
+
+
 def test_the_data_check_finds_a_bad_label() -> None:
     chat = CHATS[0]
     turn = chat.turns[0]
