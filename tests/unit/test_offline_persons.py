@@ -48,3 +48,8 @@ def test_leading_words_are_not_part_of_a_name() -> None:
 
 def test_a_name_coordinated_with_a_person_is_bracketed() -> None:
     assert _facts("Arjun and I broke up.") == ["[Arjun] and [Lucia] broke up."]
+
+
+def test_a_name_the_batch_used_is_still_content() -> None:
+    facts = _facts("Guess who I met at the premiere?", "It's Shia Labeouf!", speaker="Gina")
+    assert facts[-1] == "It's [Shia Labeouf]!"

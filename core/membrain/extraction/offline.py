@@ -97,7 +97,8 @@ _NOT_NAMES = frozenset(
     May June July August September October November December Mr Mrs Ms Dr Also And But So
     Then Now Plus Still Just Anyway Because The A An Poor Guess Big Huge Well Even Maybe
     Actually Sometimes Always Today Tonight Tomorrow Yesterday Ugh Yay Lol Haha Sadly Luckily
-    Finally Honestly Btw Meanwhile
+    Finally Honestly Btw Meanwhile It It's It’s That That's That’s There There's There’s Here
+    Here's Here’s This What's What’s He's She's They're We're You're
     """.split()
 )
 _CONNECTORS = frozenset({"the", "of", "de", "and", "&"})
@@ -248,7 +249,8 @@ class OfflineExtractor:
                 Discard(message.id, "system message, not evidence", message.text)
             )
             return
-        names = {message.speaker, *speakers, *seen}
+        names = {message.speaker, *speakers}
+        bracketed = names | seen
         groups: list[list[str]] = [[]]
         response = parse_response(message.text)
         dialogue = response.dialogue if response.has_markup else message.text
@@ -276,12 +278,12 @@ class OfflineExtractor:
                 continue
             clauses = split_clauses(sentence)
             if len(clauses) > 1:
-                groups.extend([self._rewrite(c, message, addressee, names)] for c in clauses)
+                groups.extend([self._rewrite(c, message, addressee, bracketed)] for c in clauses)
                 groups.append([])
                 continue
             if len(groups[-1]) == _SENTENCES_PER_FACT:
                 groups.append([])
-            groups[-1].append(self._rewrite(sentence, message, addressee, names))
+            groups[-1].append(self._rewrite(sentence, message, addressee, bracketed))
         if message.caption and message.caption.strip():
             caption = message.caption.strip().rstrip(".")
             if len(groups[-1]) == _SENTENCES_PER_FACT:
