@@ -4,17 +4,22 @@ Supersession retires a fact only when the extraction saw the change (:mod:`.repl
 did not (the two statements came in one batch, the match was uncertain and waits for review, or
 a plan changed: "the Japan trip is pushed to October"), both facts stay active and the earlier
 one often matches the question better, word for word. For a question about the present, a fact
-is moved just above the highest-ranked earlier fact it disagrees with:
+is moved just above the highest-ranked earlier fact it disagrees with, on what the question is
+about:
 
-* the same single-valued attribute of the same subject with another value, or its end
+* an attribute the question asks for (:func:`asked_attributes`): the same single-valued
+  attribute of the same subject with another value, or its end
   (:mod:`membrain.extraction.attributes`);
-* a change of plan: the later fact says something was postponed, moved, cancelled, put on hold
-  or pulled out of, and shares a name or a topic word with the earlier one ("[Sofia] has a
-  solo recital in March" then "the recital is postponed to May").
+* a plan the question names: the later fact says in its own words that the plan was postponed,
+  moved, cancelled, put on hold or pulled out of, and shares a name or a topic word near those
+  words with an earlier fact that is a plan (it has a time or a plan word): "[Sofia] has a
+  solo recital in March" then "the recital is postponed to May".
 
-A question about the present asking for one of those attributes ("Where does Maya live?",
-"What does Daniel do for work?", "What car does Lucia drive?") gets, first, the latest fact
-among the results that states it of the person it names.
+Then a question asking for an attribute ("Where does Maya live?", "What does Daniel do for
+work?", "What car does Lucia drive?") gets, first, the latest fact among the results that
+states it of the person it names: by a claim, or, for wording no pattern reads, by the
+attribute's plain words in a clause that opens with the person ("Ethan is loving the new job
+at Cascade").
 
 A question about the past ("Where did Maya live before?", "What was ...", one naming a time)
 keeps the fused order: the earlier fact may be its answer.
@@ -31,7 +36,7 @@ from membrain.extraction.attributes import SINGLE_VALUED, Claim, claims
 from membrain.models import Fact
 from membrain.temporal import plain_text
 
-__all__ = ["asks_now", "current_first", "disagree"]
+__all__ = ["asked_attributes", "asks_now", "current_first", "disagree"]
 
 T = TypeVar("T")
 
