@@ -237,8 +237,15 @@ def test_an_old_custom_fact_template_without_known_still_works() -> None:
     assert [f.text for f in batch.facts] == [MOVED]
 
 
-def test_offline_extractor_accepts_and_ignores_known_facts() -> None:
+def test_offline_extractor_replaces_the_known_value_of_the_same_attribute() -> None:
     without = OfflineExtractor().extract([MESSAGE], [], ["Sara"])
     with_known = OfflineExtractor().extract([MESSAGE], [], ["Sara"], known=KNOWN)
-    assert with_known == without
-    assert with_known.facts and all(f.replaces == () for f in with_known.facts)
+    assert [f.text for f in with_known.facts] == [f.text for f in without.facts]
+    assert all(f.replaces == () for f in without.facts)
+    (moved,) = [f for f in with_known.facts if "Porto" in f.text]
+    assert moved.replaces == ("fact-lisbon",)  # the residence; the job is another attribute
+    looked_up: list[list[str]] = []
+    lookup = OfflineExtractor().extract(
+        [MESSAGE], [], ["Sara"], known=lambda names: looked_up.append(list(names)) or KNOWN
+    )
+    assert looked_up == [["sara"]] and lookup.facts == with_known.facts
