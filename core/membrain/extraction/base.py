@@ -94,7 +94,10 @@ class Extractor(Protocol):
     :class:`membrain.errors.ExtractionError` to leave the target messages pending.
 
     The write path looks known facts up only for an extractor whose ``extract`` takes ``known``
-    and that does not set a class attribute ``wants_known_facts = False``.
+    and that does not set a class attribute ``wants_known_facts = False``. By default the lookup
+    returns the facts closest to the batch's messages (a short list for a prompt); an extractor
+    that sets ``known_facts_by = "entity"`` gets every active fact naming the entities it passes
+    (the latest 2,000), to compare with rules.
     """
 
     @property
