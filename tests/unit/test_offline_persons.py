@@ -53,3 +53,16 @@ def test_a_name_coordinated_with_a_person_is_bracketed() -> None:
 def test_a_name_the_batch_used_is_still_content() -> None:
     facts = _facts("Guess who I met at the premiere?", "It's Shia Labeouf!", speaker="Gina")
     assert facts[-1] == "It's [Shia Labeouf]!"
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("You all did great at the Lima race.", "[Nate] all did great at the [Lima] race."),
+        ("I so want to visit Lima.", "[Lucia] so wants to visit [Lima]."),
+    ],
+)
+def test_a_word_that_is_no_verb_is_not_conjugated_nor_an_adverb_in_the_way(
+    said: str, fact: str
+) -> None:
+    assert _facts(said) == [fact]

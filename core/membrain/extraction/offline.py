@@ -164,7 +164,9 @@ _NOT_BASE = frozenset(
     understood won wrote broke chose drove flew forgot grew knew rode rose sang spoke swam
     threw woke wore hurt quit cut let set shut split hit heard fell held led meant slept
     built and or but too a an the to of in on at for with about not never myself alone
-    personally either neither both only
+    personally either neither both only all there here so very really then that this what
+    which who how why when where if as like no yes ok okay please sure again always ever guys
+    folks yourself yourselves
     """.split()
 )
 _YOU = tuple((re.compile(p), t) for p, t in _YOU_RULES)
@@ -388,7 +390,8 @@ def _subject(text: str, pattern: re.Pattern[str], ref: str) -> str:
     a word the rules do not take for a verb is left as it is.
     """
     subject = re.compile(
-        pattern.pattern + r" ((?:[a-z]+ly |also |just |still |now |even )?)"
+        pattern.pattern + r" ((?:[a-z]+ly |also |just |still |now |even |so |never |always |often "
+        r"|sometimes |totally |kinda |really )?)"
         r"([a-z]+(?:'t)?)\b"
     )
 
