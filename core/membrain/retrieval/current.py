@@ -118,16 +118,20 @@ _HYPOTHETICAL = re.compile(
     r"(?i:\b(?:not|never|might|maybe|perhaps|could|would|should|if|whether|thinking|considering"
     r"|wants?|hopes?|hoping|plans?|planning|going to|will)\b|n't\b|n’t\b|'ll\b|’ll\b)"
 )
-_WORK = (
-    r"\b(?:works?|working|job|hired|started at|joined|company|employer|position|role|quit"
-    r"|laid off|let go|fired|promoted|resigned)\b|\bat [A-Z]"
+_EMPLOYER = (
+    r"\b(?:works?|working|started|job|position|role|internship) (?:at|for|with) (?:the )?[A-Z]"
+    r"|\b(?:is|are) (?:now )?at [A-Z]\w+ now\b|\b(?:hired|laid off|let go|fired|resigned)\b"
+)
+_OCCUPATION = (
+    r"\b(?:works?|working|started|hired|job|position|role|promoted) (?:as|to) an? \w+"
+    r"|\b(?:laid off|let go|fired|resigned)\b"
 )
 _CUES: dict[str, re.Pattern[str]] = {
     attribute: re.compile(pattern)
     for attribute, pattern in (
         ("residence", r"\b(?:lives?|living|lived|moved|relocated|settled|based)\b|\bhome is\b"),
-        ("employer", _WORK),
-        ("occupation", _WORK + r"|\bas an? \w+"),
+        ("employer", _EMPLOYER),
+        ("occupation", _OCCUPATION),
         (
             "partner",
             r"\b(?:dating|girlfriend|boyfriend|partner|husband|wife|fianc\w*|together|married"
@@ -238,12 +242,12 @@ def _asked_first(
     named = _asked_about(question)
     for attribute in asked:
         stating = [
-            i
+            (f.stated_at, strength, -i, i)
             for i, f in enumerate(facts)
-            if f is not None and readings[id(f)].states(attribute, named)
+            if f is not None and (strength := readings[id(f)].states(attribute, named))
         ]
         if stating:
-            latest = max(stating, key=lambda i: (facts[i].stated_at, -i))  # type: ignore[union-attr]
+            latest = max(stating)[-1]
             order.insert(0, order.pop(latest))
             facts.insert(0, facts.pop(latest))
             break
@@ -285,16 +289,21 @@ class _Reading:
                 self.changed[0].update(names)
                 self.changed[1].update(topic)
 
-    def states(self, attribute: str, named: set[str]) -> bool:
-        """Whether the fact states (or ends) ``attribute`` of a person ``named``.
+    def states(self, attribute: str, named: set[str]) -> int:
+        """How firmly the fact states ``attribute`` of a person ``named`` (0: it does not).
 
-        By a claim (:mod:`membrain.extraction.attributes`), or, for wording the claims do not
-        read, by the attribute's words in a clause whose subject is the person ("Ethan started
-        at Cascade Robotics last week").
+        3: a claim of a value (:mod:`membrain.extraction.attributes`); 2: a claim ending one;
+        1: for wording the claims do not read, the attribute's words in a clause that opens
+        with the person and changes no plan ("Ethan is loving the new job at Cascade", not
+        "Tom and Jana moved the wedding because of Tom's new job"). Of facts stated at the same
+        time, the firmer comes first.
         """
-        if any(c.attribute == attribute and set(c.subject.split()) & named for c in self.claims):
-            return True
-        return any(attribute in cues and subjects & named for subjects, cues in self.cued)
+        own = [
+            c for c in self.claims if c.attribute == attribute and set(c.subject.split()) & named
+        ]
+        if own:
+            return 2 if all(c.ends for c in own) else 3
+        return int(any(attribute in cues and subjects & named for subjects, cues in self.cued))
 
     def disagrees(self, later: _Reading, about: _About) -> bool:
         for new in later.claims:
@@ -337,6 +346,8 @@ def _cued(text: str) -> list[tuple[set[str], set[str]]]:
                 expect_name = True
             else:
                 break
+        if _CHANGE.search(clause):
+            continue
         cues = {a for a, cue in _CUES.items() if cue.search(clause)}
         if subjects and cues:
             out.append((subjects, cues))
