@@ -152,7 +152,7 @@ def test_two_conversations_offline_print_consistent_figures(
     assert ingest["discarded_turns"] <= ingest["turns_without_facts"] <= len(turns)
     assert ingest["discarded_share"] == pytest.approx(ingest["discarded_turns"] / len(turns))
     assert ingest["audit_discarded_events"] == ingest["messages_with_discards"] > 0
-    assert 0 <= ingest["superseded_facts"] <= ingest["facts"]
+    assert 0 < ingest["superseded_facts"] < ingest["facts"]  # Maya's move, offline
 
     current = kinds["current"] + kinds["plan"]
     for mode, m in report["settings"]["offline"]["modes"].items():

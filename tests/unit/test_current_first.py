@@ -50,6 +50,11 @@ def _order(facts: list[Fact], question: str = "") -> list[str]:
             "When is Sofia's recital?",
         ),
         ("[Kenji] has been doing keto.", "[Kenji] quit keto.", "What diet is Kenji on?"),
+        (
+            "[Fatima] is planning a trip to [Marrakech] [in June::2024-06].",
+            "[Fatima] pushed the [Marrakech] trip to [next year::2025].",
+            "When is Fatima's trip to Marrakech?",
+        ),
     ],
 )
 def test_a_later_update_moves_above_what_it_updates(

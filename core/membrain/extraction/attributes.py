@@ -254,7 +254,7 @@ def _clauses(text: str) -> Iterator[str]:
             continue
         first = _FIRST_SUBJECT.search(sentence)
         if first is not None:
-            carried = " and " + _subject(first.group("s")).title().replace("\\", "") + " "
+            carried = " and " + _subject(first.group("s")).title() + " "
             sentence = _CARRIED_VERB.sub(lambda _, by=carried: by, sentence)
         yield sentence
 
