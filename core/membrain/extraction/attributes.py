@@ -1,10 +1,10 @@
 """Single-valued attributes of a person, read from fact texts with no LLM.
 
 A person lives in one place, works for one employer, holds one occupation, has one partner,
-follows one diet, drives one car and carries one phone at a time: a new statement of one of
-these (:data:`SINGLE_VALUED`) makes an earlier, different one no longer true. :func:`claims`
-reads what a fact states of them; :func:`replaced` decides which earlier facts a new fact
-replaces, for sure or only perhaps (then a person should review it).
+follows one diet, drives one car (or rides one scooter or bike) and carries one phone at a
+time: a new statement of one of these (:data:`SINGLE_VALUED`) makes an earlier, different one
+no longer true. :func:`claims` reads what a fact states of them; :func:`replaced` decides which
+earlier facts a new fact replaces, for sure or only perhaps (then a person should review it).
 
 A claim is read only from an affirmative statement about a named subject: nothing is read from
 a question, a negation ("Sara doesn't live in Leeds") or a hypothetical or future ("Sara might
@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from membrain.temporal import plain_text
 
@@ -65,7 +66,8 @@ class Replacement:
 _NAME = r"[A-Z][\w'’&.-]*(?: (?:&|de|of|the) [A-Z][\w'’.-]*| [A-Z][\w'’&.-]*)*"
 _LEAD = frozenset(
     "also and but now so then oh anyway because plus still just well yes guess big huge news "
-    "update okay ok actually btw meanwhile finally".split()
+    "update okay ok actually btw meanwhile finally um uh er erm hmm honestly confession it he "
+    "she they this that there here".split()
 )
 _SUBJECT = rf"(?P<s>{_NAME})(?: and (?:others|a companion))?,?"
 _ADV = (
@@ -74,7 +76,8 @@ _ADV = (
 )
 _VALUE = rf"(?:the )?(?P<v>{_NAME})"
 _DEVICE = (
-    r"(?:an? |the |(?:his|her|their) |[A-Z]\w*'s )?(?:new |old |used |shiny )?"
+    r"(?:an? |the |(?:his|her|their) |[A-Z]\w*'s )?(?:(?:new|old|used|shiny|wee|little|second-hand"
+    r"|secondhand|red|blue|black|white|silver|grey|gray|green) )*"
     r"(?P<v>[A-Za-z][\w-]*(?: [A-Z0-9][\w-]*)*)"
 )
 _ROLE = r"(?P<v>[a-z][\w-]*(?: [a-z][\w-]*){0,3}?)"
@@ -103,7 +106,8 @@ _CAR_MAKES = frozenset(
     tesla ford toyota honda volkswagen vw bmw audi mercedes mercedes-benz kia hyundai nissan
     mazda subaru volvo fiat renault peugeot skoda jeep chevrolet chevy porsche mini polestar
     rivian lexus prius civic corolla fiesta golf jaguar citroen citroën dacia seat opel suzuki
-    mitsubishi byd lamborghini ferrari cadillac dodge
+    mitsubishi byd lamborghini ferrari cadillac dodge vespa yamaha ducati harley kawasaki
+    triumph ktm enfield bajaj ather activa trek cannondale brompton vanmoof
     """.split()
 )
 _PHONE_MAKES = frozenset(
@@ -132,13 +136,18 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _CARRIED_VERB = re.compile(
     r"\s+and\s+(?=(?:got|bought|moved|joined|started|switched|became|works|lives|drives)\b)"
 )
-_FIRST_SUBJECT = re.compile(rf"(?:^|[:,]\s+)(?P<s>{_NAME})(?: and others)? [a-z]")
+_FIRST_SUBJECT = re.compile(
+    rf"(?:^|[:,]\s+|\b(?:so|and|but|then) )(?P<s>{_NAME})(?: and others)? [a-z]"
+)
 
 
 def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
     """(attribute, ends, strong, pattern) for every reading."""
     s, a, v, role = _SUBJECT, _ADV, _VALUE, _OCCUPATION_WORDS
-    jobs = "job|firm|company|pharmacy|hospital|practice|agency|office|restaurant|bistro|startup"
+    jobs = (
+        "job|firm|company|pharmacy|hospital|practice|agency|office|restaurant|bistro|startup"
+        "|store|shop|cafe|café|bakery|clinic|bank|factory|warehouse|garage|salon|studio|lab"
+    )
     split = "broke up|split up|split|separated|divorced|ended things|called it quits"
     together = r"(?:together|a couple|dating|engaged|married|official)\b"
     agent = (
@@ -153,8 +162,16 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
          rf"(?:an? [a-z -]{{0,30}}? in )?{v}"),
         ("residence", False, True,
          rf"{s}{a} (?:has |have |had )?(?:just |finally |recently |now |also )*"
-         rf"(?:moved|relocated) (?:back |down |up |over |out |across |away )?to {v}"),
-        ("residence", False, True, rf"{s}{a} (?:is|are){a} (?:settled|based) in {v}"),
+         rf"(?:moved|relocated|shifted|transferred|made the move) (?:back |down |up |over |out "
+         rf"|across |away )?(?:from (?:the )?{_NAME} )?to {v}"),
+        ("residence", False, False,
+         rf"{s}{a} (?:got|found|bought|rented|have|has) (?:an? |the |(?:his|her|their) )"
+         rf"(?:little |new |small |tiny |lovely )?(?:place|flat|house|apartment|home|condo) "
+         rf"in {v}"),
+        ("residence", False, True, rf"{s}{a} (?:(?:is|are){a} )?(?:settled|based) in {v}"),
+        ("residence", False, True,
+         rf"{s}{a} (?:(?:is|are|has|have){a} )?(?:settled|moved) into (?:an? |the |(?:his|her"
+         rf"|their) )(?:[a-z]+ ){{0,2}}(?:place|flat|house|apartment|home|condo) in {v}"),
         ("employer", False, True,
          rf"{s}{a} (?:works?|is working) (?:as [a-z -]{{1,40}} )?(?:at|for) {v}"),
         ("employer", False, True,
@@ -165,10 +182,17 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
          rf"{s}{a} (?:is|are){a} (?:an? |the )?(?:[\w-]+ ){{0,3}}(?:{role}|{agent})s? "
          rf"(?:at|for|with) {v}"),
         ("employer", False, True, rf"{s}{a} teach(?:es)? [a-z ]{{1,30}} at {v}"),
+        ("employer", False, False, rf"{s}{a} (?:is|are){a} at {v} now\b"),
+        ("employer", False, True,
+         rf"{s}{a} (?:has been|was|got|have been) (?:poached|head-?hunted|hired|recruited) by {v}"),
+        ("employer", False, True,
+         rf"{v} (?:poached|head-?hunted|hired|recruited|snapped up) (?P<s>{_NAME})\b"),
+        ("employer", False, True,
+         rf"(?P<s>{_NAME})(?:'s|’s) new (?:job|role|position|gig) (?:is )?(?:at|with) {v}"),
         ("employer", True, True, rf"{s}{a} (?:left|quit) {v}"),
         ("employer", True, True, rf"{s}{a} (?:is|are){a} no longer (?:at|with|working at) {v}"),
         ("employer", True, True,
-         rf"{s}{a} (?:left|quit) (?P<v>(?:the|her|his|their) (?:{jobs}|school))\b"),
+         rf"{s}{a} (?:left|quit) (?P<v>(?:the|her|his|their) (?:[a-z]+ )?(?:{jobs}|school))\b"),
         ("occupation", False, True,
          rf"{s}{a} (?:works?|is working|got hired|was hired|started working|started"
          rf"|joined [^.,]{{1,40}}?) as (?:an? |the )?{_ROLE}(?= at| for| in|,|\.|!|$| and)"),
@@ -181,12 +205,18 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
         ("occupation", True, True,
          rf"{s}{a} (?:quit|left|gave up|stopped) "
          rf"(?P<v>teaching|nursing|(?:the|her|his|their) (?:{jobs}|school))\b"),
+        ("occupation", False, True,
+         rf"{s}{a} (?:is|are){a} (?P<v>freelancing|self-employed|unemployed|retired"
+         rf"|between jobs|job-hunting|out of work)\b"),
+        ("occupation", False, True,
+         rf"\b(?:promoted|made) (?P<s>{_NAME}) (?:to )?(?:an? |the )?{_ROLE}"
+         rf"(?= at| on| for| last| this|,|\.|!|$)"),
         ("partner", False, False, rf"(?P<s>{_NAME})(?:'s|’s) (?:{_PARTNERS}),? {v}"),
         ("partner", False, True,
          rf"{s}{a} (?:is|are|has been|have been){a} (?:seeing|dating|engaged to|married to"
          rf"|in a relationship with) {v}"),
         ("partner", False, True,
-         rf"{s}{a} (?:has |have )?(?:started|began) (?:dating|seeing) "
+         rf"{s}{a} (?:has |have )?(?:started|began|been) (?:dating|seeing) "
          rf"(?:someone(?: new)?, (?:his|her|their) name is )?{v}"),
         ("partner", False, True,
          rf"{s}{a} (?:has|have|got)(?: got)? an? (?:new )?(?:{_PARTNERS})(?: now)?,? "
@@ -203,16 +233,22 @@ def _rules() -> tuple[tuple[str, bool, bool, re.Pattern[str]], ...]:
         ("diet", False, True,
          rf"{s}{a} (?:is on|are on|started|has been doing|is doing|does|follows|switched to"
          rf"|went) (?:a |the )?(?P<v>{_DIETS})\b"),
+        ("diet", False, True,
+         rf"{s}{a} (?:is |are )?(?:eating|eats|ate) (?P<v>meat|fish|chicken) (?:again|now)\b"),
         ("diet", True, True,
          rf"{s}{a} (?:quit|stopped|gave up|dropped|came off|went off) (?:the |being )?"
          rf"(?P<v>{_DIETS})\b"),
         ("vehicle", False, True,
-         rf"{s}{a} (?:drives?|is driving|got|bought|has|owns?|leased|switched to) {_DEVICE}"),
+         rf"{s}{a} (?:drives?|is driving|rides?|is riding|got|bought|has|owns?|leased"
+         rf"|switched to|upgraded to|went for|went with|picked up) {_DEVICE}"),
         ("vehicle", False, True,
          rf"{s}{a} replaced (?:the |her |his |their )?{model} with {_DEVICE}"),
         ("vehicle", False, True,
          rf"{s}{a} traded (?:in )?(?:the |her |his |their |{_NAME}(?:'s|’s) )?(?:old )?{model} "
          rf"for {_DEVICE}"),
+        ("vehicle", False, True,
+         rf"(?P<s>{_NAME})(?:'s|’s) new (?:ride|car|phone|bike|scooter|motorbike|wheels) "
+         rf"(?:is|are) {_DEVICE}"),
         ("vehicle", False, False,
          rf"(?P<s>{_NAME})(?:'s|’s) (?:[a-z]+ ){{0,2}}(?P<v>{model})"),
         ("vehicle", True, True,
@@ -252,11 +288,20 @@ def _clauses(text: str) -> Iterator[str]:
         sentence = sentence.strip()
         if not sentence or sentence.endswith("?"):
             continue
-        first = _FIRST_SUBJECT.search(sentence)
-        if first is not None:
-            carried = " and " + _subject(first.group("s")).title() + " "
-            sentence = _CARRIED_VERB.sub(lambda _, by=carried: by, sentence)
-        yield sentence
+        yield _CARRIED_VERB.sub(partial(_carried, sentence=sentence), sentence)
+
+
+def _carried(joint: re.Match[str], sentence: str) -> str:
+    """A verb joined by "and" given the nearest subject before it, if any.
+
+    "So Maya has gone and bought" -> "So Maya has gone and Maya bought".
+    """
+    subjects = [
+        m for m in _FIRST_SUBJECT.finditer(sentence, 0, joint.start()) if _subject(m.group("s"))
+    ]
+    if not subjects:
+        return joint.group(0)
+    return " and " + _subject(subjects[-1].group("s")).title() + " "
 
 
 def _clause_claims(clause: str) -> Iterator[tuple[Claim, str]]:

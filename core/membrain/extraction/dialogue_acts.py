@@ -42,6 +42,7 @@ __all__ = [
     "chatter_reason",
     "question_statement",
     "restatement",
+    "short_reply",
     "split_clauses",
 ]
 
@@ -102,6 +103,24 @@ _EVALUATIVE = frozenset(
 _EVAL_VERB = re.compile(
     r"\b(?:sounds?|looks?|seems?)\b(?: like)?|\bmust be\b|\bis (?:such )?a\b|\bare\b|\bis\b",
     re.IGNORECASE,
+)
+_REPLY_WORDS = frozenset(
+    """
+    maybe perhaps probably possibly likely hopefully honestly definitely absolutely totally
+    certainly basically kinda sorta kind sort of a bit little lot lots loads tons heaps plenty
+    much many few some most mostly mainly partly slowly quickly steadily gradually rarely
+    seldom sometimes often usually always never occasionally hardly barely nearly almost too
+    quite pretty fairly rather very so really super still yet soon later already not no yes
+    yeah yep yup nope nah course well fine good great okay ok alright decent grand sound
+    brilliant lovely nice fab awesome amazing fantastic terrible awful rough hard tough crazy
+    mad insane wild hectic chaotic busy quiet slow slowly stalled stuck tired exhausted
+    knackered shattered wrecked drained sick freezing boiling cold hot warm wet sunny rainy
+    better worse best worst same ish will won't wont try trying sadly luckily unfortunately
+    thankfully surprisingly anyway though but and or then either neither both all none
+    nothing everything something meh ugh hmm um uh er oh ah haha lol right true exactly sure
+    indeed seriously literally actually depends getting going it it's that's hanging there
+    in progress on off track
+    """.split()
 )
 _SECOND_WISH = re.compile(
     r"^(?:i )?hope (?:you|you're|you’re|you are|all|everything|things|it|that)\b"
@@ -207,6 +226,19 @@ _SELF_TALK = re.compile(
     r"|\bi (?:love|like|hope|think|bet|guess|wish|believe|agree|understand|see|know)\b",
     re.IGNORECASE,
 )
+
+
+def short_reply(sentence: str) -> bool:
+    """Whether ``sentence`` is a short reply of hedges, moods or degrees, nothing else.
+
+    "Maybe.", "Slowly.", "Freezing, but good.", "Not yet, soon.": before the content of the same
+    turn it is chatter. Alone in a turn it may be the answer asked for: the caller decides.
+    """
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(sentence)]
+    return 0 < len(words) <= _SHORT_REPLY and all(w in _REPLY_WORDS for w in words)
+
+
+_SHORT_REPLY = 4
 
 
 def restatement(sentence: str) -> str | None:

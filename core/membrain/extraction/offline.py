@@ -46,8 +46,10 @@ from membrain.extraction.dialogue_acts import (
     chatter_reason,
     question_statement,
     restatement,
+    short_reply,
     split_clauses,
 )
+from membrain.extraction.referents import Referents
 from membrain.models import Layer, Message, Role
 from membrain.temporal import annotate
 
@@ -228,8 +230,9 @@ class OfflineExtractor:
         batch = ExtractionBatch()
         agent = agent_chat([*context, *target], participants)
         seen = _names_seen([*context, *target])
+        people = Referents()
         for message in target:
-            self._extract_message(message, speakers, batch, agent, seen)
+            self._extract_message(message, speakers, batch, agent, seen, people)
         batch.facts[:] = _with_replacements(batch.facts, known)
         return batch
 
@@ -240,6 +243,7 @@ class OfflineExtractor:
         batch: ExtractionBatch,
         agent: bool,
         seen: frozenset[str] = frozenset(),
+        people: Referents | None = None,
     ) -> None:
         assert message.id is not None, "messages reach the extractor with their stored ids"
         addressee = message.addressee
@@ -259,7 +263,8 @@ class OfflineExtractor:
         assistant = agent and (
             message.role is Role.ASSISTANT or message.speaker.casefold() == "assistant"
         )
-        for sentence in _sentences(dialogue):
+        sentences = _sentences(dialogue)
+        for index, sentence in enumerate(sentences):
             statement = question_statement(sentence) if agent else None
             if statement is not None:
                 batch.discarded.append(Discard(message.id, "question", sentence))
@@ -275,9 +280,13 @@ class OfflineExtractor:
             reason = _filler_reason(sentence, names) or (
                 chatter_reason(sentence) if agent else None
             )
+            if not reason and agent and index == 0 and len(sentences) > 1 and short_reply(sentence):
+                reason = "short reply before content"
             if reason:
                 batch.discarded.append(Discard(message.id, reason, sentence))
                 continue
+            if people is not None:
+                sentence = people.resolve(sentence)
             clauses = split_clauses(sentence)
             if len(clauses) > 1:
                 groups.extend([self._rewrite(c, message, addressee, bracketed)] for c in clauses)

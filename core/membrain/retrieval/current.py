@@ -57,13 +57,16 @@ _CHANGE = re.compile(
     r"|\b(?:scrapped|cancel(?:l)?ed|called off|shelved|ditched|postponed|dropped) (?:the|our|his"
     r"|her|their|my) (?:[\w'’-]+ ){0,3}?(?:trip|plan|plans|party|wedding|recital|concert|show"
     r"|conference|holiday|vacation|visit|move|event|tour|race|marathon)\b"
-    r"|\b(?:is|are|was|were) (?:off|on hold)\b|\bput (?:[\w'’-]+ ){0,4}?on hold\b"
+    r"|\b(?:is|are|was|were) (?:off|on hold)\b|[\w]['’]s (?:off|on hold)\b"
+    r"|\bput (?:[\w'’-]+ ){0,4}?on hold\b"
     r"|\b(?:pulled|dropped) out of\b|\bcalled (?:[\w'’-]+ ){0,4}?off\b|\bfell through\b",
     re.IGNORECASE,
 )
 _PLAN = re.compile(
     r"\b(?:plan|plans|planning|planned|going to|will|'ll|’ll|next|upcoming|training for"
-    r"|booked|scheduled|looking at|thinking of|preparing|signed up|registered)\b",
+    r"|booked|scheduled|looking at|thinking of|preparing|signed up|registered|trip|holiday"
+    r"|vacation|wedding|party|conference|summit|visit|concert|tour|race|marathon|recital"
+    r"|january|february|march|april|june|july|august|september|october|november|december)\b",
     re.IGNORECASE,
 )
 _AROUND = 6
@@ -96,7 +99,7 @@ _ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
         ),
         (
             r"\bwhat (?:does|do) [\w'’ ]{1,40}? do(?: for (?:work|a living)| now)?\s*\?"
-            r"|\b(?:job|occupation|profession|career)\b|\bwork as\b",
+            r"|\b(?:job|occupation|profession|career|rank|job title)\b|\bwork as\b",
             ("occupation", "employer"),
         ),
         (
@@ -105,14 +108,20 @@ _ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
             ("partner",),
         ),
         (r"\bdiet\b|\bvegan\b|\bvegetarian\b|\bpescatarian\b|\bwhat does \w+ eat\b", ("diet",)),
-        (r"\bcar\b|\bdrives?\b", ("car",)),
+        (
+            r"\b(?:car|scooter|motorbike|motorcycle|bike|vehicle)\b|\b(?:drives?|rides?)\b",
+            ("car",),
+        ),
         (r"\b(?:phone|smartphone|mobile)\b", ("phone",)),
     )
 )
-_CLAUSES = re.compile(r"[.!?;:]\s+|,\s+(?=(?:but|and|so|though|then)\b)")
+_CLAUSES = re.compile(
+    r"[.!?;:]\s+|,\s+(?=(?:but|and|so|though|then)\b)"
+    r"|,\s+(?=[A-Z][\w'’-]* (?:and others )?(?:is|are|was|has|have|just|now|finally|also)\b)"
+)
 _OPENERS = frozenset(
     "also and but so then now oh anyway well yes ok okay plus still just big huge news update "
-    "actually btw meanwhile though".split()
+    "actually btw meanwhile though um uh er erm hmm honestly confession".split()
 )
 _HYPOTHETICAL = re.compile(
     r"(?i:\b(?:not|never|might|maybe|perhaps|could|would|should|if|whether|thinking|considering"
@@ -141,7 +150,7 @@ _CUES: dict[str, re.Pattern[str]] = {
             "diet",
             r"\b(?:vegan|vegetarian|pescatarian|keto|paleo|diet|meat|dairy|gluten|plant-based)\b",
         ),
-        ("car", r"\b(?:car|drives?|driving|ride)\b"),
+        ("car", r"\b(?:car|drives?|driving|rides?|riding|scooter|motorbike|bike)\b"),
         ("phone", r"\b(?:phone|mobile|smartphone|iPhone|Pixel|Galaxy)\b"),
     )
 }
@@ -233,9 +242,8 @@ def _asked_about(question: str) -> set[str]:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(
-        w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text)
-    )
+    words = {w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text)}
+    return frozenset(words | {part for w in words if "-" in w for part in w.split("-")})
 
 
 def _asked_first(
@@ -367,8 +375,10 @@ def _named(text: str, ignored: set[str], *, first: bool = True) -> tuple[set[str
         if (i > 0 or not first) and w[:1].isupper()
     } - ignored
     topic = {
-        w.casefold()
+        part
         for w in words
         if len(w) > _TOPIC_MIN and w.islower() and w.casefold() not in _COMMON
+        for part in {w.casefold().rstrip("'’"), *w.casefold().split("-")}
+        if len(part) > 1
     }
     return names, topic
