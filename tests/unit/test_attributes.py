@@ -64,6 +64,35 @@ def _read(text: str) -> set[tuple[str, str, str, bool]]:
             "[Marcus] is a dispatcher at [Midway Transit].",
             ("marcus", "employer", "midway transit", False),
         ),
+        (
+            "[Idris] shifted from [Lagos] to [Abuja] for the new role.",
+            ("idris", "residence", "abuja", False),
+        ),
+        (
+            "[Ines] and others finally made the move to [Porto].",
+            ("ines", "residence", "porto", False),
+        ),
+        (
+            "[Ines] and others settled into the new flat in [Braga].",
+            ("ines", "residence", "braga", False),
+        ),
+        ("[Omar] has been poached by [Brightline].", ("omar", "employer", "brightline", False)),
+        ("Guess what, [Northwind] head-hunted [Omar].", ("omar", "employer", "northwind", False)),
+        ("[Omar]'s new job at [Quill].", ("omar", "employer", "quill", False)),
+        ("[Omar] quit the bike shop.", ("omar", "employer", ANY, True)),
+        ("[Pia] is freelancing now.", ("pia", "occupation", "freelancing", False)),
+        ("The chef promoted [Pia] to sous chef.", ("pia", "occupation", "sous chef", False)),
+        ("[Pia] upgraded to an [iPhone] 15.", ("pia", "phone", "iphone 15", False)),
+        ("[Pia]'s new ride is a [Vespa] Primavera.", ("pia", "car", "vespa primavera", False)),
+        ("[Rui] is eating meat again.", ("rui", "diet", "meat", False)),
+        (
+            "Um, [Rui] has been seeing someone, her name is [Bea].",
+            ("rui", "partner", "bea", False),
+        ),
+        (
+            "The van broke down, so [Rui] has gone and bought a used [Ford Transit].",
+            ("rui", "car", "ford transit", False),
+        ),
     ],
 )
 def test_what_a_fact_states(text: str, expected: tuple[str, str, str, bool]) -> None:
@@ -133,3 +162,8 @@ def test_an_end_replaces_only_the_value_it_ends() -> None:
     assert replaced("[Kenji] quit keto.", LATER, known).certain == ("keto",)
     assert replaced("[Ravi] sold the [Volvo].", LATER, known).certain == ()
     assert replaced("[Ravi] sold the [Audi].", LATER, known).certain == ("audi",)
+
+
+def test_a_verb_joined_by_and_takes_the_nearest_subject_not_a_pronoun() -> None:
+    read = _read("It broke down again, so [Rui] has gone and bought a [Kia] Ceed.")
+    assert read == {("rui", "car", "kia ceed", False)}

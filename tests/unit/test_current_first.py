@@ -55,6 +55,21 @@ def _order(facts: list[Fact], question: str = "") -> list[str]:
             "[Fatima] pushed the [Marrakech] trip to [next year::2025].",
             "When is Fatima's trip to Marrakech?",
         ),
+        (
+            "[Maya] and friends are driving to [Jasper] in February.",
+            "The [Jasper] trip's off, the car died.",
+            "Is Maya going to Jasper?",
+        ),
+        (
+            "[Maya]'s check-in is booked in [Oslo] for August.",
+            "[Maya]'s check-in is moved to October in [Bergen].",
+            "When does Maya check in?",
+        ),
+        (
+            "[Maya] rides an old [Honda] Activa to work.",
+            "[Maya] upgraded to a [Yamaha] Fascino.",
+            "What scooter does Maya ride?",
+        ),
     ],
 )
 def test_a_later_update_moves_above_what_it_updates(

@@ -47,6 +47,9 @@ def _batch(
         ("Assistant", "You two will have fun."),
         ("Assistant", "Planta on Queen West is a great vegetarian spot."),
         ("Maya", "Should I tell my boss I'm moving to Vancouver?"),
+        ("Maya", "I've got some big news!"),
+        ("Maya", "I'd like some advice about running shoes."),
+        ("Maya", "I hope I'm not bothering you."),
     ],
 )
 def test_chatter_is_discarded_with_a_reason(speaker: str, text: str) -> None:
@@ -161,3 +164,32 @@ def test_an_assistant_note_alone_is_kept() -> None:
     )
     facts = OfflineExtractor().extract([note], [], ["Assistant"]).facts
     assert [f.text for f in facts] == ["Maya's favourite colour is teal."]
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Slowly. Maya finished the first chapter.", "[Maya] finished the first chapter."),
+        ("Freezing, but good. Maya got a new coat.", "[Maya] got a new coat."),
+        ("Not yet, soon. Maya booked the movers.", "[Maya] booked the movers."),
+    ],
+)
+def test_a_short_reply_before_the_content_of_a_turn_is_chatter(text: str, kept: str) -> None:
+    batch = _batch(text)
+    assert [f.text for f in batch.facts] == [kept]
+    assert [d.reason for d in batch.discarded] == ["short reply before content"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Slowly.",
+        "Chess. Maya plays every Sunday.",
+        "I need help moving to Leeds next week.",
+        "I have news about my sister Ana.",
+    ],
+)
+def test_a_short_reply_alone_or_naming_something_is_kept(text: str) -> None:
+    batch = _batch(text)
+    assert batch.facts
+    assert "short reply before content" not in [d.reason for d in batch.discarded]

@@ -122,6 +122,16 @@ _REPLY_WORDS = frozenset(
     in progress on off track
     """.split()
 )
+_SMALL_TALK = re.compile(
+    r"^(?:so |okay |ok |well |oh |and )?(?:i(?:'ve|’ve| have)? got|i have|got|have) (?:(?:some|big"
+    r"|exciting|great|good|bad|huge|more|a bit of) )*(?:news|updates?)\W*$"
+    r"|^(?:i |i'd |i’d )?(?:need|want|would like|'d like|like) (?:some |a little |your |a bit of "
+    r")?(?:help|advice|tips|ideas|suggestions|input)\b"
+    r"|^i hope i(?: am not|'m not|’m not| do not| don't| don’t| won't| won’t) (?:disturb|bother"
+    r"|interrupt)",
+    re.IGNORECASE,
+)
+_SMALL_TALK_WORDS = 10
 _SECOND_WISH = re.compile(
     r"^(?:i )?hope (?:you|you're|you’re|you are|all|everything|things|it|that)\b"
     r"|^(?:you|you two|you both|your \w+)(?: \w+)? (?:will|must|should|might|'ll|’ll)\b"
@@ -183,7 +193,9 @@ def chatter_reason(sentence: str) -> str | None:
         w[:1].isupper() or w.casefold() in _ACK for w in _WORD.findall(text[backchannel.end() :])
     ):
         return "backchannel"
-    names = [w for w in _WORD.findall(text)[1:] if w[:1].isupper() and w != "I"]
+    names = [
+        w for w in _WORD.findall(text)[1:] if w[:1].isupper() and w.casefold() not in _FIRST_PERSON
+    ]
     laugh = _LAUGH.match(text)
     if laugh and not first_person and not names and len(_WORD.findall(text[laugh.end() :])) <= 4:
         return "reaction without content"
@@ -191,6 +203,8 @@ def chatter_reason(sentence: str) -> str | None:
         return "greeting"
     if _THANKS.search(text) and not first_person:
         return "thanks"
+    if _SMALL_TALK.match(text) and not names and len(words) <= _SMALL_TALK_WORDS:
+        return "announcement or request without content"
     stating = any(w in _FIRST_PERSON and w not in ("me", "us") for w in words)
     if stating and not re.match(r"^i(?:'m| am) (?:sorry|so sorry|here)\b", text, re.I):
         return None
