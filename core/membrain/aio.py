@@ -214,6 +214,7 @@ class AsyncMemory:
         exclude_paths: Sequence[str] = (),
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        rerank: bool = True,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see ``Memory.search``).
 
@@ -232,6 +233,7 @@ class AsyncMemory:
             exclude_paths=tuple(exclude_paths),
             as_of=as_of,
             valid_at=valid_at,
+            rerank=rerank,
         )
 
     async def context(

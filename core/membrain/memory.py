@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from math import isnan, nan
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,7 +34,6 @@ from membrain.extraction.llm import LLMClient, as_llm_client, load_model
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
-from membrain.indexing import render_fact
 from membrain.ingest import AddResult, Ingestor, message_id
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.ledger import Ledger
@@ -42,10 +42,8 @@ from membrain.models import (
     ActorKind,
     Context,
     Entity,
-    EntityView,
     Fact,
     FactStatus,
-    MemoryHit,
     Message,
     MessageStatus,
     RetrievalMode,
@@ -58,6 +56,8 @@ from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
+from membrain.retrieval.hits import memory_hits
+from membrain.retrieval.rerank import RERANK_DEPTH, packaged_reranker
 from membrain.retrieval.search import RRF_K, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
@@ -175,6 +175,7 @@ class Memory(AccountableMemory):
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
             rrf_k=RRF_K,
+            reranker=packaged_reranker(),
             extra_paths={
                 "C": EntityTreePath(self._tree),
                 "D": BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
@@ -357,6 +358,7 @@ class Memory(AccountableMemory):
         exclude_paths: Sequence[str] = (),
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        rerank: bool = True,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question``, with their sources and explanation.
 
@@ -374,6 +376,9 @@ class Memory(AccountableMemory):
                 current beliefs (active facts).
             valid_at: Search the beliefs about this valid time: facts superseded since that
                 were true then are included. A time the question names does the same.
+            rerank: Order the first results of the answer follow-up (every mode but ``fast``)
+                with the packaged reranker (:mod:`membrain.retrieval.rerank`); ``False``
+                keeps the fused order.
 
         Returns:
             A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
@@ -400,15 +405,26 @@ class Memory(AccountableMemory):
             as_of=as_of,
             valid_at=valid_at,
         )
-        run = self._searcher.search(requested, ctx, k=k, skip=exclude_paths)
+        # The reranker orders what the answer follow-up returns: without it (``fast``) it
+        # gained nothing on LoCoMo dev (benchmarks/train_reranker.py).
+        rerank = rerank and requested is not RetrievalMode.FAST and "answers" not in exclude_paths
+        depth = max(k, RERANK_DEPTH) if rerank else k
+        run = self._searcher.search(requested, ctx, k=depth, skip=exclude_paths)
         ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]
         paths = run.paths
         if run.mode is not RetrievalMode.FAST and "answers" not in exclude_paths:
-            ranked = with_answers(self._store, scope, ranked, k=k, view=ctx.view, admits=ctx.admits)
+            ranked = with_answers(
+                self._store, scope, ranked, k=depth, view=ctx.view, admits=ctx.admits
+            )
             paths = (*paths, "answers")
+        else:
+            rerank = False
+        scored = self._searcher.rerank(ctx, ranked) if rerank else [(r, nan) for r in ranked]
+        scored = scored[:k]
+        reranked = {r[0].id: score for r, score in scored if not isnan(score)}
         return SearchResult(
             question=question,
-            hits=tuple(self._hits(scope, ranked)),
+            hits=tuple(memory_hits(self._store, scope, [r for r, _ in scored], reranked)),
             requested=requested,
             mode=run.mode,
             escalated=run.escalated,
@@ -470,37 +486,6 @@ class Memory(AccountableMemory):
             scope, question, using=paths, limit=k, candidates=max(k, CANDIDATES)
         )
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
-
-    def _hits(
-        self, scope: Scope, facts: Sequence[tuple[Fact, float, dict[str, int]]]
-    ) -> list[MemoryHit]:
-        source_ids = list(dict.fromkeys(s for fact, _, _ in facts for s in fact.sources))
-        messages = {
-            m.id: m.message for m in self._store.get_messages(scope.without_session(), source_ids)
-        }
-        entity_ids = list(dict.fromkeys(e for fact, _, _ in facts for e in fact.entity_ids))
-        views = {
-            e.id: EntityView(id=e.id, name=e.name, description=e.description)
-            for e in self._store.get_entities(scope.without_session(), entity_ids)
-        }
-        hits = []
-        for fact, score, paths in facts:
-            names = {
-                ref: views[i].name
-                for ref, i in zip(fact.entities, fact.entity_ids, strict=True)
-                if i in views
-            }
-            hits.append(
-                MemoryHit(
-                    fact=fact,
-                    score=score,
-                    text=render_fact(fact.text, names),
-                    entities=tuple(views[i] for i in dict.fromkeys(fact.entity_ids) if i in views),
-                    sources=tuple(messages[s] for s in fact.sources if s in messages),
-                    paths=paths,
-                )
-            )
-        return hits
 
     def facts(
         self,

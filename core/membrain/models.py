@@ -468,6 +468,8 @@ class MemoryHit(_Record):
     sources: tuple[Message, ...] = ()
     paths: dict[str, int] = Field(default_factory=dict)
     """Retrieval path name -> 1-based rank at which that path returned the fact."""
+    rerank: float | None = None
+    """The reranker's score (log-odds that the fact is evidence), when it ordered the results."""
 
     @property
     def source_ids(self) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ queries in any case.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.current import asks_now, current_first
 from membrain.retrieval.followup import asks
 from membrain.retrieval.replaced import ReplacedPath
+from membrain.retrieval.rerank import RERANK_DEPTH, Candidate, Reranker
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.storage.base import RRF_K
@@ -47,6 +49,8 @@ __all__ = ["MODE_PATHS", "RRF_K", "Fused", "RetrievalMode", "Searcher", "SearchR
 
 
 _BOOSTS = ("time", "stated", "when")
+Ranking = tuple[Fact, float, dict[str, int]]
+"""A result as the reranker and the answer follow-up read it: fact, fused score, path ranks."""
 CURRENT_WINDOW = 10
 """Results read past ``k`` for the current-beliefs-first reordering."""
 
@@ -124,7 +128,9 @@ class Searcher:
         rrf_k: int = RRF_K,
         boost_weight: float = 0.5,
         auto_asking_top: int = 1,
+        reranker: Reranker | None = None,
     ) -> None:
+        self._reranker = reranker
         self._extra: dict[str, RetrievalPath] = {
             "replaced": ReplacedPath(),
             "asked": AskedPath(),
@@ -212,11 +218,33 @@ class Searcher:
         The reordering (:mod:`.current`) looks :data:`CURRENT_WINDOW` results further, so a
         later statement just below the cut can take the place of the one it updates.
         """
-        now = ctx.view.believed_at is None and ctx.past is None and not ctx.times
-        if not now or not asks_now(ctx.question):
+        if not self._asks_now(ctx):
             return self._read(ctx, fused, k)
         window = self._read(ctx, fused, k + CURRENT_WINDOW)
         return current_first(window, lambda f: f.fact, ctx.participants, ctx.question)[:k]
+
+    @staticmethod
+    def _asks_now(ctx: SearchContext) -> bool:
+        now = ctx.view.believed_at is None and ctx.past is None and not ctx.times
+        return now and asks_now(ctx.question)
+
+    def rerank(self, ctx: SearchContext, ranked: Sequence[Ranking]) -> list[tuple[Ranking, float]]:
+        """``ranked`` (fact, fused score, path ranks), the first ones in the reranker's order.
+
+        The first :data:`~membrain.retrieval.rerank.RERANK_DEPTH` are scored and ordered; the
+        rest follow in their order, unscored (``nan``). Current beliefs come first again for a
+        question about now. Without a reranker the order is kept.
+        """
+        if self._reranker is None:
+            return [(r, math.nan) for r in ranked]
+        head = list(ranked[:RERANK_DEPTH])
+        candidates = [Candidate(f, paths, score, i) for i, (f, score, paths) in enumerate(head)]
+        order = self._reranker.order(ctx.question, candidates, ctx.participants)
+        out = [(head[i], score) for i, score in order]
+        out += [(r, math.nan) for r in ranked[RERANK_DEPTH:]]
+        if self._asks_now(ctx):
+            out = current_first(out, lambda r: r[0][0], ctx.participants, ctx.question)
+        return out
 
     @staticmethod
     def _read(ctx: SearchContext, fused: Sequence[Fused], k: int | None = None) -> list[Fused]:

@@ -1,0 +1,190 @@
+"""A learned reranker over the fused candidates: a logistic model whose weights ship as data.
+
+The paths already find the evidence: on the LoCoMo dev split it is among the fused candidates
+for most questions, but ranked below ten. The reranker scores each of the first
+:data:`RERANK_DEPTH` fused candidates from what the search already knows, with no model call and
+no extra read: how each path ranked it, its fused score, whether it is a question or an image,
+its length, whether it names the person the question names (or only the other speaker), and how
+many of the question's words it holds. Scores are ``w · standardised(features) + b``, in numpy.
+
+The weights (``membrain/data/reranker.json``) are fitted by ``benchmarks/train_reranker.py`` on
+dev conversations only; the file records the training run and its cross-validated figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+import numpy as np
+
+from membrain.models import Fact
+from membrain.temporal import plain_text
+
+__all__ = ["FEATURES", "PATH_FEATURES", "RERANK_DEPTH", "Candidate", "Reranker", "features"]
+
+RERANK_DEPTH = 50
+"""Fused candidates the reranker reads and orders; the rest keep their fused order below."""
+
+PATH_FEATURES = (
+    "A",
+    "B",
+    "B2",
+    "B3",
+    "C",
+    "D",
+    "time",
+    "stated",
+    "when",
+    "asked",
+    "replaced",
+    "answers",
+)
+"""Paths whose reciprocal rank is a feature (a path that did not find the candidate gives 0)."""
+
+FEATURES = (
+    *(f"rr_{p}" for p in PATH_FEATURES),
+    "fused_share",
+    "fused_rr",
+    "paths_found",
+    "is_question",
+    "is_image",
+    "log_words",
+    "names_asked",
+    "other_speaker",
+    "word_overlap",
+)
+"""Feature names, in the order of the weights."""
+
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_BRACKET = re.compile(r"\[([^\[\]:]+)\]")
+_STOP = frozenset(
+    """
+    what when where which who whom whose why how does did do is are was were has have had the
+    and for with that this from about into their they them there then than your you his her
+    its our out been being would could should will can may might also just like some any
+    """.split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """What the reranker reads of one fused candidate."""
+
+    fact: Fact
+    paths: Mapping[str, int]
+    """Path name -> 1-based rank."""
+    score: float
+    """Fused score."""
+    position: int
+    """0-based position in the fused order."""
+
+
+def features(
+    question: str, candidates: Sequence[Candidate], participants: Sequence[str] = ()
+) -> np.ndarray:
+    """One row of :data:`FEATURES` per candidate."""
+    top = max((c.score for c in candidates), default=0.0) or 1.0
+    asked = _asked_names(question, participants)
+    others = {p.casefold() for p in participants} - asked
+    words = _content(question)
+    rows = []
+    for c in candidates:
+        text = plain_text(c.fact.text)
+        fact_words = _content(text)
+        named = {m.group(1).casefold() for m in _BRACKET.finditer(c.fact.text)}
+        first = _first_entity(c.fact.text)
+        rows.append(
+            [
+                *(1.0 / c.paths[p] if p in c.paths else 0.0 for p in PATH_FEATURES),
+                c.score / top,
+                1.0 / (c.position + 1),
+                float(len(c.paths)),
+                float(text.rstrip().endswith("?")),
+                float("shared an image" in text),
+                math.log1p(len(_WORD.findall(text))),
+                float(bool(asked & named)),
+                float(bool(asked) and first in others),
+                len(words & fact_words) / len(words) if words else 0.0,
+            ]
+        )
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
+
+
+def _asked_names(question: str, participants: Sequence[str]) -> set[str]:
+    people = {p.casefold() for p in participants}
+    said = {w.casefold().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(question)}
+    return people & said
+
+
+def _first_entity(text: str) -> str | None:
+    match = _BRACKET.search(text)
+    return match.group(1).casefold().removesuffix("'s") if match else None
+
+
+def _content(text: str) -> set[str]:
+    return {
+        _stem(w.casefold()) for w in _WORD.findall(text) if len(w) > 2 and w.casefold() not in _STOP
+    }
+
+
+def _stem(word: str) -> str:
+    for suffix in ("'s", "’s", "ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+class Reranker:
+    """A logistic model over :func:`features`: mean, scale, weights and bias per feature."""
+
+    def __init__(
+        self,
+        weights: Sequence[float],
+        bias: float,
+        mean: Sequence[float],
+        scale: Sequence[float],
+        names: Sequence[str] = FEATURES,
+    ) -> None:
+        if tuple(names) != FEATURES:
+            raise ValueError(f"reranker features {list(names)} are not {list(FEATURES)}")
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.bias = float(bias)
+        self.mean = np.asarray(mean, dtype=np.float64)
+        self.scale = np.asarray(scale, dtype=np.float64)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Reranker:
+        """A reranker from the fields ``benchmarks/train_reranker.py`` writes."""
+        return cls(
+            weights=data["weights"],  # type: ignore[arg-type]
+            bias=data["bias"],  # type: ignore[arg-type]
+            mean=data["mean"],  # type: ignore[arg-type]
+            scale=data["scale"],  # type: ignore[arg-type]
+            names=data["features"],  # type: ignore[arg-type]
+        )
+
+    def scores(self, rows: np.ndarray) -> np.ndarray:
+        """The model's log-odds per row."""
+        if not len(rows):
+            return np.zeros(0)
+        return ((rows - self.mean) / self.scale) @ self.weights + self.bias
+
+    def order(
+        self, question: str, candidates: Sequence[Candidate], participants: Sequence[str] = ()
+    ) -> list[tuple[int, float]]:
+        """(index into ``candidates``, score), best first; ties keep the fused order."""
+        scores = self.scores(features(question, candidates, participants))
+        return sorted(((i, float(s)) for i, s in enumerate(scores)), key=lambda p: (-p[1], p[0]))
+
+
+@cache
+def packaged_reranker() -> Reranker:
+    """The reranker shipped with the package (``membrain/data/reranker.json``)."""
+    text = (files("membrain") / "data" / "reranker.json").read_text(encoding="utf-8")
+    return Reranker.from_json(json.loads(text))

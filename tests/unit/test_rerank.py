@@ -1,0 +1,106 @@
+"""The learned reranker: its features, its ordering, the packaged weights, the search switch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from membrain import Memory, Message, Scope
+from membrain.models import Fact
+from membrain.retrieval.rerank import (
+    FEATURES,
+    PATH_FEATURES,
+    Candidate,
+    Reranker,
+    features,
+    packaged_reranker,
+)
+from membrain.testing import HashingEncoder
+
+AT = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+def _fact(text: str) -> Fact:
+    return Fact(
+        id="f",
+        scope=Scope(dataset="d", task="t"),
+        text=text,
+        stated_at=AT,
+        recorded_at=AT,
+        sources=("m",),
+        extractor="test",
+    )
+
+
+def _row(question: str, text: str, paths: dict[str, int], participants: list[str]) -> dict:
+    row = features(question, [Candidate(_fact(text), paths, 0.5, 0)], participants)[0]
+    return dict(zip(FEATURES, row, strict=True))
+
+
+def test_features_read_path_ranks_speakers_questions_and_shared_words() -> None:
+    row = _row(
+        "What did Caroline paint?",
+        "[Caroline] painted a lake at sunrise.",
+        {"A": 2, "B": 4},
+        ["Caroline", "Melanie"],
+    )
+    assert row["rr_A"] == 0.5 and row["rr_B"] == 0.25 and row["rr_D"] == 0.0
+    assert row["paths_found"] == 2.0
+    assert row["names_asked"] == 1.0 and row["other_speaker"] == 0.0
+    assert row["is_question"] == 0.0 and row["word_overlap"] == 1.0
+    other = _row(
+        "What did Caroline paint?", "[Melanie] asked what to paint?", {}, ["Caroline", "Melanie"]
+    )
+    assert other["other_speaker"] == 1.0 and other["is_question"] == 1.0
+
+
+def test_the_order_follows_the_scores_and_ties_keep_the_fused_order() -> None:
+    names = FEATURES
+    weights = [1.0 if n == "rr_A" else 0.0 for n in names]
+    model = Reranker(weights, 0.0, [0.0] * len(names), [1.0] * len(names))
+    candidates = [
+        Candidate(_fact("a"), {"B": 1}, 0.9, 0),
+        Candidate(_fact("b"), {"A": 1}, 0.5, 1),
+        Candidate(_fact("c"), {"B": 2}, 0.4, 2),
+    ]
+    assert [i for i, _ in model.order("q", candidates)] == [1, 0, 2]
+
+
+def test_weights_for_other_features_are_refused() -> None:
+    with pytest.raises(ValueError, match="features"):
+        Reranker([0.0], 0.0, [0.0], [1.0], names=["rr_A"])
+
+
+def test_the_packaged_weights_cover_every_feature() -> None:
+    model = packaged_reranker()
+    assert model.weights.shape == (len(FEATURES),)
+    assert np.all(model.scale > 0)
+    assert set(PATH_FEATURES) >= {"A", "B"}
+
+
+def test_search_reranks_the_answer_follow_up_unless_asked_not_to(tmp_path) -> None:
+    scope = Scope(dataset="chat", task="t")
+    texts = [
+        "I adopted a greyhound called Bolt.",
+        "Bolt loves the beach near our flat.",
+        "My sister Ana is a nurse in Porto.",
+        "I started pottery classes on Wednesdays.",
+    ]
+    messages = [
+        Message(speaker="Maya", text=t, timestamp=f"2024-05-0{i + 1}T10:00:00Z")
+        for i, t in enumerate(texts)
+    ]
+    question = "What is Maya's dog called?"
+    with Memory(path=tmp_path, dense=HashingEncoder(64)) as mem:
+        mem.add(messages, scope=scope)
+        reranked = mem.search(question, scope=scope, mode="expand", k=4)
+        kept = mem.search(question, scope=scope, mode="expand", k=4, rerank=False)
+        fast = mem.search(question, scope=scope, mode="fast", k=4)
+    scores = [h.rerank for h in reranked.hits]
+    assert scores and all(s is not None for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert {h.fact.id for h in reranked.hits} == {h.fact.id for h in kept.hits}
+    assert all(h.rerank is None for h in kept.hits)
+    assert all(h.rerank is None for h in fast.hits)
