@@ -5,6 +5,9 @@ Usage (from the repository root)::
     python -m benchmarks.search_latency [--facts 10000] [--queries 200] \
         [--modes fast expand deep] [--warmup 10] [--seed 0] [--json OUT]
 
+A mode ending in ``-fused`` (``expand-fused``) runs with ``rerank=False``: time it beside the
+same mode to get the reranker's cost as a ratio measured in one run.
+
 What it does:
 
 1. Generates ``--facts`` varied fact sentences from templates (three participants, a few hundred
@@ -443,18 +446,23 @@ def write_corpus(mem: Memory, corpus: Corpus) -> int:
     return written
 
 
+UNRERANKED = "-fused"
+"""Suffix of a mode timed with the reranker off (``expand-fused``), for a same-run ratio."""
+
+
 def _time_mode(
     mem: Memory, mode: str, questions: Sequence[str], warmup: int
 ) -> tuple[list[float], list[str], int]:
     """Per-question latencies (ms), the paths seen in hits, and how many searches found nothing."""
+    mode, rerank = mode.removesuffix(UNRERANKED), not mode.endswith(UNRERANKED)
     for question in questions[:warmup]:
-        mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE)
+        mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE, rerank=rerank)
     times: list[float] = []
     seen: set[str] = set()
     empty = 0
     for question in questions:
         t0 = time.perf_counter()
-        hits = mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE)
+        hits = mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE, rerank=rerank)
         times.append((time.perf_counter() - t0) * 1000)
         empty += not hits
         for hit in hits:
@@ -683,8 +691,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--modes",
         nargs="+",
         default=["fast", "expand", "deep"],
-        choices=[m.value for m in RetrievalMode],
-        help="retrieval modes to time",
+        choices=[*(m.value for m in RetrievalMode), *(m.value + UNRERANKED for m in RetrievalMode)],
+        help=f"retrieval modes to time; a mode ending in {UNRERANKED} runs with rerank=False",
     )
     parser.add_argument("--warmup", type=int, default=10, help="untimed searches per mode")
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
