@@ -57,7 +57,7 @@ from membrain.retrieval.context import assemble_context
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
 from membrain.retrieval.hits import memory_hits
-from membrain.retrieval.rerank import RERANK_DEPTH, packaged_reranker
+from membrain.retrieval.rerank import RERANK_DEPTH, applies_to, packaged_reranker
 from membrain.retrieval.search import RRF_K, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
@@ -376,9 +376,9 @@ class Memory(AccountableMemory):
                 current beliefs (active facts).
             valid_at: Search the beliefs about this valid time: facts superseded since that
                 were true then are included. A time the question names does the same.
-            rerank: Order the first results of the answer follow-up (every mode but ``fast``)
-                with the packaged reranker (:mod:`membrain.retrieval.rerank`); ``False``
-                keeps the fused order.
+            rerank: Order the first results of the answer follow-up (every mode but ``fast``,
+                chats between named people) with the packaged reranker
+                (:mod:`membrain.retrieval.rerank`); ``False`` keeps the fused order.
 
         Returns:
             A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
@@ -408,6 +408,7 @@ class Memory(AccountableMemory):
         # The reranker orders what the answer follow-up returns: without it (``fast``) it
         # gained nothing on LoCoMo dev (benchmarks/train_reranker.py).
         rerank = rerank and requested is not RetrievalMode.FAST and "answers" not in exclude_paths
+        rerank = rerank and applies_to(ctx.participants)
         depth = max(k, RERANK_DEPTH) if rerank else k
         run = self._searcher.search(requested, ctx, k=depth, skip=exclude_paths)
         ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]

@@ -14,6 +14,7 @@ from membrain.retrieval.rerank import (
     PATH_FEATURES,
     Candidate,
     Reranker,
+    applies_to,
     features,
     packaged_reranker,
 )
@@ -104,3 +105,16 @@ def test_search_reranks_the_answer_follow_up_unless_asked_not_to(tmp_path) -> No
     assert {h.fact.id for h in reranked.hits} == {h.fact.id for h in kept.hits}
     assert all(h.rerank is None for h in kept.hits)
     assert all(h.rerank is None for h in fast.hits)
+
+
+def test_a_chat_with_an_assistant_keeps_the_fused_order(tmp_path) -> None:
+    scope = Scope(dataset="agent", task="t")
+    messages = [
+        Message(speaker="Maya", text="I adopted a greyhound called Bolt.", timestamp=AT),
+        Message(speaker="Assistant", text="Lovely! How old is he?", timestamp=AT),
+    ]
+    with Memory(path=tmp_path, dense=HashingEncoder(64)) as mem:
+        mem.add(messages, scope=scope)
+        found = mem.search("What is Maya's dog called?", scope=scope, mode="expand")
+    assert found.hits and all(h.rerank is None for h in found.hits)
+    assert not applies_to(["Maya", "Assistant"]) and applies_to(["Caroline", "Melanie"])

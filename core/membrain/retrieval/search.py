@@ -39,7 +39,7 @@ from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.current import asks_now, current_first
 from membrain.retrieval.followup import asks
 from membrain.retrieval.replaced import ReplacedPath
-from membrain.retrieval.rerank import RERANK_DEPTH, Candidate, Reranker
+from membrain.retrieval.rerank import RERANK_DEPTH, Candidate, Reranker, applies_to
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.storage.base import RRF_K
@@ -233,9 +233,10 @@ class Searcher:
 
         The first :data:`~membrain.retrieval.rerank.RERANK_DEPTH` are scored and ordered; the
         rest follow in their order, unscored (``nan``). Current beliefs come first again for a
-        question about now. Without a reranker the order is kept.
+        question about now. Without a reranker, or in a chat with an assistant
+        (:func:`~membrain.retrieval.rerank.applies_to`), the order is kept.
         """
-        if self._reranker is None:
+        if self._reranker is None or not applies_to(ctx.participants):
             return [(r, math.nan) for r in ranked]
         head = list(ranked[:RERANK_DEPTH])
         candidates = [Candidate(f, paths, score, i) for i, (f, score, paths) in enumerate(head)]
