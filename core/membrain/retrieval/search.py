@@ -114,7 +114,8 @@ class Searcher:
 
     Args:
         extra_paths: Paths beyond the Qdrant ones, by name (``"C"``, ``"D"``).
-        weights: Fusion weight per path name (default 1.0; boosts default ``boost_weight``).
+        weights: Fusion weight per path name (default 1.0; boosts default ``boost_weight``,
+            four times that for ``time`` and ``stated``).
         rrf_k: The RRF constant (:data:`RRF_K`).
         auto_asking_top: ``auto`` escalates when any of its ``fast`` top this many facts asks
             a question.
@@ -149,7 +150,11 @@ class Searcher:
             "C": 0.25,
             "D": 0.5,
             "asked": 0.25,
-            **{b: boost_weight for b in _BOOSTS},
+            # A question naming a time shares little else with its answer than that time: the
+            # time-filtered paths count like content paths then, 4x the other boosts (LoCoMo
+            # dev, expand: recall@10 79.7 -> 80.0, within 1,000 / 2,000 tokens 86.8 / 91.5 ->
+            # 87.1 / 91.7).
+            **{b: boost_weight * (4.0 if b in ("time", "stated") else 1.0) for b in _BOOSTS},
         }
         self._weights = {**defaults, **dict(weights or {})}
         # The deterministic rewrites are near-paraphrases of the question, so at half weight they
