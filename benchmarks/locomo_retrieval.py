@@ -328,7 +328,7 @@ class Evaluator:
         """The system's figures over ``questions`` with the ``exclude`` paths removed."""
         result = MethodResult()
         for question in questions:
-            self._score(result, question, self._items(self._search(question, result, exclude)))
+            self._score(result, question, self._items(self._search(question, result, exclude).hits))
         return result
 
     def _baseline(self, key: str, question: Question) -> list[Item]:

@@ -37,7 +37,6 @@ from benchmarks.locomo_eval import format_table, recall_at_k
 from benchmarks.locomo_retrieval import build_questions, conversation_scope
 from membrain import Memory
 from membrain.loaders import locomo_conversations
-from membrain.models import Fact
 from membrain.retrieval.rerank import FEATURES, RERANK_DEPTH, Candidate, Reranker, features
 
 L2 = 1.0
@@ -102,9 +101,7 @@ def prepare(records: Sequence[dict[str, Any]]) -> list[Asked]:
     asked = []
     for record in records:
         hits = record["hits"]
-        candidates = [
-            Candidate(_fact(h["text"]), h["paths"], h["score"], i) for i, h in enumerate(hits)
-        ]
+        candidates = [Candidate(h["text"], h["paths"], h["score"], i) for i, h in enumerate(hits)]
         evidence = set(record["evidence"])
         asked.append(
             Asked(
@@ -118,10 +115,6 @@ def prepare(records: Sequence[dict[str, Any]]) -> list[Asked]:
             )
         )
     return asked
-
-
-def _fact(text: str) -> Fact:
-    return Fact.model_construct(text=text)
 
 
 def fit(asked: Sequence[Asked], keep: Sequence[int] | None = None) -> Reranker:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from membrain import Memory, Message, Scope
-from membrain.models import Fact
 from membrain.retrieval.rerank import (
     FEATURES,
     PATH_FEATURES,
@@ -23,20 +23,10 @@ from membrain.testing import HashingEncoder
 AT = datetime(2024, 5, 1, tzinfo=UTC)
 
 
-def _fact(text: str) -> Fact:
-    return Fact(
-        id="f",
-        scope=Scope(dataset="d", task="t"),
-        text=text,
-        stated_at=AT,
-        recorded_at=AT,
-        sources=("m",),
-        extractor="test",
-    )
-
-
-def _row(question: str, text: str, paths: dict[str, int], participants: list[str]) -> dict:
-    row = features(question, [Candidate(_fact(text), paths, 0.5, 0)], participants)[0]
+def _row(
+    question: str, text: str, paths: dict[str, int], participants: list[str]
+) -> dict[str, float]:
+    row = features(question, [Candidate(text, paths, 0.5, 0)], participants)[0]
     return dict(zip(FEATURES, row, strict=True))
 
 
@@ -62,9 +52,9 @@ def test_the_order_follows_the_scores_and_ties_keep_the_fused_order() -> None:
     weights = [1.0 if n == "rr_A" else 0.0 for n in names]
     model = Reranker(weights, 0.0, [0.0] * len(names), [1.0] * len(names))
     candidates = [
-        Candidate(_fact("a"), {"B": 1}, 0.9, 0),
-        Candidate(_fact("b"), {"A": 1}, 0.5, 1),
-        Candidate(_fact("c"), {"B": 2}, 0.4, 2),
+        Candidate("a", {"B": 1}, 0.9, 0),
+        Candidate("b", {"A": 1}, 0.5, 1),
+        Candidate("c", {"B": 2}, 0.4, 2),
     ]
     assert [i for i, _ in model.order("q", candidates)] == [1, 0, 2]
 
@@ -81,7 +71,7 @@ def test_the_packaged_weights_cover_every_feature() -> None:
     assert set(PATH_FEATURES) >= {"A", "B"}
 
 
-def test_search_reranks_the_answer_follow_up_unless_asked_not_to(tmp_path) -> None:
+def test_search_reranks_the_answer_follow_up_unless_asked_not_to(tmp_path: Path) -> None:
     scope = Scope(dataset="chat", task="t")
     texts = [
         "I adopted a greyhound called Bolt.",
@@ -107,7 +97,7 @@ def test_search_reranks_the_answer_follow_up_unless_asked_not_to(tmp_path) -> No
     assert all(h.rerank is None for h in fast.hits)
 
 
-def test_a_chat_with_an_assistant_keeps_the_fused_order(tmp_path) -> None:
+def test_a_chat_with_an_assistant_keeps_the_fused_order(tmp_path: Path) -> None:
     scope = Scope(dataset="agent", task="t")
     messages = [
         Message(speaker="Maya", text="I adopted a greyhound called Bolt.", timestamp=AT),

@@ -22,9 +22,9 @@ from functools import cache
 from importlib.resources import files
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from membrain.extraction.dialogue_acts import GENERIC_ASSISTANTS
-from membrain.models import Fact
 from membrain.temporal import plain_text
 
 __all__ = [
@@ -85,7 +85,8 @@ _STOP = frozenset(
 class Candidate:
     """What the reranker reads of one fused candidate."""
 
-    fact: Fact
+    text: str
+    """The fact's text (SPEC format)."""
     paths: Mapping[str, int]
     """Path name -> 1-based rank."""
     score: float
@@ -104,10 +105,10 @@ def features(
     words = _content(question)
     rows = []
     for c in candidates:
-        text = plain_text(c.fact.text)
+        text = plain_text(c.text)
         fact_words = _content(text)
-        named = {m.group(1).casefold() for m in _BRACKET.finditer(c.fact.text)}
-        first = _first_entity(c.fact.text)
+        named = {m.group(1).casefold() for m in _BRACKET.finditer(c.text)}
+        first = _first_entity(c.text)
         rows.append(
             [
                 *(1.0 / c.paths[p] if p in c.paths else 0.0 for p in PATH_FEATURES),
@@ -165,10 +166,10 @@ class Reranker:
 
     def __init__(
         self,
-        weights: Sequence[float],
+        weights: ArrayLike,
         bias: float,
-        mean: Sequence[float],
-        scale: Sequence[float],
+        mean: ArrayLike,
+        scale: ArrayLike,
         names: Sequence[str] = FEATURES,
     ) -> None:
         if tuple(names) != FEATURES:

@@ -244,7 +244,7 @@ class Searcher:
         if self._reranker is None or not applies_to(ctx.participants):
             return [(r, math.nan) for r in ranked]
         head = list(ranked[:RERANK_DEPTH])
-        candidates = [Candidate(f, paths, score, i) for i, (f, score, paths) in enumerate(head)]
+        candidates = [Candidate(f.text, paths, s, i) for i, (f, s, paths) in enumerate(head)]
         order = self._reranker.order(ctx.question, candidates, ctx.participants)
         out = [(head[i], score) for i, score in order]
         out += [(r, math.nan) for r in ranked[RERANK_DEPTH:]]
