@@ -64,6 +64,13 @@ def test_ingest_then_search(tmp_path: Path) -> None:
     hits = json.loads(result.stdout)
     assert hits[0]["fact"]["text"] == "[Sara] adopted a cat named [Miso]."
     assert hits[0]["sources"][0]["source_id"] == "a"
+    assert hits[0]["rerank"] is not None  # expand, a chat between named people
+    shown = runner.invoke(
+        cli.app,
+        ["search", "cat name", "-d", "sara", "-t", "chat", "--path", str(store), "-k", "1"],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "reranker " in shown.output and "score " in shown.output
 
 
 @pytest.mark.parametrize(

@@ -90,8 +90,9 @@ def _print_hits(hits: Sequence[MemoryHit]) -> None:
         )
         paths = " ".join(f"{name}#{position}" for name, position in hit.paths.items())
         when = time_label(hit.fact)
+        reranked = "" if hit.rerank is None else f", reranker {hit.rerank:+.2f}"
         out.print(
-            f"     [dim]{when}  score {hit.score:.3f} ({paths})  sources: {sources}[/]",
+            f"     [dim]{when}  score {hit.score:.3f} ({paths}{reranked})  sources: {sources}[/]",
             highlight=False,
             soft_wrap=True,
         )
