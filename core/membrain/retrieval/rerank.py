@@ -1,14 +1,15 @@
-"""A learned reranker over the fused candidates: a logistic model whose weights ship as data.
+"""A learned reranker over the first results: a logistic model whose weights ship as data.
 
 The paths already find the evidence: on the LoCoMo dev split it is among the fused candidates
-for most questions, but ranked below ten. The reranker scores each of the first
-:data:`RERANK_DEPTH` fused candidates from what the search already knows, with no model call and
-no extra read: how each path ranked it, its fused score, whether it is a question or an image,
-its length, whether it names the person the question names (or only the other speaker), and how
-many of the question's words it holds. Scores are ``w · standardised(features) + b``, in numpy.
+for most questions, but often ranked below ten. The reranker scores each of the first
+:data:`RERANK_DEPTH` results (fused, then placed by the answer follow-up) from what the search
+already knows, with no model call and no extra read: how each path ranked it, its fused score,
+whether it is a question or an image, its length, whether it names the person the question names
+(or only the other speaker), and how many of the question's words it holds. Scores are
+``w · standardised(features) + b``, in numpy.
 
 The weights (``membrain/data/reranker.json``) are fitted by ``benchmarks/train_reranker.py`` on
-dev conversations only; the file records the training run and its cross-validated figures.
+dev conversations only; the script prints the cross-validated figures and an ablation.
 """
 
 from __future__ import annotations
