@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from math import isnan, nan
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,8 +56,8 @@ from membrain.retrieval.context import assemble_context
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
 from membrain.retrieval.hits import memory_hits
-from membrain.retrieval.rerank import RERANK_DEPTH, applies_to, packaged_reranker
-from membrain.retrieval.search import RRF_K, Searcher
+from membrain.retrieval.rerank import RERANK_DEPTH, packaged_reranker
+from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
@@ -407,22 +406,20 @@ class Memory(AccountableMemory):
         )
         # The reranker orders what the answer follow-up returns: without it (``fast``) it
         # gained nothing on LoCoMo dev (benchmarks/train_reranker.py).
-        rerank = rerank and requested is not RetrievalMode.FAST and "answers" not in exclude_paths
-        rerank = rerank and applies_to(ctx.participants)
+        rerank = rerank and "answers" not in exclude_paths and self._searcher.reranks(ctx)
         depth = max(k, RERANK_DEPTH) if rerank else k
-        run = self._searcher.search(requested, ctx, k=depth, skip=exclude_paths)
+        run = self._searcher.search(requested, ctx, k=k, skip=exclude_paths, depth=depth)
         ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]
         paths = run.paths
+        scored: list[tuple[Ranking, float | None]] = [(r, None) for r in ranked]
         if run.mode is not RetrievalMode.FAST and "answers" not in exclude_paths:
             ranked = with_answers(
                 self._store, scope, ranked, k=depth, view=ctx.view, admits=ctx.admits
             )
             paths = (*paths, "answers")
-        else:
-            rerank = False
-        scored = self._searcher.rerank(ctx, ranked) if rerank else [(r, nan) for r in ranked]
+            scored = self._searcher.rerank(ctx, ranked) if rerank else [(r, None) for r in ranked]
         scored = scored[:k]
-        reranked = {r[0].id: score for r, score in scored if not isnan(score)}
+        reranked = {r[0].id: score for r, score in scored if score is not None}
         return SearchResult(
             question=question,
             hits=tuple(memory_hits(self._store, scope, [r for r, _ in scored], reranked)),

@@ -14,7 +14,7 @@ __all__ = ["memory_hits"]
 def memory_hits(
     store: RecordStore,
     scope: Scope,
-    ranked: Sequence[tuple[Fact, float, dict[str, int]]],
+    ranked: Sequence[tuple[Fact, float, dict[str, int]]],  # fact, fused score, path ranks
     reranked: Mapping[str, float] | None = None,
 ) -> list[MemoryHit]:
     """One :class:`MemoryHit` per (fact, fused score, path ranks), in one read of each kind.

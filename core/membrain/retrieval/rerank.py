@@ -41,20 +41,7 @@ __all__ = [
 RERANK_DEPTH = 50
 """Fused candidates the reranker reads and orders; the rest keep their fused order below."""
 
-PATH_FEATURES = (
-    "A",
-    "B",
-    "B2",
-    "B3",
-    "C",
-    "D",
-    "time",
-    "stated",
-    "when",
-    "asked",
-    "replaced",
-    "answers",
-)
+PATH_FEATURES = tuple("A B B2 B3 C D time stated when asked replaced answers".split())
 """Paths whose reciprocal rank is a feature (a path that did not find the candidate gives 0)."""
 
 FEATURES = (

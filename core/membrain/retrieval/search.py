@@ -29,7 +29,6 @@ queries in any case.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -195,27 +194,38 @@ class Searcher:
         return deterministic_rewrites(ctx.question, ctx.participants)
 
     def search(
-        self, mode: RetrievalMode, ctx: SearchContext, *, k: int, skip: Sequence[str] = ()
+        self,
+        mode: RetrievalMode,
+        ctx: SearchContext,
+        *,
+        k: int,
+        skip: Sequence[str] = (),
+        depth: int | None = None,
     ) -> SearchRun:
         """The top ``k`` fused results, the mode that produced them and the paths that ran.
 
-        ``skip`` leaves paths out (for ablations). Results a path found without reading the
-        fact (path D's index holds ids) are read here, in one round trip, and kept only while
-        active: a derived index that lags behind the store never brings back a retired fact.
+        ``skip`` leaves paths out (for ablations). ``depth``: how many results a search that
+        ends in a mode other than ``fast`` returns instead of ``k`` (the reranker orders them
+        after the answer follow-up); a search ending in ``fast`` reads ``k`` only. Results a
+        path found without reading the fact (path D's index holds ids) are read here, in one
+        round trip, and kept only while active: a derived index that lags behind the store
+        never brings back a retired fact.
         """
         names = [n for n in self.plan(mode, ctx) if n not in skip]
         rewrites = self.rewrites(mode, ctx)
         rankings = self._run(names, ctx, rewrites)
         fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
+        deep = max(k, depth or k)
         if mode is not RetrievalMode.AUTO:
-            return SearchRun(self._top(ctx, fused, k), mode, False, tuple(rankings))
+            top = self._top(ctx, fused, k if mode is RetrievalMode.FAST else deep)
+            return SearchRun(top, mode, False, tuple(rankings))
         if not self._weak(ctx, fused):
             return SearchRun(self._top(ctx, fused, k), RetrievalMode.FAST, False, tuple(rankings))
         rewrites = self.rewrites(RetrievalMode.EXPAND, ctx)
         more = [n for n in self.plan(RetrievalMode.EXPAND, ctx) if n not in (*skip, *rankings)]
         rankings.update(self._run(more, ctx, rewrites))
         fused = rrf(rankings, self.weights(rewrites), self._rrf_k)
-        return SearchRun(self._top(ctx, fused, k), RetrievalMode.EXPAND, True, tuple(rankings))
+        return SearchRun(self._top(ctx, fused, deep), RetrievalMode.EXPAND, True, tuple(rankings))
 
     def _top(self, ctx: SearchContext, fused: Sequence[Fused], k: int) -> list[Fused]:
         """The first ``k`` results, current beliefs first for a question about now.
@@ -233,21 +243,30 @@ class Searcher:
         now = ctx.view.believed_at is None and ctx.past is None and not ctx.times
         return now and asks_now(ctx.question)
 
-    def rerank(self, ctx: SearchContext, ranked: Sequence[Ranking]) -> list[tuple[Ranking, float]]:
+    def reranks(self, ctx: SearchContext) -> bool:
+        """Whether the reranker orders this search's results.
+
+        Not without one, nor in a chat with an assistant
+        (:func:`~membrain.retrieval.rerank.applies_to`).
+        """
+        return self._reranker is not None and applies_to(ctx.participants)
+
+    def rerank(
+        self, ctx: SearchContext, ranked: Sequence[Ranking]
+    ) -> list[tuple[Ranking, float | None]]:
         """``ranked`` (fact, fused score, path ranks), the first ones in the reranker's order.
 
         The first :data:`~membrain.retrieval.rerank.RERANK_DEPTH` are scored and ordered; the
-        rest follow in their order, unscored (``nan``). Current beliefs come first again for a
-        question about now. Without a reranker, or in a chat with an assistant
-        (:func:`~membrain.retrieval.rerank.applies_to`), the order is kept.
+        rest follow in their order, unscored (``None``). Current beliefs come first again for a
+        question about now. Without a reranker the order is kept.
         """
-        if self._reranker is None or not applies_to(ctx.participants):
-            return [(r, math.nan) for r in ranked]
+        if self._reranker is None:
+            return [(r, None) for r in ranked]
         head = list(ranked[:RERANK_DEPTH])
         candidates = [Candidate(f.text, paths, s, i) for i, (f, s, paths) in enumerate(head)]
         order = self._reranker.order(ctx.question, candidates, ctx.participants)
-        out = [(head[i], score) for i, score in order]
-        out += [(r, math.nan) for r in ranked[RERANK_DEPTH:]]
+        out: list[tuple[Ranking, float | None]] = [(head[i], score) for i, score in order]
+        out += [(r, None) for r in ranked[RERANK_DEPTH:]]
         if self._asks_now(ctx):
             out = current_first(out, lambda r: r[0][0], ctx.participants, ctx.question)
         return out
