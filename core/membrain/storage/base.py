@@ -562,18 +562,20 @@ class BaseBackend(ABC):
         limit: int,
         where: Where | None = None,
         rrf_k: int = RRF_K,
+        ids: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
         """Ranked points of ``scope``.
 
         One query ranks by similarity; several are fused by the engine's reciprocal rank fusion,
         weighted by each query's ``weight``. ``where`` and each query's own ``where`` all apply
         (a per-query ``where`` narrows its lookup, it never widens the call's ``where``).
+        ``ids`` ranks only these points (scoring known candidates).
         """
         check_scope(scope)
-        if not queries:
+        if not queries or (ids is not None and not ids):
             return []
-        condition = Filter.of(scope, where)
-        lookups = [(q, Filter.of(scope, where, q.where)) for q in queries]
+        condition = Filter.of(scope, where, ids=ids)
+        lookups = [(q, Filter.of(scope, where, q.where, ids=ids)) for q in queries]
         with self._gate.reading(), self._errors(f"query {collection.value}"):
             return self._query(collection, condition, lookups, limit, rrf_k)
 

@@ -270,6 +270,45 @@ class RecordStore(TreeRecords, AuditJournal):
         points = self.backend.query(Collection.MESSAGES, scope, queries, limit=limit)
         return [(self._message(scope, p), p.score) for p in points]
 
+    def message_similarity(
+        self,
+        scope: Scope,
+        using: str,
+        vector: Vector,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 0,
+    ) -> dict[str, float]:
+        """The similarity of ``vector`` to messages' ``using`` vector, by message id.
+
+        With ``ids``, of these messages (one missing from the answer shares nothing with a
+        sparse ``vector``, or is not stored); otherwise of the ``limit`` most similar.
+        """
+        return self._similarity(Collection.MESSAGES, scope, using, vector, ids, limit)
+
+    def fact_similarity(
+        self, scope: Scope, using: str, vector: Vector, *, ids: Sequence[str]
+    ) -> dict[str, float]:
+        """The similarity of ``vector`` to each of these facts' ``using`` vector, by fact id."""
+        return self._similarity(Collection.FACTS, scope, using, vector, ids, 0)
+
+    def _similarity(
+        self,
+        collection: Collection,
+        scope: Scope,
+        using: str,
+        vector: Vector,
+        ids: Sequence[str] | None,
+        limit: int,
+    ) -> dict[str, float]:
+        unique = None if ids is None else list(dict.fromkeys(ids))
+        size = limit if unique is None else len(unique)
+        if size < 1:
+            return {}
+        query = VectorQuery(using, vector, limit=size)
+        points = self.backend.query(collection, scope, [query], limit=size, ids=unique)
+        return {p.id: p.score for p in points}
+
     @staticmethod
     def _message(scope: Scope, point: ScoredPoint) -> StoredMessage:
         payload = dict(point.payload)
