@@ -39,6 +39,7 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
+from membrain.retrieval.rerank import Reranker
 from membrain.storage.base import DENSE, SPARSE, Backend
 
 __all__ = ["AsyncMemory"]
@@ -81,6 +82,7 @@ class AsyncMemory:
         context_window: int = 6,
         review: ReviewPolicy | None = None,
         keep_messages: timedelta | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self._memory = Memory(
             path,
@@ -97,6 +99,7 @@ class AsyncMemory:
             context_window=context_window,
             review=review,
             keep_messages=keep_messages,
+            reranker=reranker,
         )
 
     @classmethod

@@ -56,7 +56,7 @@ from membrain.retrieval.context import assemble_context
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
 from membrain.retrieval.hits import memory_hits
-from membrain.retrieval.rerank import RERANK_DEPTH, packaged_reranker
+from membrain.retrieval.rerank import RERANK_DEPTH, Reranker, packaged_reranker
 from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
@@ -112,6 +112,9 @@ class Memory(AccountableMemory):
         keep_messages: How long after it was said an extracted message is kept (``None``:
             forever, the default); :meth:`apply_retention` erases older ones and facts then
             cite evidence that no longer exists.
+        reranker: The model that orders the first results (default: the packaged one,
+            :mod:`membrain.retrieval.rerank`; one trained on your own conversations by
+            ``benchmarks/train_reranker.py`` is loaded with ``Reranker.from_json``).
 
     Example:
         >>> from membrain import Memory, Scope
@@ -140,6 +143,7 @@ class Memory(AccountableMemory):
         context_window: int = 6,
         review: ReviewPolicy | None = None,
         keep_messages: timedelta | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         if batch_size < 1 or context_window < 0:
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
@@ -174,7 +178,7 @@ class Memory(AccountableMemory):
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
             rrf_k=RRF_K,
-            reranker=packaged_reranker(),
+            reranker=reranker or packaged_reranker(),
             extra_paths={
                 "C": EntityTreePath(self._tree),
                 "D": BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),

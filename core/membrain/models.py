@@ -482,7 +482,8 @@ class MemoryHit(_Record):
         Keys: ``fact_id``; ``text`` (the fact as stored, with ``[entity]`` brackets and
         ``[raw::resolved]`` annotations); ``entities`` (canonical names); ``valid_from`` and
         ``valid_to`` (ISO 8601 or ``None``); ``sources`` (the cited messages' caller-side ids);
-        ``score`` (fused); ``paths`` (retrieval path -> rank); ``scope`` (the ``dataset/task``
+        ``score`` (fused); ``paths`` (retrieval path -> rank); ``rerank`` (the reranker's score
+        or ``None``); ``scope`` (the ``dataset/task``
         key) and ``session``; ``status`` and ``trust``; ``superseded_by`` (fact ids) and
         ``superseded_at`` (ISO 8601 or ``None``); ``author`` (``agent:<name>`` or ``None``).
         """
@@ -497,6 +498,7 @@ class MemoryHit(_Record):
             "sources": list(self.source_ids),
             "score": self.score,
             "paths": dict(self.paths),
+            "rerank": self.rerank,
             "scope": fact.scope.key,
             "session": fact.scope.session,
             "status": fact.status.value,

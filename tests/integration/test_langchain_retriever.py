@@ -93,6 +93,7 @@ def test_document_metadata_is_exact(store: Memory) -> None:
         "sources": ["m1"],
         "score": hit.score,
         "paths": hit.paths,
+        "rerank": hit.rerank,
         "scope": "sara/assistant",
         "session": "s1",
         "status": "active",

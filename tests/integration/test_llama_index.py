@@ -110,6 +110,7 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
         "sources": ["m1"],
         "score": hits[0].score,
         "paths": hits[0].paths,
+        "rerank": hits[0].rerank,
         "scope": "sara/assistant",
         "session": None,
         "status": "active",

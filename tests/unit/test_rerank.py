@@ -1,4 +1,4 @@
-"""The learned reranker: its features, its ordering, the packaged weights, the search switch."""
+"""The learned reranker: its features, its trees, the packaged model, the search switch."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ AT = datetime(2024, 5, 1, tzinfo=UTC)
 def _row(
     question: str, text: str, paths: dict[str, int], participants: list[str]
 ) -> dict[str, float]:
-    row = features(question, [Candidate(text, paths, 0.5, 0)], participants)[0]
+    row = features(question, [Candidate("f", text, paths, 0.5, 0)], participants)[0]
     return dict(zip(FEATURES, row, strict=True))
 
 
@@ -47,28 +47,71 @@ def test_features_read_path_ranks_speakers_questions_and_shared_words() -> None:
     assert other["other_speaker"] == 1.0 and other["is_question"] == 1.0
 
 
-def test_the_order_follows_the_scores_and_ties_keep_the_fused_order() -> None:
-    names = FEATURES
-    weights = [1.0 if n == "rr_A" else 0.0 for n in names]
-    model = Reranker(weights, 0.0, [0.0] * len(names), [1.0] * len(names))
+def _stump(feature: str, threshold: float, low: float, high: float) -> Reranker:
+    """One tree: ``low`` when ``feature <= threshold``, else ``high``."""
+    return Reranker(
+        feature=[[FEATURES.index(feature), -1, -1]],
+        threshold=[[threshold, 0.0, 0.0]],
+        left=[[1, 0, 0]],
+        right=[[2, 0, 0]],
+        value=[[0.0, low, high]],
+    )
+
+
+def test_the_order_follows_the_trees_and_ties_keep_the_fused_order() -> None:
+    model = _stump("rr_A", 0.5, 0.0, 1.0)
     candidates = [
-        Candidate("a", {"B": 1}, 0.9, 0),
-        Candidate("b", {"A": 1}, 0.5, 1),
-        Candidate("c", {"B": 2}, 0.4, 2),
+        Candidate("a", "a", {"B": 1}, 0.9, 0),
+        Candidate("b", "b", {"A": 1}, 0.5, 1),
+        Candidate("c", "c", {"B": 2}, 0.4, 2),
     ]
-    assert [i for i, _ in model.order("q", candidates)] == [1, 0, 2]
+    assert model.order("q", candidates) == [(1, 1.0), (0, 0.0), (2, 0.0)]
 
 
-def test_weights_for_other_features_are_refused() -> None:
+def test_scores_add_one_leaf_per_tree() -> None:
+    first, second = _stump("rr_A", 0.5, -1.0, 1.0), _stump("is_question", 0.5, 0.0, -2.0)
+    both = Reranker(
+        *(
+            np.vstack([getattr(first, name), getattr(second, name)])
+            for name in ("feature", "threshold", "left", "right", "value")
+        )
+    )
+    rows = np.zeros((2, len(FEATURES)))
+    rows[0, FEATURES.index("rr_A")] = 1.0
+    rows[1, FEATURES.index("is_question")] = 1.0
+    assert both.scores(rows).tolist() == [1.0, -3.0]
+
+
+def test_trees_for_other_features_are_refused() -> None:
     with pytest.raises(ValueError, match="features"):
-        Reranker([0.0], 0.0, [0.0], [1.0], names=["rr_A"])
+        Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_A"])
+    with pytest.raises(ValueError, match="does not exist"):
+        Reranker([[len(FEATURES)]], [[0.0]], [[0]], [[0]], [[0.0]])
+    with pytest.raises(ValueError, match="trees, nodes"):
+        Reranker([[-1, -1]], [[0.0]], [[0]], [[0]], [[0.0]])
 
 
-def test_the_packaged_weights_cover_every_feature() -> None:
+def test_a_trained_booster_scores_the_same_in_numpy() -> None:
+    import lightgbm  # the train extra, part of the test extra
+
+    from benchmarks.train_reranker import PARAMS, from_booster
+
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(400, len(FEATURES)))
+    labels = (rows[:, 0] + rows[:, 5] * rows[:, 9] > 0.3).astype(float)
+    params = {k: v for k, v in PARAMS.items() if k != "num_boost_round"}
+    booster = lightgbm.train(params, lightgbm.Dataset(rows, labels), num_boost_round=20)
+    model = from_booster(booster.dump_model())
+    expected = booster.predict(rows, raw_score=True)
+    assert np.allclose(model.scores(rows), expected, atol=1e-9)
+    assert np.allclose(Reranker.from_json(model.to_json()).scores(rows), expected, atol=1e-6)
+
+
+def test_the_packaged_trees_read_most_features() -> None:
     model = packaged_reranker()
-    assert model.weights.shape == (len(FEATURES),)
-    assert np.all(model.scale > 0)
-    assert np.count_nonzero(model.weights) >= len(FEATURES) // 2  # fitted, not a placeholder
+    used = set(model.feature[model.feature >= 0].tolist())
+    assert len(model.feature) >= 50  # fitted, not a placeholder
+    assert len(used) >= len(FEATURES) // 2
     assert len(set(PATH_FEATURES)) == len(PATH_FEATURES)
 
 

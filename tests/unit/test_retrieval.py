@@ -77,9 +77,9 @@ def loaded(memory: Memory, scope: Scope) -> Memory:
 def test_hits_explain_paths_ranks_and_scores(loaded: Memory, scope: Scope) -> None:
     for mode, allowed in [
         (RetrievalMode.FAST, {"A", "B"}),
-        (RetrievalMode.EXPAND, {"A", "B", "B2", "B3"}),
+        (RetrievalMode.EXPAND, {"A", "B", "B2", "B3", "turn", "reply"}),
     ]:
-        hits = loaded.search("Who plays the violin?", scope=scope, mode=mode, k=3)
+        hits = loaded.search("Who plays the violin?", scope=scope, mode=mode, k=3, rerank=False)
         assert _source(hits[0]) == "v1"
         assert hits[0].paths and set(hits[0].paths) <= allowed
         assert all(rank >= 1 for hit in hits for rank in hit.paths.values())
@@ -124,9 +124,10 @@ def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
     assert _source(fast[0]) == "q"
     hits = loaded.search("Which city does Sara miss most?", scope=scope, mode="auto", k=2)
     assert hits.mode is RetrievalMode.EXPAND and hits.escalated
-    assert hits.paths == ("A", "B", "B2", "B3", "asked", "answers")
-    # the reranker puts the reply above the question it answers; the fused order keeps it after
-    assert [_source(h) for h in hits] == ["a", "q"] and hits[0].paths.get("answers") == 1
+    assert hits.paths == ("A", "B", "B2", "B3", "asked", "turn", "reply", "answers")
+    # the reply comes with the question it answers, both scored by the reranker
+    assert {_source(h) for h in hits} == {"a", "q"} and all(h.rerank is not None for h in hits)
+    assert next(h for h in hits if _source(h) == "a").paths.get("answers") == 1
     kept = loaded.search(
         "Which city does Sara miss most?", scope=scope, mode="auto", k=2, rerank=False
     )
@@ -137,9 +138,10 @@ def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
 
 def test_exclude_paths(loaded: Memory, scope: Scope) -> None:
     hits = loaded.search(
-        "Who plays the violin?", scope=scope, mode="expand", exclude_paths=("B2", "B3")
+        "Who plays the violin?", scope=scope, mode="expand", exclude_paths=("B2", "B3", "turn")
     )
-    assert all(set(h.paths) <= {"A", "B"} for h in hits)
+    assert hits.paths[:2] == ("A", "B") and not {"B2", "B3", "turn"} & set(hits.paths)
+    assert all(not {"B2", "B3", "turn"} & set(h.paths) for h in hits)
 
 
 def test_context_fits_the_budget_and_cites(loaded: Memory, scope: Scope) -> None:
@@ -240,6 +242,8 @@ def test_searcher_plan_adds_boosts_only_when_asked(loaded: Memory, scope: Scope)
         "stated",
         "when",
         "asked",
+        "turn",
+        "reply",
     )
 
 
@@ -337,7 +341,7 @@ def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None
 
     searcher = Searcher(extra_paths={"D": Tied()})
     ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)
-    others = ("A", "B", "B2", "B3", "C", "time", "stated", "when", "asked")
+    others = ("A", "B", "B2", "B3", "C", "time", "stated", "when", "asked", "turn", "reply")
     run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=others)
     assert run.paths == ("D",)
     assert [r.id for r in run.results] == [second.id, first.id, third.id]

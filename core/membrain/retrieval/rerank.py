@@ -1,14 +1,15 @@
-"""A learned reranker over the first results: a logistic model whose weights ship as data.
+"""A learned reranker over the first results: boosted trees whose splits ship as data.
 
 The paths already find the evidence: on the LoCoMo dev split it is among the fused candidates
 for most questions, but often ranked below ten. The reranker scores each of the first
-:data:`RERANK_DEPTH` results (fused, then placed by the answer follow-up) from what the search
-already knows, with no model call and no extra read: how each path ranked it, its fused score,
-whether it is a question or an image, its length, whether it names the person the question names
-(or only the other speaker), and how many of the question's words it holds. Scores are
-``w · standardised(features) + b``, in numpy.
+:data:`RERANK_DEPTH` results (fused, then placed by the answer follow-up) with no model call:
+how each path ranked it, its fused score, whether it is a question or an image, its length,
+whether it names the person the question names (or only the other speaker), how many of the
+question's words it holds, and how well the question matches the fact, its whole turn, the
+turns around it and its session (:mod:`.signals`). The score is the sum of one leaf per tree
+(log-odds that the candidate is evidence), computed in numpy.
 
-The weights (``membrain/data/reranker.json``) are fitted by ``benchmarks/train_reranker.py`` on
+The trees (``membrain/data/reranker.json``) are fitted by ``benchmarks/train_reranker.py`` on
 dev conversations only; the script prints the cross-validated figures and an ablation.
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from membrain.extraction.dialogue_acts import GENERIC_ASSISTANTS
+from membrain.retrieval.signals import SIGNALS
 from membrain.temporal import plain_text
 
 __all__ = [
@@ -41,7 +43,7 @@ __all__ = [
 RERANK_DEPTH = 50
 """Fused candidates the reranker reads and orders; the rest keep their fused order below."""
 
-PATH_FEATURES = tuple("A B B2 B3 C D time stated when asked replaced answers".split())
+PATH_FEATURES = tuple("A B B2 B3 C D time stated when asked turn reply replaced answers".split())
 """Paths whose reciprocal rank is a feature (a path that did not find the candidate gives 0)."""
 
 FEATURES = (
@@ -55,8 +57,9 @@ FEATURES = (
     "names_asked",
     "other_speaker",
     "word_overlap",
+    *SIGNALS,
 )
-"""Feature names, in the order of the weights."""
+"""Feature names, in the order of a feature row."""
 
 _WORD = re.compile(r"[A-Za-z][\w'’-]*")
 _BRACKET = re.compile(r"\[([^\[\]:]+)\]")
@@ -73,6 +76,8 @@ _STOP = frozenset(
 class Candidate:
     """What the reranker reads of one fused candidate."""
 
+    id: str
+    """The fact's id."""
     text: str
     """The fact's text (SPEC format)."""
     paths: Mapping[str, int]
@@ -81,6 +86,8 @@ class Candidate:
     """Fused score."""
     position: int
     """0-based position in the fused order."""
+    signals: Sequence[float] = ()
+    """The :data:`~membrain.retrieval.signals.SIGNALS` of the fact (zeros when not given)."""
 
 
 def features(
@@ -109,6 +116,7 @@ def features(
                 float(bool(asked & named)),
                 float(bool(asked) and first in others),
                 len(words & fact_words) / len(words) if words else 0.0,
+                *(c.signals or (0.0,) * len(SIGNALS)),
             ]
         )
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
@@ -150,39 +158,81 @@ def _stem(word: str) -> str:
 
 
 class Reranker:
-    """A logistic model over :func:`features`: mean, scale, weights and bias per feature."""
+    """Boosted regression trees over :func:`features`; a row's score is the sum of its leaves.
+
+    Each tree is stored as arrays over its nodes: the feature a node splits on (``-1`` at a
+    leaf), the threshold (a row goes left when its feature is ``<=`` it), the left and right
+    child, and the leaf value. Trees are padded to the same number of nodes.
+    """
 
     def __init__(
         self,
-        weights: ArrayLike,
-        bias: float,
-        mean: ArrayLike,
-        scale: ArrayLike,
+        feature: ArrayLike,
+        threshold: ArrayLike,
+        left: ArrayLike,
+        right: ArrayLike,
+        value: ArrayLike,
         names: Sequence[str] = FEATURES,
     ) -> None:
         if tuple(names) != FEATURES:
             raise ValueError(f"reranker features {list(names)} are not {list(FEATURES)}")
-        self.weights = np.asarray(weights, dtype=np.float64)
-        self.bias = float(bias)
-        self.mean = np.asarray(mean, dtype=np.float64)
-        self.scale = np.asarray(scale, dtype=np.float64)
+        self.feature = np.asarray(feature, dtype=np.int64)
+        self.threshold = np.asarray(threshold, dtype=np.float64)
+        self.left = np.asarray(left, dtype=np.int64)
+        self.right = np.asarray(right, dtype=np.int64)
+        self.value = np.asarray(value, dtype=np.float64)
+        shapes = {a.shape for a in (self.feature, self.threshold, self.left, self.right)}
+        if len(shapes | {self.value.shape}) != 1 or self.feature.ndim != 2:
+            raise ValueError("reranker trees: every node array must be (trees, nodes)")
+        if self.feature.max(initial=-1) >= len(FEATURES):
+            raise ValueError("reranker trees split on a feature that does not exist")
+        self._depth = _depth(self.feature, self.left, self.right)
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Reranker:
         """A reranker from the fields ``benchmarks/train_reranker.py`` writes."""
+        trees = data["trees"]
+        if not isinstance(trees, Mapping):
+            raise ValueError("reranker: 'trees' must map node fields to arrays")
         return cls(
-            weights=data["weights"],  # type: ignore[arg-type]
-            bias=data["bias"],  # type: ignore[arg-type]
-            mean=data["mean"],  # type: ignore[arg-type]
-            scale=data["scale"],  # type: ignore[arg-type]
+            feature=trees["feature"],
+            threshold=trees["threshold"],
+            left=trees["left"],
+            right=trees["right"],
+            value=trees["value"],
             names=data["features"],  # type: ignore[arg-type]
         )
 
+    def to_json(self) -> dict[str, object]:
+        """The fields :meth:`from_json` reads."""
+        return {
+            "features": list(FEATURES),
+            "trees": {
+                "feature": self.feature.tolist(),
+                "threshold": self.threshold.tolist(),
+                "left": self.left.tolist(),
+                "right": self.right.tolist(),
+                "value": self.value.round(8).tolist(),
+            },
+        }
+
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The model's log-odds per row."""
-        if not len(rows):
-            return np.zeros(0)
-        return ((rows - self.mean) / self.scale) @ self.weights + self.bias
+        if not len(rows) or not len(self.feature):
+            return np.zeros(len(rows))
+        trees = np.arange(len(self.feature))[None, :]
+        node = np.zeros((len(rows), len(self.feature)), dtype=np.int64)
+        picks = np.arange(len(rows))[:, None]
+        for _ in range(self._depth):
+            split = self.feature[trees, node]
+            value = rows[picks, np.maximum(split, 0)]
+            child = np.where(
+                value <= self.threshold[trees, node],
+                self.left[trees, node],
+                self.right[trees, node],
+            )
+            node = np.where(split < 0, node, child)
+        return np.asarray(self.value[trees, node].sum(axis=1), dtype=np.float64)
 
     def order(
         self, question: str, candidates: Sequence[Candidate], participants: Sequence[str] = ()
@@ -190,6 +240,20 @@ class Reranker:
         """(index into ``candidates``, score), best first; ties keep the fused order."""
         scores = self.scores(features(question, candidates, participants))
         return sorted(((i, float(s)) for i, s in enumerate(scores)), key=lambda p: (-p[1], p[0]))
+
+
+def _depth(feature: np.ndarray, left: np.ndarray, right: np.ndarray) -> int:
+    """The most splits from a root to a leaf, over all trees."""
+    deepest = 0
+    for tree in range(len(feature)):
+        stack = [(0, 0)]
+        while stack:
+            node, depth = stack.pop()
+            if feature[tree, node] < 0:
+                deepest = max(deepest, depth)
+            else:
+                stack += [(left[tree, node], depth + 1), (right[tree, node], depth + 1)]
+    return deepest
 
 
 @cache
