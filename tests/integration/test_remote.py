@@ -97,6 +97,14 @@ def test_search_returns_what_the_memory_returns(served: Served, mode: str) -> No
     assert found[0].source_ids == ("m1",)
 
 
+def test_search_can_keep_the_fused_order(served: Served) -> None:
+    with served.remote() as remote:
+        kept = remote.search(CAT, scope=SARA, mode="expand", k=3, rerank=False)
+        ranked = remote.search(CAT, scope=SARA, mode="expand", k=3)
+    assert kept == served.memory.search(CAT, scope=SARA, mode="expand", k=3, rerank=False)
+    assert all(h.rerank is None for h in kept) and all(h.rerank is not None for h in ranked)
+
+
 def test_search_without_a_path_matches_the_memory(served: Served) -> None:
     with served.remote() as remote:
         full = remote.search(CAT, scope=SARA, mode="fast", k=3)

@@ -193,10 +193,12 @@ class AsyncRemoteMemory:
         exclude_paths: Sequence[str] = (),
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        rerank: bool = True,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see :meth:`RemoteMemory.search`)."""
         body = query_body(question, scope, mode, k, reference, as_of, valid_at)
         body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
+        body["rerank"] = rerank
         return await self._send(
             Call("POST", "/search", body), lambda b: search_result(question, mode, b)
         )

@@ -216,6 +216,7 @@ class RemoteMemory:
         exclude_paths: Sequence[str] = (),
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        rerank: bool = True,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see :meth:`Memory.search`).
 
@@ -225,6 +226,7 @@ class RemoteMemory:
         """
         body = query_body(question, scope, mode, k, reference, as_of, valid_at)
         body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
+        body["rerank"] = rerank
         return self._send(Call("POST", "/search", body), lambda b: search_result(question, mode, b))
 
     def context(

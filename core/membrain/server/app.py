@@ -277,6 +277,7 @@ def create_app(
             exclude_paths=tuple(body.exclude_paths),
             as_of=body.as_of,
             valid_at=body.valid_at,
+            rerank=body.rerank,
         )
         return SearchResponse.of(result)
 

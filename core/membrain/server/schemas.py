@@ -106,6 +106,9 @@ class SearchRequest(_Query):
     exclude_paths: list[str] = Field(
         default=[], description="Paths the mode would run but should not ('B2', 'time', ...)."
     )
+    rerank: bool = Field(
+        default=True, description="Order the first results with the reranker (false: fused)."
+    )
 
 
 class ContextRequest(_Query):
