@@ -16,7 +16,9 @@ What it does:
    temporary embedded store (Qdrant Edge) with the real default encoders (the packaged
    all-MiniLM-L6-v2 and BM25): facts are built with ``build_facts`` from ``FactDraft``s whose
    sources are synthetic message ids and written in batches through the record store, with the
-   entities they name; no extraction runs and no messages are stored. Then ``Memory.optimize()``.
+   entities they name, and the messages they cite (each the text of its facts, so the paths and
+   signals that read whole turns have turns to read); no extraction runs. Then
+   ``Memory.optimize()``.
 2. Generates ``--queries`` templated questions about those facts (about 20% ask when, about 20%
    name a month, so the time boosts run), with a fixed reference time.
 3. After ``--warmup`` untimed searches per mode, times ``Memory.search(question, mode=m, k=10)``
@@ -58,9 +60,17 @@ from membrain import Memory
 from membrain.embeddings import DenseEncoder
 from membrain.extraction.base import FactDraft, entity_refs
 from membrain.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
-from membrain.models import Entity, EntityVersion, Scope
+from membrain.models import (
+    Entity,
+    EntityVersion,
+    Message,
+    MessageStatus,
+    Scope,
+    StoredMessage,
+)
 from membrain.retrieval.search import RetrievalMode
 from membrain.storage.base import DENSE, Collection, VectorQuery
+from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="latency", task="bench")
@@ -430,9 +440,32 @@ def _entities(corpus: Corpus, recorded_at: datetime) -> list[Entity]:
 
 
 def write_corpus(mem: Memory, corpus: Corpus) -> int:
-    """Write the corpus (entities, then facts in batches); the number of facts written."""
+    """Write the corpus (entities, messages, then facts in batches); the facts written.
+
+    Each synthetic message holds the plain text of the facts citing it, said by the first
+    participant its first fact names, at that fact's statement time.
+    """
     recorded_at = datetime.now(UTC)
     mem.store.put_entities(SCOPE.without_session(), _entities(corpus, recorded_at))
+    said: dict[str, list[FactDraft]] = {}
+    for draft in corpus.drafts:
+        said.setdefault(draft.sources[0], []).append(draft)
+    messages = [
+        StoredMessage(
+            id=message_id,
+            scope=SCOPE,
+            message=Message(
+                speaker=next((p for p in PARTICIPANTS if p in drafts[0].text), PARTICIPANTS[0]),
+                text=" ".join(plain_text(d.text) for d in drafts),
+                timestamp=drafts[0].stated_at,
+            ),
+            status=MessageStatus.PROCESSED,
+            recorded_at=recorded_at,
+        )
+        for message_id, drafts in said.items()
+    ]
+    for start in range(0, len(messages), WRITE_BATCH):
+        mem.store.put_messages(SCOPE, messages[start : start + WRITE_BATCH])
     written = 0
     for start in range(0, len(corpus.drafts), WRITE_BATCH):
         facts, _ = build_facts(
@@ -454,15 +487,17 @@ def _time_mode(
     mem: Memory, mode: str, questions: Sequence[str], warmup: int
 ) -> tuple[list[float], list[str], int]:
     """Per-question latencies (ms), the paths seen in hits, and how many searches found nothing."""
-    mode, rerank = mode.removesuffix(UNRERANKED), not mode.endswith(UNRERANKED)
+    # ``rerank`` is passed only to turn the reranker off: a store of code before it times too.
+    off: dict[str, Any] = {"rerank": False} if mode.endswith(UNRERANKED) else {}
+    mode = mode.removesuffix(UNRERANKED)
     for question in questions[:warmup]:
-        mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE, rerank=rerank)
+        mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE, **off)
     times: list[float] = []
     seen: set[str] = set()
     empty = 0
     for question in questions:
         t0 = time.perf_counter()
-        hits = mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE, rerank=rerank)
+        hits = mem.search(question, scope=SCOPE, mode=mode, k=K, reference=REFERENCE, **off)
         times.append((time.perf_counter() - t0) * 1000)
         empty += not hits
         for hit in hits:
