@@ -4,7 +4,11 @@ Usage (from the repository root)::
 
     python -m benchmarks.locomo_retrieval --data ../shared/data/locomo/locomo10_dev.json \
         [--mode fast|expand|deep|auto] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
-        [--limit-conversations N] [--path DIR] [--search-k N] [--ablate]
+        [--limit-conversations N] [--conversations I ...] [--reranker FILE] [--path DIR] \
+        [--search-k N] [--ablate]
+
+``--conversations 3 4 --reranker test-34.json`` measures a held-out fold: only conversations 3 and
+4, with the reranker ``benchmarks/train_reranker.py --folds DIR`` trained without them.
 
 Each LoCoMo conversation is added to its own scope, ``Scope(dataset="locomo-<name>",
 task="bench")``, of one store (a fresh temporary folder unless ``--path`` is given); then every
@@ -95,6 +99,7 @@ from benchmarks.locomo_eval import (
 from membrain import Memory, SearchResult
 from membrain.loaders import Conversation, locomo_conversations
 from membrain.models import MemoryHit, Message, Scope
+from membrain.retrieval.rerank import Reranker
 from membrain.retrieval.search import MODE_PATHS, RetrievalMode
 from membrain.temporal import plain_text
 from membrain.tokens import count_tokens
@@ -182,6 +187,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", nargs="+", type=int, default=[1000, 2000], help="token budgets")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--conversations",
+        nargs="+",
+        type=int,
+        default=None,
+        metavar="I",
+        help="only these conversations (0-based positions in the file), e.g. a held-out fold",
+    )
+    parser.add_argument(
+        "--reranker",
+        type=Path,
+        default=None,
+        help="reranker trees (JSON, as benchmarks.train_reranker writes) instead of the packaged",
+    )
     parser.add_argument(
         "--path", type=Path, default=None, help="store folder (default: a fresh temporary one)"
     )
@@ -367,6 +386,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     err = Console(stderr=True)
     raw = json.loads(Path(args.data).read_text(encoding="utf-8"))
     conversations = locomo_conversations(raw)[: args.limit_conversations]
+    if args.conversations is not None:
+        conversations = [c for i, c in enumerate(conversations) if i in args.conversations]
+    reranker = None
+    if args.reranker is not None:
+        reranker = Reranker.from_json(json.loads(args.reranker.read_text(encoding="utf-8")))
     question_set = build_questions(raw, conversations)
     questions = question_set.questions
 
@@ -375,7 +399,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="locomo-")))
         else:
             folder = args.path
-        mem = stack.enter_context(Memory(path=folder))
+        mem = stack.enter_context(Memory(path=folder, reranker=reranker))
         # Load the encoders before anything is timed.
         mem.search_messages("warm up", scope=Scope(dataset="locomo-warmup", task="bench"), k=1)
 

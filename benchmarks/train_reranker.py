@@ -294,6 +294,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--candidates", type=Path, default=None)
     parser.add_argument("--ablate", action="store_true")
+    parser.add_argument(
+        "--folds",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write each fold's model (trained without its test conversations) here, for "
+        "benchmarks.locomo_retrieval --reranker FILE --conversations ...",
+    )
     args = parser.parse_args(argv)
     if args.candidates is not None and args.candidates.exists():
         records = json.loads(args.candidates.read_text(encoding="utf-8"))
@@ -304,6 +312,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     asked = [a for a in prepare(records) if a.mode in args.modes]
     text, model = report(asked, args.modes, args.ablate)
     print(text)
+    if args.folds is not None:
+        args.folds.mkdir(parents=True, exist_ok=True)
+        for test in FOLDS:
+            held_out = fit([a for a in asked if a.conversation not in test])
+            name = "test-" + "".join(map(str, test)) + ".json"
+            (args.folds / name).write_text(json.dumps(held_out.to_json()) + "\n", encoding="utf-8")
     if args.out is not None:
         trained = f"LoCoMo dev ({args.data.name}), modes {', '.join(args.modes)}"
         fields = {**model.to_json(), "trained_on": trained, "depth": RERANK_DEPTH}
