@@ -37,6 +37,7 @@ import numpy as np
 from benchmarks.locomo_eval import format_table, recall_at_k
 from benchmarks.locomo_retrieval import build_questions, conversation_scope
 from membrain import Memory
+from membrain.embeddings import default_dense_encoder
 from membrain.loaders import locomo_conversations
 from membrain.retrieval.rerank import FEATURES, RERANK_DEPTH, Candidate, Reranker, features
 from membrain.retrieval.search import one_per_message
@@ -316,10 +317,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.folds.mkdir(parents=True, exist_ok=True)
         for test in FOLDS:
             held_out = fit([a for a in asked if a.conversation not in test])
+            held_out.encoder = default_dense_encoder().name
             name = "test-" + "".join(map(str, test)) + ".json"
             (args.folds / name).write_text(json.dumps(held_out.to_json()) + "\n", encoding="utf-8")
     if args.out is not None:
         trained = f"LoCoMo dev ({args.data.name}), modes {', '.join(args.modes)}"
+        model.encoder = default_dense_encoder().name  # the encoder collect() searches with
         fields = {**model.to_json(), "trained_on": trained, "depth": RERANK_DEPTH}
         args.out.write_text(json.dumps(fields) + "\n", encoding="utf-8")
     return 0

@@ -23,9 +23,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from membrain.retrieval.rerank import Reranker, packaged_reranker
+
 __all__ = [
     "HashingEncoder",
     "ScriptedChatModel",
+    "any_encoder_reranker",
     "file_extents",
     "files_holding",
     "files_holding_text",
@@ -33,6 +36,20 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"[a-z0-9]+")
+
+
+def any_encoder_reranker() -> Reranker:
+    """The packaged reranker's trees, applied whatever the dense encoder.
+
+    The packaged trees order nothing for a memory searching with another encoder than theirs
+    (:meth:`~membrain.retrieval.rerank.Reranker.fits`); a test on :class:`HashingEncoder` that
+    exercises the reranker passes these as ``Memory(reranker=...)``. The order they give there
+    means nothing; only that the reranker runs is tested.
+    """
+    packaged = packaged_reranker()
+    return Reranker(
+        packaged.feature, packaged.threshold, packaged.left, packaged.right, packaged.value
+    )
 
 
 class HashingEncoder:

@@ -31,6 +31,8 @@ ALL_PATHS = (
     "D",
     "replaced",
     "asked",
+    "turn",
+    "reply",
     "time",
     "stated",
     "when",

@@ -11,7 +11,7 @@ from membrain import Memory, RemoteMemory
 from membrain.background import BackgroundWriter
 from membrain.server import KeyRing, Role, add_key, create_app, serve_in_thread
 from membrain.server.run import extensions
-from membrain.testing import HashingEncoder
+from membrain.testing import HashingEncoder, any_encoder_reranker
 
 CONVERSATION = [
     {
@@ -52,7 +52,7 @@ def serving(
         name: add_key(keys_file, list(datasets), role, name=name)
         for name, (datasets, role) in keys.items()
     }
-    memory = Memory(root / "store", dense=HashingEncoder(dim=64))
+    memory = Memory(root / "store", dense=HashingEncoder(dim=64), reranker=any_encoder_reranker())
     background = BackgroundWriter.for_memory(memory) if writer else None
     app = create_app(
         memory,

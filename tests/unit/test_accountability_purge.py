@@ -48,12 +48,14 @@ ALL_PATHS = (
     "D",
     "replaced",
     "asked",
+    "turn",
+    "reply",
     "time",
     "stated",
     "when",
     "answers",
 )
-SEARCH_PATHS = ("A", "B", "B2", "B3", "C", "D")
+SEARCH_PATHS = ("A", "B", "B2", "B3", "C", "D", "turn")
 
 DIARY = Turn(
     "Sara",

@@ -7,12 +7,14 @@ import pytest
 from typer.testing import CliRunner
 
 import membrain.cli as cli
-from membrain.testing import HashingEncoder
+from membrain.testing import HashingEncoder, any_encoder_reranker
 
 
 @pytest.fixture(autouse=True)
 def fast_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
+    # The packaged trees read the packaged encoder's similarities; these run on any encoder.
+    monkeypatch.setattr("membrain.memory.packaged_reranker", any_encoder_reranker)
 
 
 runner = CliRunner()

@@ -18,7 +18,7 @@ from membrain.retrieval.rerank import (
     features,
     packaged_reranker,
 )
-from membrain.testing import HashingEncoder
+from membrain.testing import HashingEncoder, any_encoder_reranker
 
 AT = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -128,7 +128,7 @@ def test_search_reranks_the_answer_follow_up_unless_asked_not_to(tmp_path: Path)
         for i, t in enumerate(texts)
     ]
     question = "What is Maya's dog called?"
-    with Memory(path=tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(path=tmp_path, dense=HashingEncoder(64), reranker=any_encoder_reranker()) as mem:
         mem.add(messages, scope=scope)
         reranked = mem.search(question, scope=scope, mode="expand", k=4)
         kept = mem.search(question, scope=scope, mode="expand", k=4, rerank=False)
@@ -147,8 +147,19 @@ def test_a_chat_with_an_assistant_keeps_the_fused_order(tmp_path: Path) -> None:
         Message(speaker="Maya", text="I adopted a greyhound called Bolt.", timestamp=AT),
         Message(speaker="Assistant", text="Lovely! How old is he?", timestamp=AT),
     ]
-    with Memory(path=tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(path=tmp_path, dense=HashingEncoder(64), reranker=any_encoder_reranker()) as mem:
         mem.add(messages, scope=scope)
         found = mem.search("What is Maya's dog called?", scope=scope, mode="expand")
     assert found.hits and all(h.rerank is None for h in found.hits)
     assert not applies_to(["Maya", "Assistant"]) and applies_to(["Caroline", "Melanie"])
+
+
+def test_trees_of_another_encoder_keep_the_fused_order(tmp_path: Path) -> None:
+    scope = Scope(dataset="chat", task="t")
+    said = [Message(speaker="Maya", text="I adopted a greyhound called Bolt.", timestamp=AT)]
+    packaged = packaged_reranker()
+    assert packaged.encoder and packaged.fits(packaged.encoder) and not packaged.fits("hashing-64")
+    with Memory(path=tmp_path, dense=HashingEncoder(64)) as mem:
+        mem.add(said, scope=scope)
+        found = mem.search("What is Maya's dog called?", scope=scope, mode="expand")
+    assert found.hits and all(h.rerank is None for h in found.hits)

@@ -162,7 +162,8 @@ class Reranker:
 
     Each tree is stored as arrays over its nodes: the feature a node splits on (``-1`` at a
     leaf), the threshold (a row goes left when its feature is ``<=`` it), the left and right
-    child, and the leaf value. Trees are padded to the same number of nodes.
+    child, and the leaf value. Trees are padded to the same number of nodes. ``encoder`` names
+    the dense encoder whose similarities the trees were trained on (``None``: any).
     """
 
     def __init__(
@@ -173,6 +174,7 @@ class Reranker:
         right: ArrayLike,
         value: ArrayLike,
         names: Sequence[str] = FEATURES,
+        encoder: str | None = None,
     ) -> None:
         if tuple(names) != FEATURES:
             raise ValueError(f"reranker features {list(names)} are not {list(FEATURES)}")
@@ -187,6 +189,15 @@ class Reranker:
         if self.feature.max(initial=-1) >= len(FEATURES):
             raise ValueError("reranker trees split on a feature that does not exist")
         self._depth = _depth(self.feature, self.left, self.right)
+        self.encoder = encoder
+
+    def fits(self, encoder: str) -> bool:
+        """Whether the trees read similarities of this dense encoder (by name).
+
+        Thresholds on cosine similarities mean nothing on another model's scale: trees trained
+        with one encoder order nothing for a memory searching with another.
+        """
+        return self.encoder is None or self.encoder == encoder
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Reranker:
@@ -201,12 +212,14 @@ class Reranker:
             right=trees["right"],
             value=trees["value"],
             names=data["features"],  # type: ignore[arg-type]
+            encoder=data.get("encoder"),  # type: ignore[arg-type]
         )
 
     def to_json(self) -> dict[str, object]:
         """The fields :meth:`from_json` reads."""
         return {
             "features": list(FEATURES),
+            "encoder": self.encoder,
             "trees": {
                 "feature": self.feature.tolist(),
                 "threshold": self.threshold.tolist(),

@@ -291,9 +291,14 @@ class Searcher:
         """Whether the reranker orders this search's results.
 
         Not without one, nor in a chat with an assistant
-        (:func:`~membrain.retrieval.rerank.applies_to`).
+        (:func:`~membrain.retrieval.rerank.applies_to`), nor with a dense encoder other than
+        the one its trees were trained with (:meth:`~membrain.retrieval.rerank.Reranker.fits`).
         """
-        return self._reranker is not None and applies_to(ctx.participants)
+        return (
+            self._reranker is not None
+            and applies_to(ctx.participants)
+            and self._reranker.fits(ctx.store.dense.name)
+        )
 
     def rerank(
         self, ctx: SearchContext, ranked: Sequence[Ranking]

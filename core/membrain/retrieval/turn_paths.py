@@ -31,6 +31,7 @@ __all__ = ["MESSAGES", "TurnPath", "best_messages"]
 MESSAGES = 50
 """Best-matching messages read per lookup (BM25 and dense)."""
 _KEY = "best_messages"
+_FACTS_KEY = "turn_facts"
 
 
 def best_messages(ctx: SearchContext) -> tuple[dict[str, float], dict[str, float]]:
@@ -66,28 +67,49 @@ class TurnPath:
 
     def run(self, ctx: SearchContext) -> list[Ranked]:
         """Facts, at the rank of the message they cite (or answer)."""
-        messages = _fused(best_messages(ctx))
-        if self.name == "reply":
-            turns = self._timeline(ctx).turns(ctx.scope, messages)
-            messages = [n for m in messages if m in turns and (n := turns[m].next) is not None]
-        rank = {m: i for i, m in reversed(list(enumerate(messages)))}
-        if not rank:
-            return []
-        vector = ctx.dense_vector(question_dense_text(ctx.question, ctx.participants))
-        found = ctx.store.query_facts(
+        return _turn_facts(ctx, self._timeline(ctx))[self.name]
+
+
+def _turn_facts(ctx: SearchContext, timeline: Timeline) -> dict[str, list[Ranked]]:
+    """Both paths' facts, read in one lookup per search (the facts citing either's messages)."""
+    found = ctx.extra.get(_FACTS_KEY)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    matched = _fused(best_messages(ctx))
+    turns = timeline.turns(ctx.scope, matched)
+    replies = [n for m in matched if m in turns and (n := turns[m].next) is not None]
+    ranks = {name: _ranks(ids) for name, ids in (("turn", matched), ("reply", replies))}
+    cited: list[tuple[str, float, tuple[str, ...]]] = []
+    messages = {*ranks["turn"], *ranks["reply"]}
+    if messages:
+        cited = ctx.store.cited_messages(
             ctx.scope,
             DENSE,
-            vector,
-            limit=max(ctx.limit, 2 * len(rank)),
-            where=ctx.where(sources=tuple(rank)),
+            ctx.dense_vector(question_dense_text(ctx.question, ctx.participants)),
+            limit=max(ctx.limit, 2 * len(messages)),
+            where=ctx.where(sources=tuple(messages)),
         )
-        placed = []
-        for order, hit in enumerate(found):
-            cited = [rank[s] for s in hit.fact.sources if s in rank]
-            if cited:
-                placed.append((min(cited), order, hit))
-        placed.sort(key=lambda p: (p[0], p[1]))
-        return [Ranked(hit.id, 1.0 / (i + 1), hit) for i, (_, _, hit) in enumerate(placed)]
+    result = {name: _placed(cited, rank) for name, rank in ranks.items()}
+    ctx.extra[_FACTS_KEY] = result
+    return result
+
+
+def _ranks(messages: Sequence[str]) -> dict[str, int]:
+    """Each message's first position."""
+    return {m: i for i, m in reversed(list(enumerate(messages)))}
+
+
+def _placed(
+    cited: Sequence[tuple[str, float, tuple[str, ...]]], rank: dict[str, int]
+) -> list[Ranked]:
+    """The facts citing a ranked message, at its rank (then in the order given)."""
+    placed = []
+    for order, (fact_id, _, sources) in enumerate(cited):
+        positions = [rank[s] for s in sources if s in rank]
+        if positions:
+            placed.append((min(positions), order, fact_id))
+    placed.sort()
+    return [Ranked(fact_id, 1.0 / (i + 1)) for i, (_, _, fact_id) in enumerate(placed)]
 
 
 def _fused(rankings: Sequence[dict[str, float]]) -> list[str]:

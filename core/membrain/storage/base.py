@@ -417,10 +417,12 @@ class BaseBackend(ABC):
         queries: Sequence[tuple[VectorQuery, Filter]],
         limit: int,
         rrf_k: int,
+        payload: bool | Sequence[str] = True,
     ) -> list[ScoredPoint]:
         """Ranked points: one query by similarity, several fused by weighted RRF.
 
         Each query comes with its own filter (``where`` and the query's own ``where``).
+        ``payload``: the whole payload, none, or only these top-level fields.
         """
 
     def _compact(self, collection: Collection) -> None:
@@ -563,13 +565,15 @@ class BaseBackend(ABC):
         where: Where | None = None,
         rrf_k: int = RRF_K,
         ids: Sequence[str] | None = None,
+        payload: bool | Sequence[str] = True,
     ) -> list[ScoredPoint]:
         """Ranked points of ``scope``.
 
         One query ranks by similarity; several are fused by the engine's reciprocal rank fusion,
         weighted by each query's ``weight``. ``where`` and each query's own ``where`` all apply
         (a per-query ``where`` narrows its lookup, it never widens the call's ``where``).
-        ``ids`` ranks only these points (scoring known candidates).
+        ``ids`` ranks only these points (scoring known candidates). ``payload``: the points'
+        whole payloads, none (``False``: ids and scores only) or only these top-level fields.
         """
         check_scope(scope)
         if not queries or (ids is not None and not ids):
@@ -577,7 +581,7 @@ class BaseBackend(ABC):
         condition = Filter.of(scope, where, ids=ids)
         lookups = [(q, Filter.of(scope, where, q.where, ids=ids)) for q in queries]
         with self._gate.reading(), self._errors(f"query {collection.value}"):
-            return self._query(collection, condition, lookups, limit, rrf_k)
+            return self._query(collection, condition, lookups, limit, rrf_k, payload)
 
 
 Backend = BaseBackend

@@ -181,7 +181,9 @@ class QdrantClientBackend(BaseBackend):
         queries: Sequence[tuple[VectorQuery, Filter]],
         limit: int,
         rrf_k: int,
+        payload: bool | Sequence[str] = True,
     ) -> list[ScoredPoint]:
+        selected: Any = payload if isinstance(payload, bool) else list(payload)
         name = self._name(collection)
         if len(queries) == 1:
             q, own = queries[0]
@@ -191,7 +193,7 @@ class QdrantClientBackend(BaseBackend):
                 using=q.using,
                 query_filter=_native(own),
                 limit=limit,
-                with_payload=True,
+                with_payload=selected,
             )
         else:
             response = self._client.query_points(
@@ -205,7 +207,7 @@ class QdrantClientBackend(BaseBackend):
                 query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k, weights=[q.weight for q, _ in queries])),
                 query_filter=_native(where),
                 limit=limit,
-                with_payload=True,
+                with_payload=selected,
             )
         return [scored(p) for p in response.points]
 

@@ -331,14 +331,16 @@ class EdgeBackend(BaseBackend):
         queries: Sequence[tuple[VectorQuery, Filter]],
         limit: int,
         rrf_k: int,
+        payload: bool | Sequence[str] = True,
     ) -> list[ScoredPoint]:
+        selected: Any = payload if isinstance(payload, bool) else list(payload)
         if len(queries) == 1:
             q, own = queries[0]
             request = qe.QueryRequest(
                 limit=limit,
                 query=qe.Query.Nearest(_vector(q.vector), using=q.using),
                 filter=_native(own),
-                with_payload=True,
+                with_payload=selected,
             )
         else:
             # The stubs type Fusion.Rrf as its own class, but the engine takes it as a query.
@@ -355,7 +357,7 @@ class EdgeBackend(BaseBackend):
                 ],
                 query=fusion,
                 filter=_native(where),
-                with_payload=True,
+                with_payload=selected,
             )
         return [scored(p) for p in self._shard(collection).query(request)]
 

@@ -306,7 +306,9 @@ class RecordStore(TreeRecords, AuditJournal):
         if size < 1:
             return {}
         query = VectorQuery(using, vector, limit=size)
-        points = self.backend.query(collection, scope, [query], limit=size, ids=unique)
+        points = self.backend.query(
+            collection, scope, [query], limit=size, ids=unique, payload=False
+        )
         return {p.id: p.score for p in points}
 
     @staticmethod
@@ -439,6 +441,19 @@ class RecordStore(TreeRecords, AuditJournal):
         condition = (where or FactFilter()).where()
         points = self.backend.query(Collection.FACTS, scope, [query], limit=limit, where=condition)
         return [ScoredFact(scope, p) for p in points]
+
+    def cited_messages(
+        self, scope: Scope, using: str, vector: Vector, *, limit: int, where: FactFilter
+    ) -> list[tuple[str, float, tuple[str, ...]]]:
+        """Facts ranked as :meth:`query_facts` ranks them, as (id, score, cited message ids).
+
+        No fact is built: for paths that only place facts by the messages they cite.
+        """
+        query = VectorQuery(using, vector, limit=limit)
+        points = self.backend.query(
+            Collection.FACTS, scope, [query], limit=limit, where=where.where(), payload=["sources"]
+        )
+        return [(p.id, p.score, tuple(p.payload.get("sources") or ())) for p in points]
 
     @staticmethod
     def _fact(scope: Scope, point: ScoredPoint) -> Fact:
