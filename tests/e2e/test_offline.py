@@ -24,6 +24,9 @@ def test_packaged_model_is_verified_and_semantic(socket_disabled: None) -> None:
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cos(query, near) > 0.6 > cos(query, far)
+    texts = ["When did they move?", "they moved to Berlin", "move Berlin"]
+    batched = encoder.embed_queries(texts)
+    assert batched == [encoder.embed_query(t) for t in texts]
 
 
 def test_ingest_and_search_with_sockets_disabled(socket_disabled: None, tmp_path: Path) -> None:

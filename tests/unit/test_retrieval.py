@@ -1,16 +1,19 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from membrain import ConfigurationError, Fact, Memory, RetrievalMode, Scope
+from membrain import ConfigurationError, Fact, Memory, Message, RetrievalMode, Scope
 from membrain.extraction.llm import LLMClient
 from membrain.facts import entity_id
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.search import Searcher, rrf
 from membrain.retrieval.vector_paths import vector_paths
+from membrain.testing import HashingEncoder
 from membrain.tokens import count_tokens
 
 CHAT = [
@@ -345,3 +348,40 @@ def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None
     run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=others)
     assert run.paths == ("D",)
     assert [r.id for r in run.results] == [second.id, first.id, third.id]
+
+
+class _CountingEncoder(HashingEncoder):
+    """Counts model runs: one per ``embed_query``, one per ``embed_queries`` batch."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim=dim)
+        self.runs: list[list[str]] = []
+
+    def embed_query(self, text: str) -> list[float]:
+        self.runs.append([text])
+        return super().embed_query(text)
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        self.runs.append(list(texts))
+        return [super(_CountingEncoder, self).embed_query(t) for t in texts]
+
+
+_SAID = datetime(2024, 5, 1, 10, tzinfo=UTC)
+
+
+def test_an_expand_search_embeds_its_query_texts_once_in_one_batch(tmp_path: Path) -> None:
+    encoder = _CountingEncoder(64)
+    scope = Scope(dataset="chat", task="t")
+    messages = [
+        Message(speaker="Maya", text="I adopted a greyhound called Bolt.", timestamp=_SAID),
+        Message(speaker="Leo", text="Bolt is a lovely name!", timestamp=_SAID),
+    ]
+    with Memory(path=tmp_path, dense=encoder) as mem:
+        mem.add(messages, scope=scope)
+        encoder.runs.clear()
+        found = mem.search("When did Maya adopt her dog?", scope=scope, mode="expand", k=3)
+    assert found.hits
+    assert len(encoder.runs) == 1  # the rewrites and the question as asked, together
+    batch = encoder.runs[0]
+    assert len(batch) == len(set(batch)) >= 3
+    assert "When did Maya adopt her dog?" in batch

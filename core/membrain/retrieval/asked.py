@@ -32,7 +32,12 @@ class AskedPath:
     def run(self, ctx: SearchContext) -> list[Ranked]:
         """The replies' facts, ranked by their question's rank."""
         found = ctx.store.search_messages(
-            ctx.scope, ctx.question, using=(SPARSE, DENSE), limit=MESSAGES, candidates=ctx.limit
+            ctx.scope,
+            ctx.question,
+            using=(SPARSE, DENSE),
+            limit=MESSAGES,
+            candidates=ctx.limit,
+            dense=ctx.dense_vector(ctx.question),
         )
         out: dict[str, Ranked] = {}
         for rank, (stored, _) in enumerate(found):

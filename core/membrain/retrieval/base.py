@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from membrain.embeddings import embed_queries
 from membrain.errors import InputError
 from membrain.extraction.llm import LLMClient
 from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan, now, utc
@@ -148,6 +149,15 @@ class SearchContext:
         if text not in self._vectors:
             self._vectors[text] = self.store.dense.embed_query(text)
         return self._vectors[text]
+
+    def embed_ahead(self, texts: Sequence[str]) -> None:
+        """Compute the dense vectors of ``texts`` now, in one model run where the encoder batches.
+
+        :meth:`dense_vector` then reads them.
+        """
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        for text, vector in zip(missing, embed_queries(self.store.dense, missing), strict=True):
+            self._vectors[text] = vector
 
 
 class RetrievalPath(Protocol):

@@ -190,6 +190,18 @@ class Reranker:
             raise ValueError("reranker trees split on a feature that does not exist")
         self._depth = _depth(self.feature, self.left, self.right)
         self.encoder = encoder
+        # For inference, the trees as one flat node array: children as flat indices, and a
+        # leaf its own child, so every row walks the same number of steps.
+        trees, nodes = self.feature.shape
+        offset = (np.arange(trees) * nodes)[:, None]
+        here = np.arange(trees * nodes).reshape(trees, nodes)
+        leaf = self.feature < 0
+        self._roots = offset.ravel()
+        self._split = np.where(leaf, 0, self.feature).ravel()
+        self._cut = self.threshold.ravel()
+        self._left = np.where(leaf, here, self.left + offset).ravel()
+        self._right = np.where(leaf, here, self.right + offset).ravel()
+        self._value = self.value.ravel()
 
     def fits(self, encoder: str) -> bool:
         """Whether the trees read similarities of this dense encoder (by name).
@@ -233,19 +245,12 @@ class Reranker:
         """The model's log-odds per row."""
         if not len(rows) or not len(self.feature):
             return np.zeros(len(rows))
-        trees = np.arange(len(self.feature))[None, :]
-        node = np.zeros((len(rows), len(self.feature)), dtype=np.int64)
+        node = np.broadcast_to(self._roots, (len(rows), len(self._roots)))
         picks = np.arange(len(rows))[:, None]
         for _ in range(self._depth):
-            split = self.feature[trees, node]
-            value = rows[picks, np.maximum(split, 0)]
-            child = np.where(
-                value <= self.threshold[trees, node],
-                self.left[trees, node],
-                self.right[trees, node],
-            )
-            node = np.where(split < 0, node, child)
-        return np.asarray(self.value[trees, node].sum(axis=1), dtype=np.float64)
+            goes_left = rows[picks, self._split[node]] <= self._cut[node]
+            node = np.where(goes_left, self._left[node], self._right[node])
+        return np.asarray(self._value[node].sum(axis=1), dtype=np.float64)
 
     def order(
         self, question: str, candidates: Sequence[Candidate], participants: Sequence[str] = ()

@@ -45,7 +45,7 @@ from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rew
 from membrain.retrieval.signals import turn_signals
 from membrain.retrieval.turn_paths import TurnPath
 from membrain.retrieval.turns import Timeline
-from membrain.retrieval.vector_paths import vector_paths
+from membrain.retrieval.vector_paths import dense_texts, vector_paths
 from membrain.storage.base import RRF_K
 from membrain.store import FactFilter, ScoredFact
 
@@ -63,6 +63,8 @@ __all__ = [
 
 T = TypeVar("T")
 _BOOSTS = ("time", "stated", "when")
+_RAW_QUESTION = ("asked", "turn", "reply")
+"""Paths whose message lookups embed the question as asked (messages keep their names)."""
 Ranking = tuple[Fact, float, dict[str, int]]
 """A result as the reranker and the answer follow-up read it: fact, fused score, path ranks."""
 CURRENT_WINDOW = 10
@@ -367,6 +369,10 @@ class Searcher:
         self, names: Sequence[str], ctx: SearchContext, rewrites: Rewrites
     ) -> dict[str, list[Ranked]]:
         qdrant = vector_paths(rewritten_keywords=True)
+        # One model run for every query text the paths embed (the paths over messages read
+        # the question as asked).
+        raw = [ctx.question] if any(n in _RAW_QUESTION for n in names) else []
+        ctx.embed_ahead([*dense_texts(names, ctx, rewrites), *raw])
         rankings: dict[str, list[Ranked]] = {}
         for name in names:
             if name in qdrant:

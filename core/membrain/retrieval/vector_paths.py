@@ -30,7 +30,7 @@ from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites
 from membrain.storage.base import DENSE, SPARSE
 from membrain.store import FactFilter
 
-__all__ = ["PathQuery", "VectorPath", "vector_paths"]
+__all__ = ["PathQuery", "VectorPath", "dense_texts", "vector_paths"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +59,10 @@ class VectorPath:
         query = self.query(ctx, rewrites or deterministic_rewrites(ctx.question, ctx.participants))
         if query is None:
             return []
-        found = ctx.store.query_facts(
+        found = ctx.store.rank_facts(
             ctx.scope, query.using, query.vector, limit=ctx.limit, where=query.where or ctx.view
         )
-        return [Ranked(hit.id, hit.score, hit) for hit in found]
+        return [Ranked(fact_id, score) for fact_id, score in found]
 
 
 def _dense(ctx: SearchContext, text: str, where: FactFilter | None = None) -> PathQuery:
@@ -113,3 +113,22 @@ def vector_paths(*, rewritten_keywords: bool) -> dict[str, VectorPath]:
         "stated": VectorPath("stated", _stated),
         "when": VectorPath("when", _when),
     }
+
+
+_DENSE_TEXTS: dict[str, Callable[[SearchContext, Rewrites], str]] = {
+    "B": lambda ctx, rw: ctx.question,
+    "time": lambda ctx, rw: ctx.question,
+    "stated": lambda ctx, rw: ctx.question,
+    "B2": lambda ctx, rw: rw.hypothetical,
+    "B3": lambda ctx, rw: rw.event,
+    "when": lambda ctx, rw: rw.event,
+}
+
+
+def dense_texts(names: Sequence[str], ctx: SearchContext, rewrites: Rewrites) -> list[str]:
+    """The texts the dense paths among ``names`` embed (to embed them in one batch first)."""
+    return [
+        question_dense_text(_DENSE_TEXTS[n](ctx, rewrites), ctx.participants)
+        for n in names
+        if n in _DENSE_TEXTS
+    ]

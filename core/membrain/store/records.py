@@ -259,14 +259,25 @@ class RecordStore(TreeRecords, AuditJournal):
             listener.messages_marked(scope, ids, status)
 
     def search_messages(
-        self, scope: Scope, text: str, *, using: Sequence[str], limit: int, candidates: int
+        self,
+        scope: Scope,
+        text: str,
+        *,
+        using: Sequence[str],
+        limit: int,
+        candidates: int,
+        dense: Sequence[float] | None = None,
     ) -> list[tuple[StoredMessage, float]]:
-        """Ranked messages (the raw evidence) for ``text``, by BM25, dense or both fused."""
+        """Ranked messages (the raw evidence) for ``text``, by BM25, dense or both fused.
+
+        ``dense``: the dense query vector of ``text``, when the caller has it already.
+        """
         queries = []
         if SPARSE in using:
             queries.append(VectorQuery(SPARSE, self.sparse.embed_query(text), limit=candidates))
         if DENSE in using:
-            queries.append(VectorQuery(DENSE, self.dense.embed_query(text), limit=candidates))
+            vector = list(dense) if dense is not None else self.dense.embed_query(text)
+            queries.append(VectorQuery(DENSE, vector, limit=candidates))
         points = self.backend.query(Collection.MESSAGES, scope, queries, limit=limit)
         return [(self._message(scope, p), p.score) for p in points]
 
@@ -441,6 +452,27 @@ class RecordStore(TreeRecords, AuditJournal):
         condition = (where or FactFilter()).where()
         points = self.backend.query(Collection.FACTS, scope, [query], limit=limit, where=condition)
         return [ScoredFact(scope, p) for p in points]
+
+    def rank_facts(
+        self,
+        scope: Scope,
+        using: str,
+        vector: Vector,
+        *,
+        limit: int,
+        where: FactFilter | None = None,
+    ) -> list[tuple[str, float]]:
+        """Fact ids ranked as :meth:`query_facts` ranks them, with their scores.
+
+        No payload is read: a search ranks far more candidates than it returns, and reads the
+        records of those it returns (:meth:`get_facts`) once, however many paths found them.
+        """
+        query = VectorQuery(using, vector, limit=limit)
+        condition = (where or FactFilter()).where()
+        points = self.backend.query(
+            Collection.FACTS, scope, [query], limit=limit, where=condition, payload=False
+        )
+        return [(p.id, p.score) for p in points]
 
     def cited_messages(
         self, scope: Scope, using: str, vector: Vector, *, limit: int, where: FactFilter
