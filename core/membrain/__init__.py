@@ -12,8 +12,9 @@ Example:
     >>> mem.search("What is Sara's cat called?", scope=scope)  # doctest: +SKIP
 """
 
-from membrain.accountable import PurgeResult
-from membrain.aio import AsyncMemory
+import importlib
+from typing import TYPE_CHECKING
+
 from membrain.audit import (
     AuditAction,
     AuditEvent,
@@ -22,7 +23,6 @@ from membrain.audit import (
     ReviewKind,
     ReviewPolicy,
 )
-from membrain.config import MembrainSettings
 from membrain.errors import (
     AnnotationError,
     BackendError,
@@ -36,10 +36,6 @@ from membrain.errors import (
     ScopeError,
     StoreInUseError,
 )
-from membrain.extraction.llm import ChatModel, LLMReply
-from membrain.extraction.prompts import Prompts
-from membrain.listeners import RecordListener
-from membrain.memory import AddResult, EvidenceHit, Memory
 from membrain.models import (
     Actor,
     ActorKind,
@@ -64,8 +60,44 @@ from membrain.models import (
     Trust,
 )
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
+from membrain.results import AddResult, EvidenceHit, PurgeResult
+
+if TYPE_CHECKING:
+    from membrain.aio import AsyncMemory
+    from membrain.config import MembrainSettings
+    from membrain.extraction.llm import ChatModel, LLMReply
+    from membrain.extraction.prompts import Prompts
+    from membrain.listeners import RecordListener
+    from membrain.memory import Memory
+
+    def _conforms(memory: Memory, remote: RemoteMemory) -> tuple[MemoryLike, MemoryLike]:
+        """Both memories satisfy the adapters' protocol (mypy checks this)."""
+        return memory, remote
+
+
+_ENGINE = {
+    "AsyncMemory": "membrain.aio",
+    "ChatModel": "membrain.extraction.llm",
+    "LLMReply": "membrain.extraction.llm",
+    "MembrainSettings": "membrain.config",
+    "Memory": "membrain.memory",
+    "Prompts": "membrain.extraction.prompts",
+    "RecordListener": "membrain.listeners",
+}
+"""Names loaded on first use: the records above import no engine, so importing
+``membrain.remote`` (a served memory's client) loads neither a storage engine nor a model."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    module = _ENGINE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'membrain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AsyncRemoteMemory",

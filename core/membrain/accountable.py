@@ -8,9 +8,9 @@ checks its scope and names who acts (``by``: ``"agent:planner"``, ``"reviewer:an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from membrain.arguments import as_ids
 from membrain.audit import (
     AuditAction,
     AuditEvent,
@@ -21,32 +21,11 @@ from membrain.audit import (
 from membrain.errors import ConfigurationError, InputError
 from membrain.ledger import Ledger
 from membrain.models import Actor, ActorKind, Fact, MessageStatus, Scope, now, utc
+from membrain.results import PurgeResult
 from membrain.storage.base import Collection, check_scope
 from membrain.store import RecordStore
 
 __all__ = ["AccountableMemory", "PurgeResult"]
-
-
-@dataclass(frozen=True, slots=True)
-class PurgeResult:
-    """What a purge (or the retention policy) erased, by id."""
-
-    fact_ids: tuple[str, ...] = ()
-    message_ids: tuple[str, ...] = ()
-    entity_ids: tuple[str, ...] = ()
-
-
-def as_ids(value: object, what: str = "fact ids") -> list[str]:
-    """Ids given as one string or a sequence of strings.
-
-    Raises:
-        InputError: anything else.
-    """
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Sequence | set | frozenset) and all(isinstance(i, str) for i in value):
-        return list(value)
-    raise InputError(f"{what} must be a string or a list of strings, got {value!r:.80}")
 
 
 def _one_id(value: object) -> str:

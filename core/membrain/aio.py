@@ -20,14 +20,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from membrain.accountable import PurgeResult
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem, ReviewPolicy
 from membrain.config import MembrainSettings
 from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import Extractor
 from membrain.extraction.prompts import Prompts
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
-from membrain.memory import AddResult, EvidenceHit, Memory
+from membrain.memory import Memory
 from membrain.models import (
     Actor,
     Context,
@@ -39,6 +38,7 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
+from membrain.results import AddResult, EvidenceHit, PurgeResult
 from membrain.retrieval.rerank import Reranker
 from membrain.storage.base import DENSE, SPARSE, Backend
 

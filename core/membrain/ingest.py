@@ -34,6 +34,7 @@ from membrain.models import (
     Trust,
     now,
 )
+from membrain.results import AddResult
 from membrain.store import FactFilter, RecordStore
 from membrain.temporal import inert
 
@@ -65,25 +66,6 @@ KNOWN_PER_MESSAGE = 3
 """Facts looked up per message: by similarity, then among the facts of each entity it names."""
 MAX_KNOWN_ABOUT = 2000
 """Known facts given to an extractor that looks them up by entity, at most (the latest)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AddResult:
-    """What one :meth:`Memory.add` did."""
-
-    messages_stored: int = 0
-    """Messages given that were new, and stored."""
-    messages_skipped: int = 0
-    """Messages given that were already stored (or given twice in one call): not stored again."""
-    messages_retried: int = 0
-    """Of those, messages an earlier call left pending, extracted again by this one."""
-    fact_ids: tuple[str, ...] = ()
-    entity_ids: tuple[str, ...] = ()
-    discarded: int = 0
-    errors: tuple[ExtractionError, ...] = ()
-    llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 def _inert(message: Message) -> Message:

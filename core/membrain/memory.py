@@ -9,12 +9,12 @@ steps leaves the messages pending for the next ``add``. Read path: :mod:`membrai
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from membrain.accountable import AccountableMemory, as_ids
+from membrain.accountable import AccountableMemory
+from membrain.arguments import as_ids
 from membrain.audit import Cause, ReviewPolicy
 from membrain.checks import unicode_text
 from membrain.config import MembrainSettings, settings_for
@@ -33,7 +33,7 @@ from membrain.extraction.llm import LLMClient, as_llm_client, load_model
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import Prompts
-from membrain.ingest import AddResult, Ingestor, message_id
+from membrain.ingest import Ingestor, message_id
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.ledger import Ledger
 from membrain.models import (
@@ -50,6 +50,7 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
+from membrain.results import AddResult, EvidenceHit
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
@@ -67,14 +68,6 @@ __all__ = ["AddResult", "EvidenceHit", "Memory"]
 
 
 DEFAULT_PATH = Path(".membrain")
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceHit:
-    """A raw message returned by :meth:`Memory.search_messages`."""
-
-    message: Message
-    score: float
 
 
 CANDIDATES = 50
@@ -542,6 +535,16 @@ class Memory(AccountableMemory):
         """The speakers of the scope's (dataset, task): whom its first-person facts are about."""
         check_scope(scope)
         return self._ingestor.participants(scope)
+
+    def scopes(self, dataset: str | None = None) -> list[Scope]:
+        """The (dataset, task) scopes that hold messages or facts (of ``dataset`` when given).
+
+        Raises:
+            ScopeError: ``dataset`` is not a valid scope part.
+        """
+        if dataset is not None:
+            dataset = Scope(dataset=dataset, task="_").dataset
+        return self._store.scopes(dataset)
 
     def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (all sessions when it has none).

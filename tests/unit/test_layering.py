@@ -10,6 +10,8 @@ derived indexes only through the record store's listeners).
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +33,8 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "tokens",
                 "config",
                 "temporal",
+                "arguments",
+                "results",
             }
         ),
     ),
@@ -134,6 +138,41 @@ def test_storage_imports_nothing_above_it() -> None:
         if name.startswith("membrain.storage"):
             bad = [t for t, _ in imports(path, name) if t.startswith(forbidden) or t == "membrain"]
             assert not bad, f"{name} imports {bad}"
+
+
+def test_the_remote_client_imports_only_the_ground_floor() -> None:
+    """A served memory's client needs records and checks, never the engine."""
+    problems = []
+    for name, path in modules().items():
+        if name.startswith("membrain.remote"):
+            for target, line in imports(path, name):
+                if not target.startswith("membrain.remote") and group_of(target)[0] > 0:
+                    problems.append(f"{path.relative_to(CORE.parent)}:{line} imports {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_importing_the_remote_client_loads_no_engine() -> None:
+    probe = (
+        "import sys, membrain.remote\n"
+        "heavy = ('qdrant_edge', 'qdrant_client', 'fastembed', 'onnxruntime', 'tantivy')\n"
+        "engine = ('membrain.storage', 'membrain.store', 'membrain.retrieval',\n"
+        "          'membrain.extraction', 'membrain.ingest', 'membrain.memory')\n"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in heavy or m.startswith(engine)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+    # and the engine is still one attribute away
+    out = subprocess.run(
+        [sys.executable, "-c", "import membrain; print(membrain.Memory.__module__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.strip() == "membrain.memory"
 
 
 def test_no_import_cycle() -> None:

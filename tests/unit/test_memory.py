@@ -261,3 +261,19 @@ def test_delete_scope_leaves_no_derived_trace(memory: Memory, scope: Scope) -> N
     memory.add(CHAT[:2], scope=scope)
     again = memory.search("Which cat did Sara adopt?", scope=scope, mode="deep", k=3)
     assert "Miso" in again[0].text and "D" in again[0].paths
+
+
+def test_scopes_lists_the_scopes_that_hold_records(tmp_path: Path) -> None:
+    sara, nate = Scope(dataset="sara", task="chat"), Scope(dataset="nate", task="planner")
+    said = {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
+    with Memory(path=tmp_path, dense=HashingEncoder(32)) as mem:
+        assert mem.scopes() == []
+        mem.add([said], scope=sara)
+        mem.add([said], scope=nate.model_copy(update={"session": "s1"}))
+        assert mem.scopes() == [nate, sara]
+        assert mem.scopes("sara") == [sara]
+        assert mem.scopes("nobody") == []
+        with pytest.raises(ScopeError):
+            mem.scopes("a/b")
+        mem.delete_scope(nate)
+        assert mem.scopes() == [sara]

@@ -22,17 +22,9 @@ Example:
     ...     mem.search("What is the cat called?", scope=Scope(dataset="sara", task="assistant"))
 """
 
-from typing import TYPE_CHECKING
-
 from membrain.remote.aio import AsyncRemoteMemory
 from membrain.remote.client import RemoteMemory
 from membrain.remote.common import RemoteAccessError
 from membrain.remote.protocol import MemoryLike
 
 __all__ = ["AsyncRemoteMemory", "MemoryLike", "RemoteAccessError", "RemoteMemory"]
-
-if TYPE_CHECKING:  # mypy checks that both memories satisfy the protocol
-    from membrain.memory import Memory
-
-    def _conforms(memory: Memory, remote: RemoteMemory) -> tuple[MemoryLike, MemoryLike]:
-        return memory, remote

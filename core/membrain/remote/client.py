@@ -9,12 +9,10 @@ from typing import Any, TypeVar
 
 import httpx
 
-from membrain.accountable import PurgeResult, as_ids
+from membrain.arguments import DENSE, SPARSE, as_ids
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
 from membrain.errors import InputError
-from membrain.ingest import AddResult
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
-from membrain.memory import EvidenceHit
 from membrain.models import (
     Actor,
     Context,
@@ -56,7 +54,7 @@ from membrain.remote.common import (
     send,
     supersede_call,
 )
-from membrain.storage.base import DENSE, SPARSE
+from membrain.results import AddResult, EvidenceHit, PurgeResult
 
 T = TypeVar("T")
 

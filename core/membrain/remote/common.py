@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from membrain.accountable import PurgeResult, as_ids
+from membrain.arguments import DENSE, SPARSE, as_ids, check_scope
 from membrain.audit import AuditAction, AuditEvent, ReviewItem
 from membrain.errors import (
     AnnotationError,
@@ -26,9 +26,7 @@ from membrain.errors import (
     NotFoundError,
     ScopeError,
 )
-from membrain.ingest import AddResult
 from membrain.inputs import as_messages
-from membrain.memory import EvidenceHit
 from membrain.models import (
     Actor,
     Fact,
@@ -50,7 +48,7 @@ from membrain.remote.transport import (
     send_async,
     unreachable,
 )
-from membrain.storage.base import DENSE, SPARSE, check_scope
+from membrain.results import AddResult, EvidenceHit, PurgeResult
 
 __all__ = [
     "API_PREFIX",

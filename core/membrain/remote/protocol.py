@@ -6,9 +6,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from membrain.ingest import AddResult
+from membrain.arguments import DENSE, SPARSE
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
-from membrain.memory import EvidenceHit, Memory
 from membrain.models import (
     Actor,
     Context,
@@ -19,7 +18,8 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
-from membrain.storage.base import DENSE, SPARSE
+from membrain.remote.client import RemoteMemory
+from membrain.results import AddResult, EvidenceHit
 
 __all__ = ["MemoryLike", "actor_for"]
 
@@ -147,7 +147,7 @@ class MemoryLike(Protocol):
 def actor_for(memory: MemoryLike, by: Actor | str) -> Actor | str | None:
     """The ``by=`` an adapter passes to ``memory``.
 
-    ``by`` for an embedded memory; ``None`` for a served one, whose server names the caller's
-    API key as the actor of every change.
+    ``None`` for a served memory, whose server names the caller's API key as the actor of every
+    change; ``by`` for any other.
     """
-    return by if isinstance(memory, Memory) else None
+    return None if isinstance(memory, RemoteMemory) else by

@@ -16,12 +16,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from membrain.accountable import PurgeResult
+from membrain.arguments import DENSE, SPARSE
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
-from membrain.ingest import AddResult
-from membrain.memory import EvidenceHit
 from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
-from membrain.storage.base import DENSE, SPARSE
+from membrain.results import AddResult, EvidenceHit, PurgeResult
 
 __all__ = [
     "AddRequest",

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from membrain.arguments import DENSE, SPARSE, check_scope
 from membrain.embeddings import SparseVector
 from membrain.errors import BackendError, InputError, MembrainError, ScopeError
 from membrain.models import Scope
@@ -45,8 +46,6 @@ __all__ = [
     "scope_payload",
 ]
 
-DENSE = "dense"
-SPARSE = "sparse"
 RRF_K = 2
 """The reciprocal rank fusion constant of every fusion, in the engines and in retrieval.
 
@@ -158,16 +157,6 @@ class VectorQuery:
     limit: int = 50
     weight: float = 1.0
     where: Where = field(default_factory=dict)
-
-
-def check_scope(scope: object) -> Scope:
-    """Return ``scope`` if it is a :class:`Scope`, else raise :class:`ScopeError`."""
-    if not isinstance(scope, Scope):
-        raise ScopeError(
-            f"a Scope is required for every storage call, got {type(scope).__name__}; "
-            "pass scope=Scope(dataset=..., task=...)"
-        )
-    return scope
 
 
 SCOPE_FIELDS = ("tenant", "session")

@@ -270,6 +270,19 @@ class AuditJournal:
         self.backend.upsert(Collection.AUDIT, scope, points)
         self._finish_erasure(scope, [_scored(p) for p in points])
 
+    def scopes(self, dataset: str | None = None) -> list[Scope]:
+        """The (dataset, task) scopes that hold messages or facts, of one dataset or all.
+
+        Bookkeeping scopes (:meth:`Scope.bookkeeping`) are left out.
+        """
+        found = {
+            s
+            for collection in (Collection.MESSAGES, Collection.FACTS)
+            for s in self.backend.tenants(collection)
+            if not s.is_bookkeeping and dataset in (None, s.dataset)
+        }
+        return sorted(found, key=lambda s: (s.dataset, s.task))
+
     def delete_scope(self, scope: Scope, *more: Scope) -> None:
         """Delete every record of ``scope`` (all sessions when it has none), its audit included.
 

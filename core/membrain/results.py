@@ -1,0 +1,50 @@
+"""The records the memory's operations return, beside the models.
+
+They are defined below the engine, so a caller of a served memory (:mod:`membrain.remote`)
+reads them without importing storage, retrieval or extraction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from membrain.errors import ExtractionError
+from membrain.models import Message
+
+__all__ = ["AddResult", "EvidenceHit", "PurgeResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What one :meth:`Memory.add` did."""
+
+    messages_stored: int = 0
+    """Messages given that were new, and stored."""
+    messages_skipped: int = 0
+    """Messages given that were already stored (or given twice in one call): not stored again."""
+    messages_retried: int = 0
+    """Of those, messages an earlier call left pending, extracted again by this one."""
+    fact_ids: tuple[str, ...] = ()
+    entity_ids: tuple[str, ...] = ()
+    discarded: int = 0
+    errors: tuple[ExtractionError, ...] = ()
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceHit:
+    """A raw message returned by :meth:`Memory.search_messages`."""
+
+    message: Message
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What a purge (or the retention policy) erased, by id."""
+
+    fact_ids: tuple[str, ...] = ()
+    message_ids: tuple[str, ...] = ()
+    entity_ids: tuple[str, ...] = ()
