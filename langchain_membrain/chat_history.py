@@ -72,9 +72,10 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
     text (an AI turn holding only tool calls) are not stored; tool calls and tool results are
     not kept as evidence.
 
-    **clear() does not forget.** It ends the transcript: :attr:`messages` no longer returns what
-    was said before, but the stored messages and every fact and entity derived from them stay in
-    memory and keep being found by searches.
+    **clear() forgets what the transcript taught.** It ends the transcript (:attr:`messages` no
+    longer returns what was said before) and forgets the facts extracted from its messages: no
+    search finds them again, and they stay with their sources for audit. The messages stay as
+    evidence until a purge (see :meth:`clear`).
 
     Args:
         memory: The memory to store into: an embedded :class:`~membrain.Memory` or a served

@@ -26,12 +26,15 @@ def hit_metadata(hit: MemoryHit) -> dict[str, Any]:
 
 def hit_to_node(hit: MemoryHit) -> NodeWithScore:
     """A search hit as a scored LlamaIndex node (id: the fact id; text: the rendered fact)."""
+    metadata = hit_metadata(hit)
+    # An empty value ("valid_from: None", "superseded_by: []") tells the model nothing.
+    hidden = [*_HIDDEN_KEYS, *(k for k, v in metadata.items() if v in (None, "", [], {}, ()))]
     node = TextNode(
         id_=hit.fact.id,
         text=hit.text or hit.fact.text,
-        metadata=hit_metadata(hit),
-        excluded_llm_metadata_keys=list(_HIDDEN_KEYS),
-        excluded_embed_metadata_keys=list(_HIDDEN_KEYS),
+        metadata=metadata,
+        excluded_llm_metadata_keys=hidden,
+        excluded_embed_metadata_keys=hidden,
     )
     return NodeWithScore(node=node, score=hit.score)
 

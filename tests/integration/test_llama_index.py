@@ -139,6 +139,10 @@ def test_llm_sees_the_fact_with_entities_and_times_not_the_bookkeeping(
     assert "entities: ['Sara', 'Miso']" in shown
     for hidden in ("fact_id", "paths", "score", "session", "sara/assistant", "[yesterday::"):
         assert hidden not in shown
+    # empty metadata is left out of what the model reads, and kept for programs
+    assert node.metadata["superseded_by"] == [] and node.metadata["author"] is None
+    for empty in ("superseded_by", "superseded_at", "author", "None", "[]"):
+        assert empty not in shown
 
 
 @pytest.mark.asyncio

@@ -179,3 +179,14 @@ def test_export_import_between_stores(store: Path, tmp_path: Path) -> None:
     broken.write_text(dump.read_text() + "{oops\n")
     one_line_error(run("import", str(broken), "--path", str(tmp_path / "f2")), "not JSON")
     one_line_error(run("import", str(tmp_path / "none.jsonl"), "--path", str(fresh)), "cannot read")
+
+
+def test_facts_of_an_unknown_scope_say_so(store: Path) -> None:
+    one_line_error(
+        run("facts", "-d", "nobody", "-t", "chat", "--path", str(store)),
+        "no dataset 'nobody' in this memory",
+    )
+    one_line_error(
+        run("facts", "-d", "sara", "-t", "nope", "--path", str(store)),
+        "no task 'nope' in dataset 'sara' (its tasks: 'chat')",
+    )

@@ -34,7 +34,6 @@ from membrain.loaders import load_conversations
 from membrain.memory import Memory
 from membrain.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
 from membrain.retrieval.context import time_label
-from membrain.storage.base import Collection
 
 __all__ = [
     "audit",
@@ -177,6 +176,8 @@ def facts(
         scope = Scope(dataset=dataset, task=task, session=session)
         with open_memory(path) as memory:
             found = memory.facts(scope=scope, include_inactive=everything)
+            if not found and scope.without_session() not in memory.scopes(dataset):
+                raise NotFoundError(_unknown_scope(scope, memory.scopes(dataset)))
         for fact in sorted(found, key=lambda f: (f.recorded_at, f.id)):
             if as_json:
                 json_line(fact.model_dump(mode="json"))
@@ -187,6 +188,13 @@ def facts(
                 )
         if not found and not as_json:
             out.print("  (no facts)")
+
+
+def _unknown_scope(scope: Scope, known: Sequence[Scope]) -> str:
+    tasks = ", ".join(repr(s.task) for s in known)
+    if tasks:
+        return f"no task {scope.task!r} in dataset {scope.dataset!r} (its tasks: {tasks})"
+    return f"no dataset {scope.dataset!r} in this memory (`membrain scopes` lists them)"
 
 
 def _fact(memory: Memory, scope: Scope, fact_id: str) -> Fact:
@@ -265,18 +273,12 @@ def scopes(
 ) -> None:
     """List the (dataset, task) scopes of the store."""
     with failures(), open_memory(path) as memory:
-        backend = memory.store.backend
-        found = {
-            (s.dataset, s.task)
-            for collection in (Collection.MESSAGES, Collection.FACTS)
-            for s in backend.tenants(collection)
-            if not s.is_bookkeeping
-        }
-    for dataset, task in sorted(found):
+        found = memory.scopes()
+    for scope in found:
         if as_json:
-            json_line({"dataset": dataset, "task": task})
+            json_line({"dataset": scope.dataset, "task": scope.task})
         else:
-            sys.stdout.write(f"{dataset}\t{task}\n")
+            sys.stdout.write(f"{scope.dataset}\t{scope.task}\n")
 
 
 @app.command()
