@@ -19,6 +19,7 @@ import argparse
 import functools
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +29,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS, is_loopback
 from membrain.config import MembrainSettings, settings_for
-from membrain.errors import ConfigurationError, MembrainError, MissingDependencyError
+from membrain.errors import (
+    ConfigurationError,
+    InputError,
+    MembrainError,
+    MissingDependencyError,
+)
 from membrain.indexing import render_fact
 from membrain.memory import Memory
 from membrain.models import MemoryHit, Scope
@@ -162,14 +168,18 @@ def build_server(
                 raise tool_error(_one_line(exc)) from None
 
     def search_memory(
-        question: Annotated[
-            str,
+        query: Annotated[
+            str | None,
             Field(max_length=MAX_QUESTION_CHARS, description="What to look for, as a question."),
-        ],
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many facts.")] = k,
+        question: Annotated[
+            str | None,
+            Field(max_length=MAX_QUESTION_CHARS, description="Deprecated name of query."),
+        ] = None,
     ) -> list[FoundFact]:
         with calling():
-            hits = memory.search(question, scope=scope, k=limit)
+            hits = memory.search(_query(query, question), scope=scope, k=limit)
         return [_found(hit) for hit in hits]
 
     def add_memory(
@@ -190,16 +200,22 @@ def build_server(
         )
 
     def get_context(
-        question: Annotated[
-            str,
+        query: Annotated[
+            str | None,
             Field(max_length=MAX_QUESTION_CHARS, description="The task or question to brief for."),
-        ],
+        ] = None,
         max_tokens: Annotated[
             int | None, Field(ge=1, description="Token budget (default the server's).")
         ] = None,
+        question: Annotated[
+            str | None,
+            Field(max_length=MAX_QUESTION_CHARS, description="Deprecated name of query."),
+        ] = None,
     ) -> str:
         with calling():
-            found = memory.context(question, scope=scope, max_tokens=max_tokens or budget)
+            found = memory.context(
+                _query(query, question), scope=scope, max_tokens=max_tokens or budget
+            )
         return found.text
 
     def forget_memory(
@@ -375,6 +391,24 @@ def _found(hit: MemoryHit) -> FoundFact:
         valid_to=fact.valid_to.isoformat() if fact.valid_to else None,
         sources=list(hit.source_ids),
     )
+
+
+def _query(query: str | None, question: str | None) -> str:
+    """The search text of a tool call: ``query``, or the deprecated ``question``.
+
+    Raises:
+        InputError: neither was given, or both with different texts.
+    """
+    if question is not None:
+        warnings.warn(
+            "the tool argument 'question' is deprecated; pass 'query'", DeprecationWarning, 2
+        )
+        if query is not None and query != question:
+            raise InputError("give query, or the deprecated question, not both")
+    text = query if query is not None else question
+    if text is None:
+        raise InputError("query is required: what to look for, as a question")
+    return text
 
 
 def _one_line(exc: BaseException) -> str:

@@ -91,13 +91,13 @@ async def test_add_search_context_forget(tmp_path: Path) -> None:
         assert any("Miso" in text for text in added["facts"])
         await call(session, "add_memory", text="I work as a nurse in Lyon.", speaker="Sara")
 
-        found = await call(session, "search_memory", question="What is the cat called?")
+        found = await call(session, "search_memory", query="What is the cat called?")
         miso = [hit for hit in found if "Miso" in hit["text"]]
         assert miso
         assert miso[0]["id"] in added["fact_ids"]
         assert miso[0]["stated_at"] and miso[0]["sources"]
 
-        context = await session.call_tool("get_context", {"question": "Tell me about the cat."})
+        context = await session.call_tool("get_context", {"query": "Tell me about the cat."})
         assert not context.is_error
         assert "Miso" in json.dumps([c.model_dump() for c in context.content])
 
@@ -105,15 +105,28 @@ async def test_add_search_context_forget(tmp_path: Path) -> None:
             session, "forget_memory", fact_ids=[miso[0]["id"]], reason="the user asked"
         )
         assert forgotten == [{"id": miso[0]["id"], "status": "forgotten"}]
-        again = await call(session, "search_memory", question="What is the cat called?")
+        again = await call(session, "search_memory", query="What is the cat called?")
         assert all("Miso" not in hit["text"] for hit in again)
+
+
+async def test_question_is_still_accepted_for_query(tmp_path: Path) -> None:
+    async with served(tmp_path) as session:
+        await call(session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara")
+        old = await call(session, "search_memory", question="What is the cat called?")
+        new = await call(session, "search_memory", query="What is the cat called?")
+        assert old == new and any("Miso" in hit["text"] for hit in new)
+        context = await session.call_tool("get_context", {"question": "the cat"})
+        assert not context.is_error
+        for arguments in ({}, {"query": "the cat", "question": "the dog"}):
+            result = await session.call_tool("search_memory", arguments)
+            assert result.is_error, arguments
 
 
 async def test_errors_are_one_line_tool_errors(tmp_path: Path) -> None:
     async with served(tmp_path) as session:
         bad = [
-            ("search_memory", {"question": "cat?", "limit": 0}),  # refused by the input schema
-            ("search_memory", {"question": "   "}),  # refused by MemBrain (InputError)
+            ("search_memory", {"query": "cat?", "limit": 0}),  # refused by the input schema
+            ("search_memory", {"query": "   "}),  # refused by MemBrain (InputError)
             ("forget_memory", {"fact_ids": ["no-such-fact"]}),
         ]
         for tool, arguments in bad:
@@ -130,10 +143,10 @@ async def test_another_scope_is_never_returned(tmp_path: Path) -> None:
     async with served(tmp_path) as session:
         await call(session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara")
         for question in ("Kurisu", "Which cat did Okabe adopt?", "cat named Kurisu"):
-            found = await call(session, "search_memory", question=question, limit=50)
+            found = await call(session, "search_memory", query=question, limit=50)
             assert all("Kurisu" not in hit["text"] for hit in found)
             assert all("okabe-1" not in hit["sources"] for hit in found)
-            context = await session.call_tool("get_context", {"question": question})
+            context = await session.call_tool("get_context", {"query": question})
             assert "Kurisu" not in context.content[0].text  # type: ignore[union-attr]
 
 
@@ -161,7 +174,7 @@ async def test_the_tools_can_use_a_served_memory(tmp_path: Path) -> None:
             added = await call(
                 session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara"
             )
-            found = await call(session, "search_memory", question="What is the cat called?")
+            found = await call(session, "search_memory", query="What is the cat called?")
             forgotten = await call(session, "forget_memory", fact_ids=added["fact_ids"])
         scope = Scope(dataset="sara", task="mcp")
         assert any("Miso" in text for text in added["facts"])
