@@ -448,9 +448,7 @@ class RecordStore(TreeRecords, AuditJournal):
 
         Active facts unless ``where`` says otherwise; records are built when read.
         """
-        query = VectorQuery(using, vector, limit=limit)
-        condition = (where or FactFilter()).where()
-        points = self.backend.query(Collection.FACTS, scope, [query], limit=limit, where=condition)
+        points = self._ranked(scope, using, vector, limit, where, payload=True)
         return [ScoredFact(scope, p) for p in points]
 
     def rank_facts(
@@ -467,12 +465,24 @@ class RecordStore(TreeRecords, AuditJournal):
         No payload is read: a search ranks far more candidates than it returns, and reads the
         records of those it returns (:meth:`get_facts`) once, however many paths found them.
         """
+        points = self._ranked(scope, using, vector, limit, where, payload=False)
+        return [(p.id, p.score) for p in points]
+
+    def _ranked(
+        self,
+        scope: Scope,
+        using: str,
+        vector: Vector,
+        limit: int,
+        where: FactFilter | None,
+        *,
+        payload: bool,
+    ) -> list[ScoredPoint]:
         query = VectorQuery(using, vector, limit=limit)
         condition = (where or FactFilter()).where()
-        points = self.backend.query(
-            Collection.FACTS, scope, [query], limit=limit, where=condition, payload=False
+        return self.backend.query(
+            Collection.FACTS, scope, [query], limit=limit, where=condition, payload=payload
         )
-        return [(p.id, p.score) for p in points]
 
     def cited_messages(
         self, scope: Scope, using: str, vector: Vector, *, limit: int, where: FactFilter
