@@ -80,6 +80,7 @@ def test_help_has_no_rst_markup() -> None:
         text = ok(*args, "--help").output
         for markup in ("``", ":meth:", ":class:", ":func:", ":attr:"):
             assert markup not in text, (args, markup)
+        assert "<bool>" not in text, args  # a flag takes no value, and says so
 
 
 def test_membrain_path_env_is_honoured(tmp_path: Path) -> None:
