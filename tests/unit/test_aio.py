@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,18 @@ async def test_concurrent_searches_and_adds_on_different_scopes(amem: AsyncMemor
         assert [f.text for f in facts] == [f"[{people[i]}] adopted a dog named [Rex{i}]."]
         assert [m.message.source_id for m in await amem.messages(scope=scope)] == [f"w{i}"]
     assert len(await amem.facts(scope=base)) == 3
+
+
+@pytest.mark.asyncio
+async def test_an_iterator_argument_is_read_on_the_loop(amem: AsyncMemory, scope: Scope) -> None:
+    result = await amem.add(CHAT, scope=scope)
+    read_on: list[int] = []
+
+    def ids() -> Iterator[str]:
+        read_on.append(threading.get_ident())
+        yield from result.fact_ids
+
+    found = await amem.facts(scope=scope, ids=ids())
+    assert {f.id for f in found} == set(result.fact_ids)
+    assert read_on == [threading.get_ident()]  # before the call left for a worker thread
+    assert (await amem.scopes()) == [scope.without_session()]

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "temporal",
                 "arguments",
                 "results",
+                "operations",
             }
         ),
     ),
@@ -58,6 +59,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "transfer",
                 "mcp_server",
                 "remote",
+                "stubs",
             }
         ),
     ),

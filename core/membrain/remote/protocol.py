@@ -66,6 +66,7 @@ class MemoryLike(Protocol):
         exclude_paths: Sequence[str] = (),
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        rerank: bool = True,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question``."""
         ...

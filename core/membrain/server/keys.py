@@ -25,12 +25,12 @@ import tomllib
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from membrain.errors import ConfigurationError, MembrainError, ScopeError
 from membrain.models import Actor, ActorKind, Scope
+from membrain.operations import Access
 
 __all__ = [
     "ALL_DATASETS",
@@ -74,20 +74,8 @@ class Forbidden(AuthError):
     status = 403
 
 
-class Role(StrEnum):
-    """What a key may do; each role includes the ones before it."""
-
-    READ = "read"
-    """Search, build context, list facts, messages, history and audit."""
-    WRITE = "write"
-    """Also add messages, forget and supersede facts."""
-    ADMIN = "admin"
-    """Also delete whole scopes."""
-
-    def includes(self, needed: Role) -> bool:
-        """Whether this role may do what ``needed`` may."""
-        order = list(Role)
-        return order.index(self) >= order.index(needed)
+Role = Access
+"""What a key may do (:class:`membrain.operations.Access`); each role includes the ones before."""
 
 
 @dataclass(frozen=True, slots=True)

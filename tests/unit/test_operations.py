@@ -1,0 +1,115 @@
+"""Every surface of a memory follows the operations table (``membrain.operations``)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import fastapi.routing
+import pytest
+import typer.main
+
+import membrain.cli as cli
+from membrain import AsyncMemory, AsyncRemoteMemory, Memory, MemoryLike, RemoteMemory, Scope
+from membrain.mcp_server import build_server
+from membrain.operations import OPERATIONS, Access, Operation, operation
+from membrain.server.app import API_PREFIX, create_app, route_role
+from membrain.stubs import STUB_PATH, async_memory_stub
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+LIFECYCLE = {"close", "from_settings"}
+"""Public methods of Memory that manage the object, not the memory: not operations."""
+SERVED = [op for op in OPERATIONS if op.route is not None]
+
+
+def parameters(function: Any) -> list[tuple[str, Any, Any]]:
+    """(name, kind, default) of each parameter: what a caller can pass, and how."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+def public_methods(cls: type) -> set[str]:
+    return {n for n, v in inspect.getmembers(cls) if not n.startswith("_") and callable(v)}
+
+
+def test_the_table_is_every_operation_of_memory() -> None:
+    names = [op.name for op in OPERATIONS]
+    assert len(names) == len(set(names))
+    assert set(names) == public_methods(Memory) - LIFECYCLE
+    assert operation("search").role is Access.READ
+    with pytest.raises(KeyError):
+        operation("nope")
+
+
+@pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
+def test_async_memory_awaits_every_operation_with_the_same_parameters(op: Operation) -> None:
+    method = getattr(AsyncMemory, op.name)
+    assert inspect.iscoroutinefunction(method)
+    assert parameters(method) == parameters(getattr(Memory, op.name))
+    assert op.summary.split(".")[0] in (method.__doc__ or "")
+
+
+def test_the_type_stub_is_the_class_as_it_is() -> None:
+    assert STUB_PATH.read_text(encoding="utf-8") == async_memory_stub(), (
+        "run python -m membrain.stubs"
+    )
+
+
+@pytest.mark.parametrize("op", SERVED, ids=lambda op: op.name)
+def test_the_remote_clients_send_every_served_operation(op: Operation) -> None:
+    expected = parameters(getattr(Memory, op.name))
+    assert parameters(getattr(RemoteMemory, op.name)) == expected
+    assert parameters(getattr(AsyncRemoteMemory, op.name)) == expected
+    assert inspect.iscoroutinefunction(getattr(AsyncRemoteMemory, op.name))
+
+
+def test_memory_like_asks_only_for_operations_as_memory_takes_them() -> None:
+    for name in public_methods(MemoryLike) - {"close"}:
+        assert parameters(getattr(MemoryLike, name)) == parameters(getattr(Memory, name)), name
+
+
+def _routes() -> dict[tuple[str, str], Access]:
+    app = create_app(Memory.__new__(Memory), keys=None)  # routes are declared, nothing opened
+    contexts = getattr(fastapi.routing, "iter_route_contexts", None)
+    routes = contexts(app.routes) if contexts is not None else app.routes
+    return {
+        (method, route.path.removeprefix(API_PREFIX)): route_role(getattr(route, "route", route))
+        for route in routes
+        if (route.path or "").startswith(API_PREFIX)
+        for method in route.methods or ()
+    }
+
+
+def test_the_server_serves_every_operation_with_a_route_at_its_role() -> None:
+    declared = {op.route: op.role for op in SERVED}
+    assert _routes() == declared
+
+
+def test_the_cli_commands_and_mcp_tools_named_by_the_table_exist() -> None:
+    commands = {c.name for c in typer.main.get_command(cli.app).commands.values()}  # type: ignore[attr-defined]
+    assert {op.cli for op in OPERATIONS if op.cli} <= commands
+    server = build_server(Memory.__new__(Memory), scope=Scope(dataset="probe", task="probe"))
+    tools = {tool.name for tool in asyncio.run(server.list_tools())}
+    assert {op.mcp for op in OPERATIONS if op.mcp} == tools
+
+
+def readme_rows() -> list[str]:
+    """The rows of the README's Operations table, as the table declares them."""
+    rows = []
+    for op in OPERATIONS:
+        http = f"`{op.route[0]} {API_PREFIX}{op.route[1]}`" if op.route else "–"
+        cli_name = f"`membrain {op.cli}`" if op.cli else "–"
+        mcp = f"`{op.mcp}`" if op.mcp else "–"
+        rows.append(
+            f"| `{op.name}` | {op.summary} | {http} | {cli_name} | {mcp} | {op.role.value} |"
+        )
+    return rows
+
+
+def test_the_readme_lists_every_operation_as_the_table_declares_it() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Operations\n", 1)[1].split("\n## ", 1)[0]
+    listed = [line for line in section.splitlines() if re.match(r"\| `", line)]
+    assert listed == readme_rows(), "\n".join(readme_rows())
