@@ -157,6 +157,17 @@ class AccountableMemory:
         return self._ledger.resolve(scope, item_id, accept, cause)
 
     # -- explanation -------------------------------------------------------------------------
+    def get(self, fact_id: str, *, scope: Scope) -> Fact:
+        """One fact by its id (or a unique prefix of it), whatever its status.
+
+        Raises:
+            NotFoundError: no fact of ``scope`` has that id.
+        """
+        check_scope(scope)
+        (whole,) = self._fact_ids(scope, _one_id(fact_id))
+        (fact,) = self._ledger.facts(scope, [whole])
+        return fact
+
     def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
         """A fact's life, oldest first: the facts it replaced and that replaced it, every event.
 

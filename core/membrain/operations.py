@@ -99,6 +99,13 @@ OPERATIONS: tuple[Operation, ...] = (
         ("GET", "/facts"),
         cli="facts",
     ),
+    Operation(
+        "get",
+        "One fact by its id, whatever its status.",
+        Access.READ,
+        ("GET", "/fact"),
+        cli="show",
+    ),
     Operation("messages", "The stored messages of a scope.", Access.READ, ("GET", "/messages")),
     Operation("entities", "The entities of a scope.", Access.READ),
     Operation("participants", "The people who speak in a scope's conversations.", Access.READ),

@@ -148,6 +148,24 @@ def test_forget_takes_the_fact_out_of_search(served: Served) -> None:
     assert cat.id in {f.id for f in everything}
 
 
+def test_get_reads_one_fact_whatever_its_status(served: Served) -> None:
+    scope, (cat, bakery) = seeded(served, "getting")
+    with served.remote() as remote:
+        got = remote.get(cat, scope=scope)
+        by_prefix = remote.get(cat[:8], scope=scope)
+        remote.forget([bakery], scope=scope)
+        forgotten = remote.get(bakery, scope=scope)
+        with pytest.raises(NotFoundError):
+            remote.get("0" * 32, scope=scope)
+        with pytest.raises(NotFoundError):  # another task's fact is not this scope's
+            remote.get(cat, scope=Scope(dataset="sara", task="elsewhere"))
+    assert got == by_prefix == served.memory.get(cat, scope=scope)
+    assert got.id == cat and got.status is FactStatus.ACTIVE
+    assert forgotten.status is FactStatus.FORGOTTEN
+    with pytest.raises(NotFoundError):
+        served.memory.get("0" * 32, scope=scope)
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:
@@ -242,6 +260,7 @@ async def test_the_async_client_has_the_evidence_and_accountability_calls(
         derived = await remote.facts(scope=scope, derived_from=["m1"])
         picked = await remote.messages(scope=scope, ids=["m1"])
         history = await remote.history(derived[0].id, scope=scope)
+        one = await remote.get(derived[0].id, scope=scope)
         events = await remote.audit(scope=scope, actions=["created"])
     memory = served.memory
     assert len(extracted.fact_ids) == 2
@@ -249,6 +268,7 @@ async def test_the_async_client_has_the_evidence_and_accountability_calls(
     assert derived == memory.facts(scope=scope, derived_from=["m1"]) and len(derived) == 1
     assert picked == memory.messages(scope=scope, ids=["m1"])
     assert history == memory.history(derived[0].id, scope=scope)
+    assert one == derived[0]
     assert events == memory.audit(scope=scope, actions=["created"]) and events
 
 

@@ -11,7 +11,6 @@ import httpx
 
 from membrain.arguments import DENSE, SPARSE, as_ids
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
-from membrain.errors import InputError
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import (
     Actor,
@@ -44,6 +43,7 @@ from membrain.remote.common import (
     forget_call,
     headers,
     messages_call,
+    one_fact_call,
     purge_call,
     purge_result,
     query_body,
@@ -263,16 +263,22 @@ class AsyncRemoteMemory:
         return await self._send(call, evidence_hits)
 
     # -- accountability ----------------------------------------------------------------------
+    async def get(self, fact_id: str, *, scope: Scope) -> Fact:
+        """One fact by its id (or a unique prefix of it), whatever its status.
+
+        Raises:
+            NotFoundError: no fact of ``scope`` has that id (HTTP 404).
+        """
+        return await self._send(one_fact_call("/fact", fact_id, scope), Fact.model_validate)
+
     async def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
         """A fact's life: the facts it replaced and that replaced it, and every event.
 
         Raises:
-            InputError: ``fact_id`` names no fact of ``scope`` (HTTP 404).
+            NotFoundError: ``fact_id`` names no fact of ``scope`` (HTTP 404).
         """
-        if not isinstance(fact_id, str):
-            raise InputError(f"a fact id must be a string, got {fact_id!r:.80}")
-        query = {**scope_query(scope), "fact_id": fact_id}
-        return await self._send(Call("GET", "/history", query=query), FactHistory.model_validate)
+        call = one_fact_call("/history", fact_id, scope)
+        return await self._send(call, FactHistory.model_validate)
 
     async def audit(
         self,

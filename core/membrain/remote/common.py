@@ -76,6 +76,7 @@ __all__ = [
     "forget_call",
     "headers",
     "messages_call",
+    "one_fact_call",
     "purge_call",
     "purge_result",
     "query_body",
@@ -247,6 +248,13 @@ def facts_call(
         if not query["ids"]:
             return None
     return Call("GET", "/facts", query=query)
+
+
+def one_fact_call(path: str, fact_id: str, scope: Scope) -> Call:
+    """The request of an operation on one fact (``/fact``, ``/history``)."""
+    if not isinstance(fact_id, str):
+        raise InputError(f"a fact id must be a string, got {fact_id!r:.80}")
+    return Call("GET", path, query={**scope_query(scope), "fact_id": fact_id})
 
 
 def messages_call(scope: Scope, ids: Sequence[str] | None) -> Call | None:

@@ -98,6 +98,10 @@ class MemoryLike(Protocol):
         """Search the raw messages (the evidence) directly."""
         ...
 
+    def get(self, fact_id: str, *, scope: Scope) -> Fact:
+        """One fact by its id, whatever its status."""
+        ...
+
     def facts(
         self,
         *,

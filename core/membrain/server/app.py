@@ -399,6 +399,11 @@ def create_app(
         scope = access.scope
         return DeleteScopeResponse(dataset=scope.dataset, task=scope.task, session=scope.session)
 
+    @router.get("/fact", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def get(access: Granted, fact_id: Annotated[str, Query()]) -> Fact:
+        """One fact by its id, whatever its status."""
+        return memory.get(fact_id, scope=access.scope)
+
     @router.get("/history", openapi_extra=needs(Role.READ), dependencies=in_query)
     def history(access: Granted, fact_id: Annotated[str, Query()]) -> FactHistory:
         """A fact's life: the facts it replaced and that replaced it, and every event."""
