@@ -7,6 +7,7 @@ checks its scope and names who acts (``by``: ``"agent:planner"``, ``"reviewer:an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -18,12 +19,26 @@ from membrain.audit import (
     FactHistory,
     ReviewItem,
 )
-from membrain.errors import ConfigurationError, InputError
+from membrain.checks import MAX_MESSAGE_CHARS, bounded_text
+from membrain.errors import ConfigurationError, ConflictError, InputError
+from membrain.extraction.stated import StatedFacts
+from membrain.ingest import Ingestor, message_id
 from membrain.ledger import Ledger
-from membrain.models import Actor, ActorKind, Fact, MessageStatus, Scope, now, utc
+from membrain.models import (
+    Actor,
+    ActorKind,
+    Fact,
+    FactStatus,
+    Message,
+    MessageStatus,
+    Scope,
+    now,
+    utc,
+)
 from membrain.results import PurgeResult
 from membrain.storage.base import Collection, check_scope
 from membrain.store import RecordStore
+from membrain.temporal import find_annotations
 
 __all__ = ["AccountableMemory", "PurgeResult"]
 
@@ -43,6 +58,7 @@ class AccountableMemory:
 
     _store: RecordStore
     _ledger: Ledger
+    _ingestor: Ingestor
     keep_messages: timedelta | None
 
     def _fact_ids(self, scope: Scope, value: object) -> list[str]:
@@ -97,6 +113,62 @@ class AccountableMemory:
         old_id = self._fact_ids(scope, _one_id(old_fact_id))
         (old,) = self._ledger.supersede(scope, old_id, self._fact_ids(scope, new_fact_ids), cause)
         return old
+
+    def update(
+        self,
+        fact_id: str,
+        text: str,
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> Fact:
+        """Replace a fact by a new statement of it; the old one is superseded, not overwritten.
+
+        ``text`` is what is now true, in the fact format (``"[Sara] lives in [Berlin] since
+        [March 2024::2024-03]"``), where the names of the old fact's entities written without
+        brackets are bracketed. It is stored as a message said by ``by`` (the evidence the new
+        fact cites), the new fact is written from it like an extracted one (entities, indexes,
+        audit), and the old fact is superseded by it with ``reason``: one audited
+        supersession. Returns the new fact.
+
+        Raises:
+            NotFoundError: no fact of ``scope`` has that id.
+            ConflictError: the fact is not active (superseded, forgotten or retracted).
+            InputError: ``text`` is empty, too long or has a malformed time annotation
+                (nothing is written then).
+        """
+        check_scope(scope)
+        old = self.get(fact_id, scope=scope)
+        if old.status is not FactStatus.ACTIVE:
+            raise ConflictError(f"only active facts can be updated; {old.id} is {old.status}")
+        said = bounded_text(text, "text", MAX_MESSAGE_CHARS).strip()
+        if not said:
+            raise InputError("the new text of a fact is empty")
+        stated = _bracketed(said, old.entities)
+        find_annotations(stated)  # a malformed time is refused before anything is written
+        cause = Cause.of(by, ActorKind.API, reason)
+        moment = now()
+        message = Message(
+            speaker=str(cause.actor),
+            text=said,
+            timestamp=moment,
+            source_id=f"update:{old.id}:{moment.isoformat()}",
+        )
+        stored_id = message_id(scope, message)
+        self._ingestor.add(scope, [message], None, extract=False, by=cause.actor)
+        result = self._ingestor.extract(
+            scope,
+            self._store.get_messages(scope, [stored_id]),
+            None,
+            by=cause.actor,
+            extractor=StatedFacts({stored_id: stated}),
+        )
+        if result.errors or not result.fact_ids:
+            raise (result.errors or (InputError(f"no fact could be written from {said!r:.80}"),))[0]
+        (new_id,) = result.fact_ids
+        self._ledger.supersede(scope, [old.id], [new_id], Cause(cause.actor, reason or "updated"))
+        return self.get(new_id, scope=scope)
 
     def confirm(
         self, fact_ids: Sequence[str], *, scope: Scope, by: Actor | str | None = None
@@ -272,3 +344,16 @@ class AccountableMemory:
                 self._store.purge(target, messages=old, cause=cause)
                 erased.extend(old)
         return PurgeResult(message_ids=tuple(erased))
+
+
+def _bracketed(text: str, names: Sequence[str]) -> str:
+    """``text`` with each whole word of ``names`` outside brackets put in brackets."""
+    if not names:
+        return text
+    alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True))
+    name = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
+    parts = re.split(r"(\[[^\[\]]*\])", text)  # odd parts: a ref or an annotation already
+    return "".join(
+        part if i % 2 else name.sub(lambda m: f"[{m.group(0)}]", part)
+        for i, part in enumerate(parts)
+    )

@@ -108,9 +108,6 @@ class Ingestor(RecordListener):
         self._resolver = resolver
         self._llm = llm
         self._ledger = ledger
-        takes_known = "known" in inspect.signature(extractor.extract).parameters
-        self._known = takes_known and bool(getattr(extractor, "wants_known_facts", True))
-        self._known_by_entity = getattr(extractor, "known_facts_by", "similarity") == "entity"
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
@@ -182,6 +179,7 @@ class Ingestor(RecordListener):
         on_progress: Callable[[int], None] | None,
         *,
         by: Actor | None = None,
+        extractor: Extractor | None = None,
     ) -> AddResult:
         """Extract ``todo`` batch by batch; what fails stays pending with its error recorded.
 
@@ -193,7 +191,7 @@ class Ingestor(RecordListener):
         with self._lock(scope):
             todo = self._unchanged(scope, todo)
             todo.sort(key=lambda m: m.message.timestamp)
-            result = self._extract_batches(scope, todo, on_progress, by)
+            result = self._extract_batches(scope, todo, on_progress, by, extractor)
         if self._llm is None or before is None:
             return result
         after = self._llm.usage.snapshot()
@@ -236,9 +234,11 @@ class Ingestor(RecordListener):
         todo: Sequence[StoredMessage],
         on_progress: Callable[[int], None] | None,
         by: Actor | None,
+        extractor: Extractor | None = None,
     ) -> AddResult:
         entity_scope = scope.without_session()
-        run = _Run(self.participants(entity_scope), self._cause(by))
+        chosen = extractor or self._extractor
+        run = _Run(self.participants(entity_scope), _cause(chosen, by), chosen)
         size, window = self._batch_size, self._context_window
         for start in range(0, len(todo), size):
             batch = list(todo[start : start + size])
@@ -270,9 +270,14 @@ class Ingestor(RecordListener):
         entity_scope = scope.without_session()
         target = [m.message for m in batch]
         batch_ids = [m.id for m in batch]
-        speakers = list(dict.fromkeys([*run.participants, *(m.speaker for m in target)]))
+        # An application's statements (``Memory.update``) are no turns: their speaker is no one
+        # of the conversation.
+        turns = target if getattr(run.extractor, "speakers_take_part", True) else []
+        speakers = list(dict.fromkeys([*run.participants, *(m.speaker for m in turns)]))
         try:
-            extracted = self._run_extractor(entity_scope, target, context, run.participants)
+            extracted = self._run_extractor(
+                run.extractor, entity_scope, target, context, run.participants
+            )
             recorded_at = now()
             resolution = self._resolver.resolve(
                 entity_scope,
@@ -283,7 +288,7 @@ class Ingestor(RecordListener):
             facts, mentions = build_facts(
                 scope,
                 extracted.facts,
-                extractor=self._extractor.id,
+                extractor=run.extractor.id,
                 recorded_at=recorded_at,
                 entity_ids=resolution.ids,
             )
@@ -311,7 +316,7 @@ class Ingestor(RecordListener):
         facts = _authored(facts, {m.id: m.added_by for m in batch})
         self._store.put_entities(entity_scope, entities, cause=run.cause)
         self._store.put_facts(scope, facts, speakers, cause=run.cause)
-        self._record_changes(scope, extracted, facts, run.cause)
+        self._record_changes(scope, extracted, facts, run)
         reasons: dict[str, list[tuple[str, str]]] = {}
         for item in extracted.discarded:
             reasons.setdefault(item.message_id, []).append((item.reason, item.text))
@@ -352,17 +357,9 @@ class Ingestor(RecordListener):
             cause=Cause(run.cause.actor, str(exc).split(":", 1)[0], run.cause.details),
         )
 
-    def _cause(self, by: Actor | None) -> Cause:
-        extractor = self._extractor.id
-        details: dict[str, object] = {"extractor": extractor}
-        version = getattr(self._extractor, "prompt_version", None)
-        if version is not None:
-            details["prompt_version"] = version
-        actor = by if by is not None else Actor(kind=ActorKind.EXTRACTOR, name=extractor)
-        return Cause(actor, "", details)
-
     def _run_extractor(
         self,
+        extractor: Extractor,
         scope: Scope,
         target: Sequence[Message],
         context: Sequence[Message],
@@ -370,10 +367,11 @@ class Ingestor(RecordListener):
     ) -> ExtractionBatch:
         # What people typed is data: no bracket in it can pass for an entity ref or a time.
         target, context = [_inert(m) for m in target], [_inert(m) for m in context]
-        if not self._known:
-            return self._extractor.extract(target, context, participants)
-        extract: Callable[..., ExtractionBatch] = self._extractor.extract
-        if self._known_by_entity:
+        takes_known = "known" in inspect.signature(extractor.extract).parameters
+        if not takes_known or not getattr(extractor, "wants_known_facts", True):
+            return extractor.extract(target, context, participants)
+        extract: Callable[..., ExtractionBatch] = extractor.extract
+        if getattr(extractor, "known_facts_by", "similarity") == "entity":
             return extract(
                 target, context, participants, known=lambda names: self.facts_about(scope, names)
             )
@@ -428,7 +426,7 @@ class Ingestor(RecordListener):
         return [KnownFact(id=f.id, text=f.text, stated_at=f.stated_at) for f in facts]
 
     def _record_changes(
-        self, scope: Scope, extracted: ExtractionBatch, facts: Sequence[Fact], cause: Cause
+        self, scope: Scope, extracted: ExtractionBatch, facts: Sequence[Fact], run: _Run
     ) -> None:
         """Apply (or queue) the supersessions the extractor found; queue disputed facts.
 
@@ -437,7 +435,8 @@ class Ingestor(RecordListener):
         a session, which sees both.
         """
         stored = {f.id for f in facts}
-        found = replacements(scope, extracted.facts, extractor=self._extractor.id)
+        cause, extractor_id = run.cause, run.extractor.id
+        found = replacements(scope, extracted.facts, extractor=extractor_id)
         for old, news in found.items():
             news = [n for n in news if n in stored and n != old]
             if not news:
@@ -447,7 +446,7 @@ class Ingestor(RecordListener):
             self._ledger.propose_supersession(
                 where, old, news, Cause(cause.actor, reason, cause.details)
             )
-        perhaps = replacements(scope, extracted.facts, extractor=self._extractor.id, perhaps=True)
+        perhaps = replacements(scope, extracted.facts, extractor=extractor_id, perhaps=True)
         for old, news in perhaps.items():
             news = [n for n in news if n in stored and n != old and old not in found]
             if not news:
@@ -505,10 +504,21 @@ class _Run:
 
     participants: list[str]
     cause: Cause
+    extractor: Extractor
     fact_ids: list[str] = field(default_factory=list)
     entity_ids: dict[str, None] = field(default_factory=dict)
     errors: list[ExtractionError] = field(default_factory=list)
     discarded: int = 0
+
+
+def _cause(extractor: Extractor, by: Actor | None) -> Cause:
+    """Who extracts: ``by``, or the extractor (its id and prompt version in the details)."""
+    details: dict[str, object] = {"extractor": extractor.id}
+    version = getattr(extractor, "prompt_version", None)
+    if version is not None:
+        details["prompt_version"] = version
+    actor = by if by is not None else Actor(kind=ActorKind.EXTRACTOR, name=extractor.id)
+    return Cause(actor, "", details)
 
 
 def _authored(facts: list[Fact], added_by: dict[str, str | None]) -> list[Fact]:

@@ -125,6 +125,12 @@ OPERATIONS: tuple[Operation, ...] = (
         ("POST", "/supersede"),
     ),
     Operation(
+        "update",
+        "Replace a fact by a new statement of it (stored as evidence; the old one superseded).",
+        Access.WRITE,
+        ("POST", "/update"),
+    ),
+    Operation(
         "confirm", "Mark facts as confirmed by a person.", Access.WRITE, ("POST", "/confirm")
     ),
     Operation(

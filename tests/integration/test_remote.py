@@ -166,6 +166,21 @@ def test_get_reads_one_fact_whatever_its_status(served: Served) -> None:
         served.memory.get("0" * 32, scope=scope)
 
 
+def test_update_supersedes_by_the_new_statement_naming_the_key(served: Served) -> None:
+    scope, (first, _) = seeded(served, "updating")
+    with served.remote() as remote:
+        new = remote.update(first, "[Sara] now keeps two cats.", scope=scope, reason="news")
+        old = remote.get(first, scope=scope)
+        with pytest.raises(ConflictError):
+            remote.update(first, "[Sara] keeps three cats.", scope=scope)
+        with pytest.raises(ConfigurationError):
+            remote.update(new.id, "[Sara] keeps three cats.", scope=scope, by="agent:x")
+    assert new == served.memory.get(new.id, scope=scope) and new.supersedes == (first,)
+    assert old.status is FactStatus.SUPERSEDED and old.superseded_by == (new.id,)
+    (event,) = served.memory.audit(scope=scope, actions=["superseded"], targets=[first])
+    assert event.reason == "news" and "sara-writer" in str(event.actor)
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:
@@ -270,6 +285,9 @@ async def test_the_async_client_has_the_evidence_and_accountability_calls(
     assert history == memory.history(derived[0].id, scope=scope)
     assert one == derived[0]
     assert events == memory.audit(scope=scope, actions=["created"]) and events
+    async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
+        updated = await remote.update(derived[0].id, "[Sara] has a cat.", scope=scope)
+    assert updated.supersedes == (derived[0].id,)
 
 
 def test_the_langchain_retriever_runs_on_a_remote_memory(served: Served) -> None:

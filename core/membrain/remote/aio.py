@@ -53,6 +53,7 @@ from membrain.remote.common import (
     search_result,
     send_async,
     supersede_call,
+    update_call,
 )
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 
@@ -173,6 +174,27 @@ class AsyncRemoteMemory:
     ) -> Fact:
         """Record that new facts replace an old one; returns the old fact as updated."""
         call = supersede_call(old_fact_id, new_fact_ids, scope, by, reason)
+        return await self._send(call, Fact.model_validate)
+
+    async def update(
+        self,
+        fact_id: str,
+        text: str,
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> Fact:
+        """Replace a fact by a new statement of it (see :meth:`Memory.update`).
+
+        Returns the new fact.
+
+        Raises:
+            ConfigurationError: ``by`` given (the server names the API key).
+            NotFoundError: no fact of ``scope`` has that id.
+            ConflictError: the fact is not active.
+        """
+        call = update_call(fact_id, text, scope, by, reason)
         return await self._send(call, Fact.model_validate)
 
     async def delete_scope(self, scope: Scope) -> None:

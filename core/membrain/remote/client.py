@@ -53,6 +53,7 @@ from membrain.remote.common import (
     search_result,
     send,
     supersede_call,
+    update_call,
 )
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 
@@ -192,6 +193,27 @@ class RemoteMemory:
             InputError: an id names no fact of ``scope``.
         """
         call = supersede_call(old_fact_id, new_fact_ids, scope, by, reason)
+        return self._send(call, Fact.model_validate)
+
+    def update(
+        self,
+        fact_id: str,
+        text: str,
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> Fact:
+        """Replace a fact by a new statement of it (see :meth:`Memory.update`).
+
+        Returns the new fact.
+
+        Raises:
+            ConfigurationError: ``by`` given (the server names the API key).
+            NotFoundError: no fact of ``scope`` has that id.
+            ConflictError: the fact is not active.
+        """
+        call = update_call(fact_id, text, scope, by, reason)
         return self._send(call, Fact.model_validate)
 
     def delete_scope(self, scope: Scope) -> None:

@@ -90,6 +90,7 @@ __all__ = [
     "supersede_call",
     "unreachable",
     "unsupported",
+    "update_call",
 ]
 
 T = TypeVar("T")
@@ -228,6 +229,15 @@ def supersede_call(
         "reason": reason,
     }
     return Call("POST", "/supersede", body)
+
+
+def update_call(fact_id: str, text: str, scope: Scope, by: Actor | str | None, reason: str) -> Call:
+    """The request of :meth:`Memory.update`."""
+    unsupported("update", by=by is not None)
+    if not isinstance(fact_id, str) or not isinstance(text, str):
+        raise InputError("a fact id and its new text are strings")
+    body = {**scope_fields(scope), "fact_id": fact_id, "text": text, "reason": reason}
+    return Call("POST", "/update", body)
 
 
 def extract_call(scope: Scope, on_progress: Callable[[int], None] | None) -> Call:

@@ -140,6 +140,18 @@ class MemoryLike(Protocol):
         """Record that ``new_fact_ids`` replace ``old_fact_id``; returns the old fact."""
         ...
 
+    def update(
+        self,
+        fact_id: str,
+        text: str,
+        *,
+        scope: Scope,
+        reason: str = "",
+        by: Actor | str | None = None,
+    ) -> Fact:
+        """Replace a fact by a new statement of it; returns the new fact."""
+        ...
+
     def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope``."""
         ...

@@ -74,6 +74,7 @@ from membrain.server.schemas import (
     SearchRequest,
     SearchResponse,
     SupersedeRequest,
+    UpdateRequest,
 )
 from membrain.tokens import count_tokens
 
@@ -347,6 +348,13 @@ def create_app(
             scope=access.scope,
             by=access.actor,
             reason=body.reason,
+        )
+
+    @router.post("/update", openapi_extra=needs(Role.WRITE))
+    def update(body: UpdateRequest, access: Granted) -> Fact:
+        """Replace a fact by a new statement of it; returns the new fact."""
+        return memory.update(
+            body.fact_id, body.text, scope=access.scope, by=access.actor, reason=body.reason
         )
 
     @router.post("/confirm", openapi_extra=needs(Role.WRITE))

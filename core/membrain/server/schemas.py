@@ -41,6 +41,7 @@ __all__ = [
     "SearchRequest",
     "SearchResponse",
     "SupersedeRequest",
+    "UpdateRequest",
 ]
 
 MAX_K = 1000
@@ -159,6 +160,14 @@ class SupersedeRequest(ScopedRequest):
 
     old_fact_id: str
     new_fact_ids: list[str] = Field(min_length=1)
+    reason: Reason = ""
+
+
+class UpdateRequest(ScopedRequest):
+    """A new statement of a fact: stored as evidence, it supersedes the fact."""
+
+    fact_id: str
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     reason: Reason = ""
 
 
