@@ -312,6 +312,32 @@ class AccountableMemory:
         )
         return PurgeResult(tuple(facts), tuple(erased), tuple(entities))
 
+    def delete_scope(self, scope: Scope) -> None:
+        """Delete everything stored under ``scope`` (all sessions when it has none).
+
+        That includes its audit log, its derived lexical index entries and its bookkeeping scope
+        (:meth:`Scope.bookkeeping`, e.g. a chat history's "cleared" markers). The embedded
+        store's files are rewritten so nothing of it stays on disk (as by :meth:`purge`).
+        """
+        check_scope(scope)
+        self._store.delete_scope(scope, scope.bookkeeping())
+
+    def delete_dataset(self, dataset: str) -> list[Scope]:
+        """Delete every task of ``dataset`` (a whole user), as :meth:`delete_scope` deletes one.
+
+        Every (dataset, task) holding any record goes, bookkeeping scopes included, in one
+        deletion that finishes after a crash. The dataset's erasure log stays: it records that
+        the deletion happened. Returns the scopes deleted (those :meth:`scopes` listed).
+
+        Raises:
+            ScopeError: ``dataset`` is not a valid scope part.
+        """
+        name = Scope(dataset=dataset, task="_").dataset
+        every = self._store.scopes(name, every=True)
+        if every:
+            self._store.delete_scope(*every)
+        return [s for s in every if not s.is_bookkeeping]
+
     def apply_retention(
         self, *, scope: Scope | None = None, at: datetime | None = None
     ) -> PurgeResult:

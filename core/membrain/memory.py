@@ -546,16 +546,6 @@ class Memory(AccountableMemory):
             dataset = Scope(dataset=dataset, task="_").dataset
         return self._store.scopes(dataset)
 
-    def delete_scope(self, scope: Scope) -> None:
-        """Delete everything stored under ``scope`` (all sessions when it has none).
-
-        That includes its audit log, its derived lexical index entries and its bookkeeping scope
-        (:meth:`Scope.bookkeeping`, e.g. a chat history's "cleared" markers). The embedded
-        store's files are rewritten so nothing of it stays on disk (as by :meth:`purge`).
-        """
-        check_scope(scope)
-        self._store.delete_scope(scope, scope.bookkeeping())
-
 
 def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
     """Stored message ids for ids that are either stored ids or the caller's source ids.

@@ -107,8 +107,13 @@ OPERATIONS: tuple[Operation, ...] = (
         cli="show",
     ),
     Operation("messages", "The stored messages of a scope.", Access.READ, ("GET", "/messages")),
-    Operation("entities", "The entities of a scope.", Access.READ),
-    Operation("participants", "The people who speak in a scope's conversations.", Access.READ),
+    Operation("entities", "The entities of a scope.", Access.READ, ("GET", "/entities")),
+    Operation(
+        "participants",
+        "The people who speak in a scope's conversations.",
+        Access.READ,
+        ("GET", "/participants"),
+    ),
     Operation("scopes", "The (dataset, task) scopes that hold records.", Access.READ, cli="scopes"),
     Operation(
         "forget",
@@ -172,6 +177,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "Delete everything stored under a scope.",
         Access.ADMIN,
         ("DELETE", "/scope"),
+    ),
+    Operation(
+        "delete_dataset",
+        "Delete every task of a dataset (a whole user).",
+        Access.ADMIN,
     ),
     Operation("optimize", "Build the search indexes now (after a bulk load).", Access.ADMIN),
 )

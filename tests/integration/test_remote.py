@@ -181,6 +181,14 @@ def test_update_supersedes_by_the_new_statement_naming_the_key(served: Served) -
     assert event.reason == "news" and "sara-writer" in str(event.actor)
 
 
+def test_entities_and_participants_match_the_memory(served: Served) -> None:
+    with served.remote() as remote:
+        entities = remote.entities(scope=SARA)
+        participants = remote.participants(scope=SARA)
+    assert entities == served.memory.entities(scope=SARA) and entities
+    assert participants == served.memory.participants(scope=SARA) and participants
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:
@@ -276,6 +284,8 @@ async def test_the_async_client_has_the_evidence_and_accountability_calls(
         picked = await remote.messages(scope=scope, ids=["m1"])
         history = await remote.history(derived[0].id, scope=scope)
         one = await remote.get(derived[0].id, scope=scope)
+        speakers = await remote.participants(scope=scope)
+        named = await remote.entities(scope=scope)
         events = await remote.audit(scope=scope, actions=["created"])
     memory = served.memory
     assert len(extracted.fact_ids) == 2
@@ -284,6 +294,7 @@ async def test_the_async_client_has_the_evidence_and_accountability_calls(
     assert picked == memory.messages(scope=scope, ids=["m1"])
     assert history == memory.history(derived[0].id, scope=scope)
     assert one == derived[0]
+    assert speakers == memory.participants(scope=scope) and named == memory.entities(scope=scope)
     assert events == memory.audit(scope=scope, actions=["created"]) and events
     async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
         updated = await remote.update(derived[0].id, "[Sara] has a cat.", scope=scope)

@@ -277,3 +277,24 @@ def test_scopes_lists_the_scopes_that_hold_records(tmp_path: Path) -> None:
             mem.scopes("a/b")
         mem.delete_scope(nate)
         assert mem.scopes() == [sara]
+
+
+def test_delete_dataset_deletes_every_task_of_one_user(tmp_path: Path) -> None:
+    said = {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
+    chat, planner = Scope(dataset="sara", task="chat"), Scope(dataset="sara", task="planner")
+    nate = Scope(dataset="nate", task="chat")
+    with Memory(path=tmp_path, dense=HashingEncoder(32)) as mem:
+        for scope in (chat, planner, nate):
+            mem.add([said], scope=scope)
+        (fact,) = mem.facts(scope=chat)
+        mem.forget([fact.id], scope=chat)  # an audited change, so the audit log holds records
+        assert mem.delete_dataset("sara") == [chat, planner]
+        assert mem.scopes() == [nate]
+        for gone in (chat, planner):
+            assert mem.facts(scope=gone, include_inactive=True) == []
+            assert mem.messages(scope=gone) == [] and mem.audit(scope=gone) == []
+            assert not mem.search("cat", scope=gone).hits
+        assert len(mem.facts(scope=nate)) == 1
+        assert mem.delete_dataset("nobody") == []
+        with pytest.raises(ScopeError):
+            mem.delete_dataset("")

@@ -15,6 +15,7 @@ from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import (
     Actor,
     Context,
+    Entity,
     Fact,
     Message,
     RetrievalMode,
@@ -24,9 +25,11 @@ from membrain.models import (
 )
 from membrain.remote.common import (
     API_PREFIX,
+    ENTITIES,
     EVENTS,
     FACTS,
     MESSAGES,
+    NAMES,
     RETRIES,
     REVIEW_ITEMS,
     Call,
@@ -335,6 +338,16 @@ class AsyncRemoteMemory:
         """Dispute facts (see :meth:`Memory.dispute`); returns the review item opened."""
         call = dispute_call(fact_ids, scope, reason, by)
         return await self._send(call, ReviewItem.model_validate)
+
+    async def entities(self, *, scope: Scope) -> list[Entity]:
+        """The entities of the scope's (dataset, task) (see :meth:`Memory.entities`)."""
+        call = Call("GET", "/entities", query=scope_query(scope))
+        return await self._send(call, ENTITIES.validate_python)
+
+    async def participants(self, *, scope: Scope) -> list[str]:
+        """The people who speak in the scope's conversations (see ``Memory.participants``)."""
+        call = Call("GET", "/participants", query=scope_query(scope))
+        return await self._send(call, NAMES.validate_python)
 
     async def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
         """The scope's open review items, oldest first (see :meth:`Memory.review_queue`)."""

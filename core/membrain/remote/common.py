@@ -29,6 +29,7 @@ from membrain.errors import (
 from membrain.inputs import as_messages
 from membrain.models import (
     Actor,
+    Entity,
     Fact,
     MemoryHit,
     Message,
@@ -52,10 +53,12 @@ from membrain.results import AddResult, EvidenceHit, PurgeResult
 
 __all__ = [
     "API_PREFIX",
+    "ENTITIES",
     "EVENTS",
     "FACTS",
     "REVIEW_ITEMS",
     "MESSAGES",
+    "NAMES",
     "RETRIES",
     "Call",
     "RemoteAccessError",
@@ -100,6 +103,8 @@ MAX_ERROR_CHARS = 300
 """A non-JSON error body is quoted up to this length."""
 
 FACTS = TypeAdapter(list[Fact])
+ENTITIES = TypeAdapter(list[Entity])
+NAMES = TypeAdapter(list[str])
 MESSAGES = TypeAdapter(list[StoredMessage])
 HITS = TypeAdapter(list[MemoryHit])
 EVENTS = TypeAdapter(list[AuditEvent])

@@ -42,7 +42,7 @@ from membrain.errors import (
 )
 from membrain.inputs import as_messages
 from membrain.memory import Memory
-from membrain.models import Actor, ActorKind, Context, Fact, Scope, StoredMessage
+from membrain.models import Actor, ActorKind, Context, Entity, Fact, Scope, StoredMessage
 from membrain.server.guards import (
     BodyLimit,
     LoopbackHostsOnly,
@@ -368,6 +368,16 @@ def create_app(
         return memory.dispute(
             body.fact_ids, scope=access.scope, reason=body.reason, by=access.reviewer
         )
+
+    @router.get("/entities", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def entities(access: Granted) -> list[Entity]:
+        """The entities of the scope's (dataset, task)."""
+        return memory.entities(scope=access.scope)
+
+    @router.get("/participants", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def participants(access: Granted) -> list[str]:
+        """The people who speak in the scope's conversations."""
+        return memory.participants(scope=access.scope)
 
     @router.get("/review", openapi_extra=needs(Role.READ), dependencies=in_query)
     def review(access: Granted) -> list[ReviewItem]:

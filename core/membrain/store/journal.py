@@ -270,16 +270,20 @@ class AuditJournal:
         self.backend.upsert(Collection.AUDIT, scope, points)
         self._finish_erasure(scope, [_scored(p) for p in points])
 
-    def scopes(self, dataset: str | None = None) -> list[Scope]:
+    def scopes(self, dataset: str | None = None, *, every: bool = False) -> list[Scope]:
         """The (dataset, task) scopes that hold messages or facts, of one dataset or all.
 
-        Bookkeeping scopes (:meth:`Scope.bookkeeping`) are left out.
+        Bookkeeping scopes (:meth:`Scope.bookkeeping`) are left out; with ``every``, the
+        scopes holding any record are listed, bookkeeping ones included (not the erasure log).
         """
+        collections = list(Collection) if every else [Collection.MESSAGES, Collection.FACTS]
         found = {
             s
-            for collection in (Collection.MESSAGES, Collection.FACTS)
+            for collection in collections
             for s in self.backend.tenants(collection)
-            if not s.is_bookkeeping and dataset in (None, s.dataset)
+            if dataset in (None, s.dataset)
+            and (every or not s.is_bookkeeping)
+            and s.task != ERASURES_TASK
         }
         return sorted(found, key=lambda s: (s.dataset, s.task))
 
