@@ -14,9 +14,10 @@ from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.extraction.base import Extractor
 from membrain.extraction.prompts import Prompts
 from membrain.memory import Memory
-from membrain.models import Actor, Context, Entity, Fact, Message, RetrievalMode, Scope, SearchResult, StoredMessage
+from membrain.models import Actor, Context, Entity, Fact, Message, RetrievalMode, SearchResult, StoredMessage
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 from membrain.retrieval.rerank import Reranker
+from membrain.scope import Scope
 from membrain.storage.base import Backend
 
 __all__ = ["AsyncMemory"]

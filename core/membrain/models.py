@@ -6,19 +6,13 @@ given by a caller is taken to be UTC.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sys
-import unicodedata
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, overload
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -26,7 +20,8 @@ from pydantic import (
 )
 
 from membrain.checks import MAX_MESSAGE_CHARS, UtcDatetime, bounded_text, now, unicode_text, utc
-from membrain.errors import ConfigurationError, InputError, ScopeError
+from membrain.errors import ConfigurationError, InputError
+from membrain.scope import Record, Scope
 
 __all__ = [
     "Context",
@@ -54,77 +49,6 @@ __all__ = [
     "utc",
 ]
 
-_NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
-BOOKKEEPING_TASK_PREFIX = "membrain.transcript:"
-"""Task prefix of bookkeeping scopes (:meth:`Scope.bookkeeping`)."""
-_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Scope(_Record):
-    """Whose memory, for which agent, and optionally which session.
-
-    ``dataset`` and ``task`` form the tenant key: every record belongs to exactly one
-    (dataset, task) pair and no read crosses it. ``session`` narrows further: records written
-    with a session carry it, and a read with a session sees only that session's records, while a
-    read without one sees every session of the (dataset, task).
-
-    Example:
-        >>> Scope(dataset="okabe", task="casual_chat").key
-        'okabe/casual_chat'
-    """
-
-    dataset: str
-    task: str
-    session: str | None = None
-
-    @field_validator("dataset", "task", "session", mode="before")
-    @classmethod
-    def _check_part(cls, value: object, info: Any) -> str | None:
-        if value is None and info.field_name == "session":
-            return None
-        if isinstance(value, str):
-            value = unicodedata.normalize("NFC", value)  # "é" typed either way is one name
-        if not isinstance(value, str) or not _SCOPE_PART.match(value) or value in (".", ".."):
-            raise ScopeError(
-                f"scope {info.field_name} must be 1-128 characters of letters, digits, spaces or "
-                f"'._@:+-', not start with a space and not be '.' or '..'; got {value!r}"
-            )
-        return value
-
-    @property
-    def key(self) -> str:
-        """The tenant key ``dataset/task`` stored and indexed on every record."""
-        return f"{self.dataset}/{self.task}"
-
-    def without_session(self) -> Scope:
-        """The (dataset, task) scope this scope belongs to."""
-        return Scope(dataset=self.dataset, task=self.task)
-
-    def record_id(self, *parts: str) -> str:
-        """A deterministic UUID for a record of this tenant identified by ``parts``."""
-        return str(uuid.uuid5(_NAMESPACE, "\x1f".join((self.key, *parts))))
-
-    @property
-    def is_bookkeeping(self) -> bool:
-        """Whether this is a bookkeeping scope (:meth:`bookkeeping`): never extracted."""
-        return self.task.startswith(BOOKKEEPING_TASK_PREFIX)
-
-    def bookkeeping(self) -> Scope:
-        """The sibling scope for bookkeeping records of this scope (a chat's "cleared" markers).
-
-        It is a task of the same dataset (``membrain.transcript:<hash of the task>``), so no
-        search, listing or extraction of this scope sees its records, and
-        :meth:`membrain.Memory.delete_scope` deletes it with this scope.
-        """
-        digest = hashlib.sha256(self.task.encode()).hexdigest()[:24]
-        return Scope(
-            dataset=self.dataset, task=f"{BOOKKEEPING_TASK_PREFIX}{digest}", session=self.session
-        )
-
 
 class Precision(StrEnum):
     """Grain of a resolved time."""
@@ -135,7 +59,7 @@ class Precision(StrEnum):
     DATETIME = "datetime"
 
 
-class TimeSpan(_Record):
+class TimeSpan(Record):
     """A resolved time: a half-open UTC range ``[start, end)`` at a precision.
 
     ``start`` is ``None`` for an open-left interval ("before ..."), ``end`` is ``None`` for an
@@ -186,7 +110,7 @@ class MessageStatus(StrEnum):
     """A failed message someone chose not to extract; kept as evidence, with its last error."""
 
 
-class Message(_Record):
+class Message(Record):
     """One chat message: the evidence facts are derived from.
 
     Example:
@@ -230,7 +154,7 @@ class Message(_Record):
         return ("message", source_id)
 
 
-class StoredMessage(_Record):
+class StoredMessage(Record):
     """A message as stored: scoped, identified and with its processing status."""
 
     id: str
@@ -315,7 +239,7 @@ class ActorKind(StrEnum):
     """MemBrain itself (retention, maintenance)."""
 
 
-class Actor(_Record):
+class Actor(Record):
     """Who made a change: a kind and, when known, a name (``agent:Assistant``, ``reviewer:ana``).
 
     Example:
@@ -355,7 +279,7 @@ class Actor(_Record):
         return cls(kind=default, name=value.strip())
 
 
-class Fact(_Record):
+class Fact(Record):
     """A self-contained statement with bracketed entity refs and time annotations.
 
     The times written in the text are also parsed into ``times``; ``valid_from`` / ``valid_to``
@@ -418,7 +342,7 @@ class Fact(_Record):
         return self
 
 
-class EntityVersion(_Record):
+class EntityVersion(Record):
     """One version of an entity's description; later versions extend, never replace."""
 
     version: int = Field(ge=1)
@@ -427,7 +351,7 @@ class EntityVersion(_Record):
     fact_ids: tuple[str, ...] = ()
 
 
-class Entity(_Record):
+class Entity(Record):
     """A named thing facts are about, with a stable id, aliases and versioned descriptions."""
 
     id: str
@@ -445,7 +369,7 @@ class Entity(_Record):
         return self.versions[-1].description if self.versions else ""
 
 
-class EntityView(_Record):
+class EntityView(Record):
     """An entity as a reader sees it: its current canonical name and latest description."""
 
     id: str
@@ -453,7 +377,7 @@ class EntityView(_Record):
     description: str = ""
 
 
-class MemoryHit(_Record):
+class MemoryHit(Record):
     """One search result: a fact, its fused score, its evidence and how it was found.
 
     ``text`` is the fact as a reader should see it: every alias rendered as its entity's latest
@@ -537,7 +461,7 @@ class RetrievalMode(StrEnum):
             ) from None
 
 
-class SearchResult(_Record):
+class SearchResult(Record):
     """What one search returned, and how: the hits, the mode that ran, the paths it ran.
 
     A sequence of its hits: ``result[0]``, ``len(result)`` and ``for hit in result`` read
@@ -579,7 +503,7 @@ class SearchResult(_Record):
         return bool(self.hits)
 
 
-class Context(_Record):
+class Context(Record):
     """A context block for a prompt: cited facts grouped by entity, within a token budget.
 
     ``text`` is what goes into the prompt; ``tokens`` its size (cl100k), never more than

@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "arguments",
                 "results",
                 "operations",
+                "scope",
             }
         ),
     ),

@@ -32,7 +32,8 @@ from membrain.audit import AuditAction, AuditEvent, Cause
 from membrain.errors import InputError
 from membrain.inputs import MonotonicClock
 from membrain.listeners import RecordListener
-from membrain.models import BOOKKEEPING_TASK_PREFIX, EntityVersion, Scope
+from membrain.models import EntityVersion, Scope
+from membrain.scope import BOOKKEEPING_TASK_PREFIX
 from membrain.storage.base import Backend, Collection, Point, ScoredPoint, TimeRange
 
 __all__ = ["AuditJournal", "Change", "ERASURES_TASK", "without_erased"]
