@@ -154,6 +154,7 @@ class AccountableMemory:
             text=said,
             timestamp=moment,
             source_id=f"update:{old.id}:{moment.isoformat()}",
+            metadata=old.metadata,  # the new fact keeps what the old one was filed under
         )
         stored_id = message_id(scope, message)
         self._ingestor.add(scope, [message], None, extract=False, by=cause.actor)

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from membrain.audit import AuditAction, Cause, ReviewKind
 from membrain.entities import EntityResolver
@@ -23,6 +24,7 @@ from membrain.extraction.llm import LLMClient
 from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
 from membrain.ledger import Ledger
 from membrain.listeners import RecordListener
+from membrain.metadata import merged
 from membrain.models import (
     Actor,
     ActorKind,
@@ -314,6 +316,7 @@ class Ingestor(RecordListener):
         run.participants = speakers
         self._participants_cache[entity_scope.key] = tuple(speakers)
         facts = _authored(facts, {m.id: m.added_by for m in batch})
+        facts = _with_metadata(facts, {m.id: m.message.metadata for m in batch})
         self._store.put_entities(entity_scope, entities, cause=run.cause)
         self._store.put_facts(scope, facts, speakers, cause=run.cause)
         self._record_changes(scope, extracted, facts, run)
@@ -519,6 +522,15 @@ def _cause(extractor: Extractor, by: Actor | None) -> Cause:
         details["prompt_version"] = version
     actor = by if by is not None else Actor(kind=ActorKind.EXTRACTOR, name=extractor.id)
     return Cause(actor, "", details)
+
+
+def _with_metadata(facts: list[Fact], metadata: dict[str, dict[str, Any]]) -> list[Fact]:
+    """Facts carrying the metadata of the messages they cite (the first cited wins a clash)."""
+    out = []
+    for fact in facts:
+        carried = merged(metadata.get(s) or {} for s in fact.sources)
+        out.append(fact.model_copy(update={"metadata": carried}) if carried else fact)
+    return out
 
 
 def _authored(facts: list[Fact], added_by: dict[str, str | None]) -> list[Fact]:

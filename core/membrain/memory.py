@@ -36,6 +36,7 @@ from membrain.extraction.prompts import Prompts
 from membrain.ingest import Ingestor, message_id
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.ledger import Ledger
+from membrain.metadata import metadata_filter
 from membrain.models import (
     Actor,
     ActorKind,
@@ -355,6 +356,7 @@ class Memory(AccountableMemory):
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         rerank: bool = True,
+        filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question``, with their sources and explanation.
 
@@ -375,6 +377,8 @@ class Memory(AccountableMemory):
             rerank: Order the first results of the answer follow-up (every mode but ``fast``,
                 chats between named people) with the packaged reranker
                 (:mod:`membrain.retrieval.rerank`); ``False`` keeps the fused order.
+            filters: Only facts whose metadata meets these conditions (``{"project":
+                "apollo"}``, ``{"project": {"in": ["apollo", "zeus"]}}``; :mod:`membrain.metadata`).
 
         Returns:
             A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
@@ -390,6 +394,7 @@ class Memory(AccountableMemory):
         requested = RetrievalMode.parse(mode)
         check_scope(scope)
         _check_query(question, k)
+        conditions = metadata_filter(filters)
         ctx = SearchContext.for_question(
             question,
             scope,
@@ -400,6 +405,7 @@ class Memory(AccountableMemory):
             reference=reference,
             as_of=as_of,
             valid_at=valid_at,
+            metadata=conditions,
         )
         # The reranker orders what the answer follow-up returns: without it (``fast``) it
         # gained nothing on LoCoMo dev (benchmarks/train_reranker.py).
@@ -438,13 +444,14 @@ class Memory(AccountableMemory):
         reference: datetime | None = None,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> Context:
         """A cited context block for ``question`` that fits ``max_tokens`` (cl100k tokens).
 
         Facts are searched (``k`` candidates), then as many as fit are grouped under the
         entities they mention (with the entities' latest descriptions), ordered in time, each
         citing its source messages. ``profile_tokens`` of the budget are reserved for a stable
-        profile block. ``as_of`` and ``valid_at`` read as in :meth:`search`. Lines mark
+        profile block. ``as_of``, ``valid_at`` and ``filters`` read as in :meth:`search`. Lines mark
         disputed facts, facts an agent wrote and superseded facts (when and by which fact).
 
         Raises:
@@ -458,6 +465,7 @@ class Memory(AccountableMemory):
             reference=reference,
             as_of=as_of,
             valid_at=valid_at,
+            filters=filters,
         )
         return assemble_context(
             question, result.hits, max_tokens=max_tokens, profile_tokens=profile_tokens
@@ -489,6 +497,7 @@ class Memory(AccountableMemory):
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
         ids: Sequence[str] | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
@@ -496,18 +505,20 @@ class Memory(AccountableMemory):
         message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them) or by
         their stored ids (:attr:`StoredMessage.id`). ``ids`` keeps only these facts, in the
         order given, each named whole or by a unique prefix of 8 or more hex digits (ids that
-        name no fact of the scope are skipped).
+        name no fact of the scope are skipped). ``filters`` keeps the facts whose metadata
+        meets them (as in :meth:`search`).
         """
         check_scope(scope)
         stored = _stored_ids(scope, derived_from)
-        where = FactFilter(status=None if include_inactive else FactStatus.ACTIVE, sources=stored)
+        status = None if include_inactive else FactStatus.ACTIVE
+        where = FactFilter(status=status, sources=stored, metadata=metadata_filter(filters))
         if ids is not None:
             given = self._store.full_ids(Collection.FACTS, scope, as_ids(ids))
             wanted = [i for i in given if is_point_id(i)]
             found = self._store.get_facts(scope, wanted) if wanted else []
             cited = set(stored)
             return [f for f in found if where.admits(f) and (not cited or cited & set(f.sources))]
-        if not include_inactive or stored:
+        if not include_inactive or stored or where.metadata:
             return list(self._store.iter_facts(scope, where))
         return list(self._store.iter_facts(scope))
 

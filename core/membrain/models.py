@@ -10,9 +10,10 @@ import sys
 from collections.abc import Iterator
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, overload
+from typing import Annotated, Any, overload
 
 from pydantic import (
+    BeforeValidator,
     Field,
     ValidationInfo,
     field_validator,
@@ -21,6 +22,7 @@ from pydantic import (
 
 from membrain.checks import MAX_MESSAGE_CHARS, UtcDatetime, bounded_text, now, unicode_text, utc
 from membrain.errors import ConfigurationError, InputError
+from membrain.metadata import check_metadata
 from membrain.scope import Record, Scope
 
 __all__ = [
@@ -48,6 +50,10 @@ __all__ = [
     "unicode_text",
     "utc",
 ]
+
+
+Metadata = Annotated[dict[str, Any], BeforeValidator(check_metadata)]
+"""A JSON object of the caller's (see :mod:`membrain.metadata`)."""
 
 
 class Precision(StrEnum):
@@ -129,6 +135,8 @@ class Message(Record):
     addressee: str | None = None
     caption: str | None = None
     """A description of an attached image, kept as evidence."""
+    metadata: Metadata = Field(default_factory=dict)
+    """The caller's JSON object, carried to the facts extracted from the message."""
 
     @model_validator(mode="after")
     def _check_content(self, info: ValidationInfo) -> Message:
@@ -141,6 +149,9 @@ class Message(Record):
         for name in ("speaker", "source_id", "addressee"):
             unicode_text(getattr(self, name) or "", f"message {name}")
         return self
+
+    def __hash__(self) -> int:  # metadata is a dict: hash what identifies the message
+        return hash(self.identity())
 
     def identity(self) -> tuple[str, ...]:
         """The parts that identify this message within a scope."""
@@ -320,6 +331,8 @@ class Fact(Record):
     """Record time of a reviewer's rejection (status ``retracted``)."""
     author: str | None = None
     """Who wrote the fact when it did not come from a participant (``agent:<name>``)."""
+    metadata: Metadata = Field(default_factory=dict)
+    """The metadata of the messages it cites (:mod:`membrain.metadata`), filterable."""
 
     @field_validator("supersedes", mode="before")
     @classmethod
@@ -328,6 +341,9 @@ class Fact(Record):
         if value is None:
             return ()
         return (value,) if isinstance(value, str) else value
+
+    def __hash__(self) -> int:  # metadata is a dict: hash the id (equal facts share it)
+        return hash(self.id)
 
     @property
     def believed_until(self) -> datetime | None:
@@ -409,7 +425,8 @@ class MemoryHit(Record):
         ``score`` (fused); ``paths`` (retrieval path -> rank); ``rerank`` (the reranker's score
         or ``None``); ``scope`` (the ``dataset/task``
         key) and ``session``; ``status`` and ``trust``; ``superseded_by`` (fact ids) and
-        ``superseded_at`` (ISO 8601 or ``None``); ``author`` (``agent:<name>`` or ``None``).
+        ``superseded_at`` (ISO 8601 or ``None``); ``author`` (``agent:<name>`` or ``None``);
+        ``metadata`` (the fact's, from its messages: :mod:`membrain.metadata`).
         """
         fact = self.fact
         superseded_at = fact.superseded_at.isoformat() if fact.superseded_at else None
@@ -430,6 +447,7 @@ class MemoryHit(Record):
             "superseded_by": list(fact.superseded_by),
             "superseded_at": superseded_at,
             "author": fact.author,
+            "metadata": dict(fact.metadata),
         }
 
 

@@ -101,6 +101,7 @@ def test_document_metadata_is_exact(store: Memory) -> None:
         "superseded_by": [],
         "superseded_at": None,
         "author": None,
+        "metadata": {},
     }
     assert cat.metadata["paths"], "every hit says which paths found it"
 

@@ -118,6 +118,7 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
         "superseded_by": [],
         "superseded_at": None,
         "author": None,
+        "metadata": {},
     }
     assert top.node.metadata["paths"]  # some path found it
     by_text = {n.node.text: n.node.metadata for n in nodes}

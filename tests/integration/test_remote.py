@@ -189,6 +189,27 @@ def test_entities_and_participants_match_the_memory(served: Served) -> None:
     assert participants == served.memory.participants(scope=SARA) and participants
 
 
+def test_metadata_is_carried_and_filters_match_the_memory(served: Served) -> None:
+    scope = Scope(dataset="sara", task="filed")
+    chat = [
+        {**turn, "metadata": {"project": "apollo" if i % 2 else "zeus"}}
+        for i, turn in enumerate(CONVERSATION)
+    ]
+    with served.remote() as remote:
+        remote.add(chat, scope=scope)
+        found = remote.search(CAT, scope=scope, mode="fast", filters={"project": "apollo"})
+        listed = remote.facts(scope=scope, filters={"project": {"in": ["zeus"]}})
+        briefing = remote.context(CAT, scope=scope, filters={"project": "apollo"})
+        with pytest.raises(InputError):
+            remote.search(CAT, scope=scope, filters={"project": True})
+    memory = served.memory
+    assert found.hits and all(h.fact.metadata == {"project": "apollo"} for h in found.hits)
+    expected = memory.search(CAT, scope=scope, mode="fast", filters={"project": "apollo"})
+    assert [h.fact.id for h in found.hits] == [h.fact.id for h in expected.hits]
+    assert listed == memory.facts(scope=scope, filters={"project": "zeus"}) and listed
+    assert briefing.text == memory.context(CAT, scope=scope, filters={"project": "apollo"}).text
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:

@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "results",
                 "operations",
                 "scope",
+                "metadata",
             }
         ),
     ),

@@ -217,9 +217,10 @@ class AsyncRemoteMemory:
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         rerank: bool = True,
+        filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see :meth:`RemoteMemory.search`)."""
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
         body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
         body["rerank"] = rerank
         return await self._send(
@@ -238,9 +239,10 @@ class AsyncRemoteMemory:
         reference: datetime | None = None,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> Context:
         """A cited context block for ``question`` (see :meth:`RemoteMemory.context`)."""
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
         body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
         return await self._send(Call("POST", "/context", body), Context.model_validate)
 
@@ -251,13 +253,14 @@ class AsyncRemoteMemory:
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
         ids: Sequence[str] | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
         ``derived_from`` keeps the facts citing one of these messages, ``ids`` only these
         facts (see :meth:`Memory.facts`).
         """
-        call = facts_call(scope, include_inactive, derived_from, ids)
+        call = facts_call(scope, include_inactive, derived_from, ids, filters)
         if call is None:
             return []
         return await self._send(call, FACTS.validate_python)

@@ -240,6 +240,7 @@ class RemoteMemory:
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         rerank: bool = True,
+        filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question`` (see :meth:`Memory.search`).
 
@@ -247,7 +248,7 @@ class RemoteMemory:
             ConfigurationError: an unknown mode.
             InputError: empty question or ``k`` out of range.
         """
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
         body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
         body["rerank"] = rerank
         return self._send(Call("POST", "/search", body), lambda b: search_result(question, mode, b))
@@ -264,6 +265,7 @@ class RemoteMemory:
         reference: datetime | None = None,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> Context:
         """A cited context block for ``question`` within ``max_tokens``.
 
@@ -273,7 +275,7 @@ class RemoteMemory:
             ConfigurationError: an unknown mode.
             InputError: a budget too small, or ``profile_tokens`` outside it.
         """
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at)
+        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
         body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
         return self._send(Call("POST", "/context", body), Context.model_validate)
 
@@ -284,13 +286,14 @@ class RemoteMemory:
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
         ids: Sequence[str] | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
         ``derived_from`` keeps the facts citing one of these messages, ``ids`` only these
         facts (see :meth:`Memory.facts`).
         """
-        call = facts_call(scope, include_inactive, derived_from, ids)
+        call = facts_call(scope, include_inactive, derived_from, ids, filters)
         if call is None:
             return []
         return self._send(call, FACTS.validate_python)

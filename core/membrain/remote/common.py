@@ -6,7 +6,8 @@ error responses turned into the library's errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ from membrain.errors import (
     ScopeError,
 )
 from membrain.inputs import as_messages
+from membrain.metadata import metadata_filter
 from membrain.models import (
     Actor,
     Entity,
@@ -196,8 +198,10 @@ def query_body(
     reference: datetime | None,
     as_of: datetime | None,
     valid_at: datetime | None,
+    filters: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """The body of a search or context request."""
+    """The body of a search or context request (``filters`` checked before sending)."""
+    metadata_filter(filters)
     return {
         **scope_fields(scope),
         "question": question,
@@ -206,6 +210,7 @@ def query_body(
         "reference": iso(reference),
         "as_of": iso(as_of),
         "valid_at": iso(valid_at),
+        "filters": dict(filters) if filters else None,
     }
 
 
@@ -252,10 +257,16 @@ def extract_call(scope: Scope, on_progress: Callable[[int], None] | None) -> Cal
 
 
 def facts_call(
-    scope: Scope, include_inactive: bool, derived_from: Sequence[str], ids: Sequence[str] | None
+    scope: Scope,
+    include_inactive: bool,
+    derived_from: Sequence[str],
+    ids: Sequence[str] | None,
+    filters: Mapping[str, object] | None = None,
 ) -> Call | None:
     """The request of :meth:`Memory.facts` (``None``: no ids, so no facts to ask for)."""
     query = {**scope_query(scope), "include_inactive": str(bool(include_inactive)).lower()}
+    if metadata_filter(filters):
+        query["filters"] = json.dumps(filters)
     if derived_from:
         query["derived_from"] = _strings(derived_from, "derived_from")
     if ids is not None:

@@ -67,6 +67,7 @@ class MemoryLike(Protocol):
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         rerank: bool = True,
+        filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
         """The ``k`` facts that best answer ``question``."""
         ...
@@ -83,6 +84,7 @@ class MemoryLike(Protocol):
         reference: datetime | None = None,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> Context:
         """A cited context block for ``question`` that fits ``max_tokens``."""
         ...
@@ -109,6 +111,7 @@ class MemoryLike(Protocol):
         include_inactive: bool = False,
         derived_from: Sequence[str] = (),
         ids: Sequence[str] | None = None,
+        filters: Mapping[str, object] | None = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``)."""
         ...

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from membrain.embeddings import embed_queries
 from membrain.errors import InputError
 from membrain.extraction.llm import LLMClient
+from membrain.metadata import MetadataFilter
 from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan, now, utc
 from membrain.store import FactFilter, RecordStore, ScoredFact
 from membrain.temporal import find_times
@@ -92,12 +93,14 @@ class SearchContext:
         reference: datetime | None = None,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
+        metadata: MetadataFilter = (),
     ) -> SearchContext:
         """The context of ``question``, with the times it names and whether it asks when.
 
         Relative times are resolved against ``reference`` (default: now). ``as_of`` searches
         what the memory believed at that record time; ``valid_at`` (or a time the question
-        names) brings in the superseded facts that were true then.
+        names) brings in the superseded facts that were true then. ``metadata``: only facts
+        whose metadata meets these conditions.
         """
         if as_of is not None and valid_at is not None:
             raise InputError("as_of and valid_at cannot be combined: give one of them")
@@ -115,6 +118,7 @@ class SearchContext:
             view = FactFilter.as_of(as_of)
         elif past is not None:
             view = FactFilter(status=(FactStatus.ACTIVE, FactStatus.SUPERSEDED))
+        view = replace(view, metadata=metadata)
         return cls(
             question=question,
             scope=scope,

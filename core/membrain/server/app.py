@@ -17,6 +17,7 @@ goes to the log, never to the client).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -136,6 +137,23 @@ def route_role(route: object) -> Role:
     extra = route.openapi_extra if isinstance(route, APIRoute) else None
     declared = (extra or {}).get(ROLE_FIELD)
     return Role(declared) if isinstance(declared, str) and declared in set(Role) else Role.ADMIN
+
+
+def json_object(text: str | None, name: str) -> dict[str, Any] | None:
+    """A query parameter holding a JSON object (``None`` when not given).
+
+    Raises:
+        InputError: not a JSON object.
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise InputError(f"{name} must be a JSON object")
+    return value
 
 
 def _scope_query(
@@ -279,6 +297,7 @@ def create_app(
             as_of=body.as_of,
             valid_at=body.valid_at,
             rerank=body.rerank,
+            filters=body.filters,
         )
         return SearchResponse.of(result)
 
@@ -295,6 +314,7 @@ def create_app(
             reference=body.reference,
             as_of=body.as_of,
             valid_at=body.valid_at,
+            filters=body.filters,
         )
 
     @router.post("/messages/search", openapi_extra=needs(Role.READ))
@@ -311,17 +331,19 @@ def create_app(
         include_inactive: bool = False,
         derived_from: Annotated[list[str] | None, Query()] = None,
         ids: Annotated[list[str] | None, Query()] = None,
+        filters: Annotated[str | None, Query(description="A JSON object (as in search).")] = None,
     ) -> list[Fact]:
         """Every fact of the scope (active only unless ``include_inactive``).
 
         ``derived_from`` (repeatable) keeps the facts citing one of these messages, ``ids``
-        (repeatable) only these facts.
+        (repeatable) only these facts, ``filters`` (JSON) those whose metadata meets them.
         """
         return memory.facts(
             scope=access.scope,
             include_inactive=include_inactive,
             derived_from=tuple(derived_from or ()),
             ids=ids,
+            filters=json_object(filters, "filters"),
         )
 
     @router.get("/messages", openapi_extra=needs(Role.READ), dependencies=in_query)

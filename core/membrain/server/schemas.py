@@ -96,6 +96,11 @@ class _Query(ScopedRequest):
     valid_at: datetime | None = Field(
         default=None, description="Search the beliefs about this valid time."
     )
+    filters: dict[str, Any] | None = Field(
+        default=None,
+        description='Only facts whose metadata meets these: {"project": "apollo"} or '
+        '{"project": {"in": ["apollo", "zeus"]}}.',
+    )
 
 
 class SearchRequest(_Query):

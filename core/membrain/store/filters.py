@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from membrain.errors import InputError
+from membrain.metadata import MetadataFilter, matches
 from membrain.models import Fact, FactStatus, Precision, TimeSpan, Trust, utc
 from membrain.storage.base import TimeRange, Where
 
@@ -67,6 +68,8 @@ class FactFilter:
         stated_before: Only facts stated before this moment (exclusive).
         timed: Only facts with a resolved time.
         revised_after: Only facts written (created or changed) after this record time.
+        metadata: Only facts whose metadata meets these key conditions
+            (:func:`membrain.metadata.metadata_filter`).
     """
 
     status: FactStatus | tuple[FactStatus, ...] | None = FactStatus.ACTIVE
@@ -81,6 +84,7 @@ class FactFilter:
     stated_before: datetime | None = None
     timed: bool = False
     revised_after: datetime | None = None
+    metadata: MetadataFilter = ()
 
     @classmethod
     def as_of(cls, moment: datetime) -> FactFilter:
@@ -131,10 +135,12 @@ class FactFilter:
             where["precision"] = [p.value for p in Precision]
         if self.revised_after is not None:
             where["revised_at"] = TimeRange(gt=self.revised_after)
+        for key, wanted in self.metadata:
+            where[f"metadata.{key}"] = list(wanted) if isinstance(wanted, tuple) else wanted
         return where
 
     def admits(self, fact: Fact) -> bool:
-        """Whether ``fact`` passes the status, trust, record-time and coverage conditions.
+        """Whether ``fact`` passes the status, trust, record-time, coverage and metadata conditions.
 
         For results found by an index that does not filter on those (path D holds ids).
         """
@@ -151,4 +157,4 @@ class FactFilter:
             start, end = fact.valid_from or EARLIEST, fact.valid_to or LATEST
             if not (start < (self.covers.end or LATEST) and end > (self.covers.start or EARLIEST)):
                 return False
-        return True
+        return matches(fact.metadata, self.metadata)
