@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from membrain.errors import ScopeError
 
-__all__ = ["BOOKKEEPING_TASK_PREFIX", "Record", "Scope"]
+__all__ = ["BOOKKEEPING_TASK_PREFIX", "DEFAULT_TASK", "Record", "Scope"]
+
+DEFAULT_TASK = "default"
+"""The task of a scope that names none."""
 
 _NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
 BOOKKEEPING_TASK_PREFIX = "membrain.transcript:"
@@ -36,15 +39,18 @@ class Scope(Record):
     ``dataset`` and ``task`` form the tenant key: every record belongs to exactly one
     (dataset, task) pair and no read crosses it. ``session`` narrows further: records written
     with a session carry it, and a read with a session sees only that session's records, while a
-    read without one sees every session of the (dataset, task).
+    read without one sees every session of the (dataset, task). An application with one agent
+    can leave ``task`` out: it is :data:`DEFAULT_TASK`.
 
     Example:
         >>> Scope(dataset="okabe", task="casual_chat").key
         'okabe/casual_chat'
+        >>> Scope(dataset="okabe").key
+        'okabe/default'
     """
 
     dataset: str
-    task: str
+    task: str = DEFAULT_TASK
     session: str | None = None
 
     @field_validator("dataset", "task", "session", mode="before")

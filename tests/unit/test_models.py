@@ -53,3 +53,10 @@ def test_timespan_validation() -> None:
         TimeSpan(start=start, end=None, precision=Precision.DAY)
     open_right = TimeSpan(start=start, end=None, precision=Precision.YEAR, interval=True)
     assert open_right.end is None
+
+
+def test_a_scope_without_a_task_is_the_default_task() -> None:
+    assert Scope(dataset="okabe") == Scope(dataset="okabe", task="default")
+    assert Scope(dataset="okabe").record_id("x") == Scope(
+        dataset="okabe", task="default"
+    ).record_id("x")
