@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from membrain.accountable import AccountableMemory
-from membrain.arguments import as_ids
+from membrain.arguments import as_ids, renamed
 from membrain.audit import Cause, ReviewPolicy
 from membrain.checks import unicode_text
 from membrain.config import MembrainSettings, settings_for
@@ -344,9 +344,10 @@ class Memory(AccountableMemory):
         return chosen
 
     # -- read --------------------------------------------------------------------------------
+    @renamed("question", "query")
     def search(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         mode: RetrievalMode | str = RetrievalMode.EXPAND,
@@ -358,10 +359,10 @@ class Memory(AccountableMemory):
         rerank: bool = True,
         filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
-        """The ``k`` facts that best answer ``question``, with their sources and explanation.
+        """The ``k`` facts that best answer ``query``, with their sources and explanation.
 
         Args:
-            question: What to look for.
+            query: What to look for, as a question (``question=`` is still accepted, deprecated).
             scope: Where to look.
             mode: Which paths run (see :class:`RetrievalMode`).
             k: How many facts.
@@ -393,10 +394,10 @@ class Memory(AccountableMemory):
         """
         requested = RetrievalMode.parse(mode)
         check_scope(scope)
-        _check_query(question, k)
+        _check_query(query, k)
         conditions = metadata_filter(filters)
         ctx = SearchContext.for_question(
-            question,
+            query,
             scope,
             self._store,
             participants=self.participants(scope=scope),
@@ -424,7 +425,7 @@ class Memory(AccountableMemory):
         scored = scored[:k]
         reranked = {r[0].id: score for r, score in scored if score is not None}
         return SearchResult(
-            question=question,
+            question=query,
             hits=tuple(memory_hits(self._store, scope, [r for r, _ in scored], reranked)),
             requested=requested,
             mode=run.mode,
@@ -432,9 +433,10 @@ class Memory(AccountableMemory):
             paths=paths,
         )
 
+    @renamed("question", "query")
     def context(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         max_tokens: int = 2000,
@@ -446,7 +448,7 @@ class Memory(AccountableMemory):
         valid_at: datetime | None = None,
         filters: Mapping[str, object] | None = None,
     ) -> Context:
-        """A cited context block for ``question`` that fits ``max_tokens`` (cl100k tokens).
+        """A cited context block for ``query`` that fits ``max_tokens`` (cl100k tokens).
 
         Facts are searched (``k`` candidates), then as many as fit are grouped under the
         entities they mention (with the entities' latest descriptions), ordered in time, each
@@ -458,7 +460,7 @@ class Memory(AccountableMemory):
             InputError: ``max_tokens < 1`` or a reserve larger than the budget.
         """
         result = self.search(
-            question,
+            query,
             scope=scope,
             mode=mode,
             k=k,
@@ -468,12 +470,13 @@ class Memory(AccountableMemory):
             filters=filters,
         )
         return assemble_context(
-            question, result.hits, max_tokens=max_tokens, profile_tokens=profile_tokens
+            query, result.hits, max_tokens=max_tokens, profile_tokens=profile_tokens
         )
 
+    @renamed("question", "query")
     def search_messages(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         k: int = 10,
@@ -481,12 +484,12 @@ class Memory(AccountableMemory):
     ) -> list[EvidenceHit]:
         """Search the raw messages (the evidence) directly, by BM25, dense or both fused."""
         check_scope(scope)
-        _check_query(question, k)
+        _check_query(query, k)
         unknown = set(paths) - {SPARSE, DENSE}
         if not paths or unknown:
             raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
         found = self._store.search_messages(
-            scope, question, using=paths, limit=k, candidates=max(k, CANDIDATES)
+            scope, query, using=paths, limit=k, candidates=max(k, CANDIDATES)
         )
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
 
@@ -582,9 +585,9 @@ def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str 
     return open_edge_backend(Path(path) if path is not None else DEFAULT_PATH)
 
 
-def _check_query(question: str, k: int) -> None:
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("the question must be a non-empty string")
-    unicode_text(question, "the question")
+def _check_query(query: str, k: int) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the query must be a non-empty string")
+    unicode_text(query, "the query")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"k must be an integer of at least 1, got {k!r}")

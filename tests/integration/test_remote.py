@@ -210,6 +210,16 @@ def test_metadata_is_carried_and_filters_match_the_memory(served: Served) -> Non
     assert briefing.text == memory.context(CAT, scope=scope, filters={"project": "apollo"}).text
 
 
+def test_the_former_question_field_is_still_read(served: Served) -> None:
+    headers = {"Authorization": f"Bearer {served.keys['sara-writer']}"}
+    body = {"dataset": "sara", "task": "assistant", "question": CAT, "mode": "fast"}
+    answered = httpx.post(f"{served.url}/api/memory/search", json=body, headers=headers)
+    assert answered.status_code == 200, answered.text
+    with served.remote() as remote, pytest.warns(DeprecationWarning):
+        hits = remote.search(question=CAT, scope=SARA, mode="fast")  # type: ignore[call-arg]
+    assert [h["fact"]["id"] for h in answered.json()["hits"]] == [h.fact.id for h in hits]
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:
@@ -590,9 +600,9 @@ class TestRemoteRetrieverStandard(RetrieversIntegrationTests):
 
 BAD = "x\ud800"  # a lone surrogate: no UTF-8 encoding exists
 UNENCODABLE = [
-    (lambda m: m.search(BAD, scope=SARA), "question"),
-    (lambda m: m.context(BAD, scope=SARA), "question"),
-    (lambda m: m.search_messages(BAD, scope=SARA), "question"),
+    (lambda m: m.search(BAD, scope=SARA), "query"),
+    (lambda m: m.context(BAD, scope=SARA), "query"),
+    (lambda m: m.search_messages(BAD, scope=SARA), "query"),
     (lambda m: m.forget(["f"], scope=SARA, reason=BAD), "reason"),
     (lambda m: m.supersede("f", ["g"], scope=SARA, reason=BAD), "reason"),
     (lambda m: m.dispute(["f"], scope=SARA, reason=BAD), "reason"),

@@ -298,3 +298,19 @@ def test_delete_dataset_deletes_every_task_of_one_user(tmp_path: Path) -> None:
         assert mem.delete_dataset("nobody") == []
         with pytest.raises(ScopeError):
             mem.delete_dataset("")
+
+
+def test_question_is_still_accepted_for_query_with_a_warning(tmp_path: Path) -> None:
+    scope = Scope(dataset="sara")
+    said = {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
+    with Memory(path=tmp_path, dense=HashingEncoder(32)) as mem:
+        mem.add([said], scope=scope)
+        new = mem.search(query="cat", scope=scope, mode="fast")
+        with pytest.warns(DeprecationWarning, match="question= is deprecated"):
+            old = mem.search(question="cat", scope=scope, mode="fast")  # type: ignore[call-arg]
+        with pytest.warns(DeprecationWarning), pytest.raises(InputError, match="not both"):
+            mem.context("cat", question="dog", scope=scope)  # type: ignore[call-arg]
+        with pytest.warns(DeprecationWarning):
+            evidence = mem.search_messages(question="cat", scope=scope)  # type: ignore[call-arg]
+    assert [h.fact.id for h in old] == [h.fact.id for h in new] and new.hits
+    assert evidence and "Miso" in evidence[0].message.text

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from membrain.arguments import DENSE, SPARSE, as_ids
+from membrain.arguments import DENSE, SPARSE, as_ids, renamed
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import (
@@ -205,9 +205,10 @@ class AsyncRemoteMemory:
         await self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
 
     # -- read --------------------------------------------------------------------------------
+    @renamed("question", "query")
     async def search(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         mode: RetrievalMode | str = RetrievalMode.EXPAND,
@@ -219,17 +220,18 @@ class AsyncRemoteMemory:
         rerank: bool = True,
         filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
-        """The ``k`` facts that best answer ``question`` (see :meth:`RemoteMemory.search`)."""
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
+        """The ``k`` facts that best answer ``query`` (see :meth:`RemoteMemory.search`)."""
+        body = query_body(query, scope, mode, k, reference, as_of, valid_at, filters)
         body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
         body["rerank"] = rerank
         return await self._send(
-            Call("POST", "/search", body), lambda b: search_result(question, mode, b)
+            Call("POST", "/search", body), lambda b: search_result(query, mode, b)
         )
 
+    @renamed("question", "query")
     async def context(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         max_tokens: int = 2000,
@@ -241,8 +243,8 @@ class AsyncRemoteMemory:
         valid_at: datetime | None = None,
         filters: Mapping[str, object] | None = None,
     ) -> Context:
-        """A cited context block for ``question`` (see :meth:`RemoteMemory.context`)."""
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
+        """A cited context block for ``query`` (see :meth:`RemoteMemory.context`)."""
+        body = query_body(query, scope, mode, k, reference, as_of, valid_at, filters)
         body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
         return await self._send(Call("POST", "/context", body), Context.model_validate)
 
@@ -274,9 +276,10 @@ class AsyncRemoteMemory:
             return []
         return await self._send(call, MESSAGES.validate_python)
 
+    @renamed("question", "query")
     async def search_messages(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         k: int = 10,
@@ -287,7 +290,7 @@ class AsyncRemoteMemory:
         Raises:
             ConfigurationError: ``paths`` names something other than ``"sparse"``/``"dense"``.
         """
-        call = search_messages_call(question, scope, k, paths)
+        call = search_messages_call(query, scope, k, paths)
         return await self._send(call, evidence_hits)
 
     # -- accountability ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from membrain.arguments import DENSE, SPARSE, as_ids
+from membrain.arguments import DENSE, SPARSE, as_ids, renamed
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import (
@@ -228,9 +228,10 @@ class RemoteMemory:
         self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
 
     # -- read --------------------------------------------------------------------------------
+    @renamed("question", "query")
     def search(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         mode: RetrievalMode | str = RetrievalMode.EXPAND,
@@ -242,20 +243,21 @@ class RemoteMemory:
         rerank: bool = True,
         filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
-        """The ``k`` facts that best answer ``question`` (see :meth:`Memory.search`).
+        """The ``k`` facts that best answer ``query`` (see :meth:`Memory.search`).
 
         Raises:
             ConfigurationError: an unknown mode.
-            InputError: empty question or ``k`` out of range.
+            InputError: empty query or ``k`` out of range.
         """
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
+        body = query_body(query, scope, mode, k, reference, as_of, valid_at, filters)
         body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
         body["rerank"] = rerank
-        return self._send(Call("POST", "/search", body), lambda b: search_result(question, mode, b))
+        return self._send(Call("POST", "/search", body), lambda b: search_result(query, mode, b))
 
+    @renamed("question", "query")
     def context(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         max_tokens: int = 2000,
@@ -267,7 +269,7 @@ class RemoteMemory:
         valid_at: datetime | None = None,
         filters: Mapping[str, object] | None = None,
     ) -> Context:
-        """A cited context block for ``question`` within ``max_tokens``.
+        """A cited context block for ``query`` within ``max_tokens``.
 
         See :meth:`Memory.context`.
 
@@ -275,7 +277,7 @@ class RemoteMemory:
             ConfigurationError: an unknown mode.
             InputError: a budget too small, or ``profile_tokens`` outside it.
         """
-        body = query_body(question, scope, mode, k, reference, as_of, valid_at, filters)
+        body = query_body(query, scope, mode, k, reference, as_of, valid_at, filters)
         body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
         return self._send(Call("POST", "/context", body), Context.model_validate)
 
@@ -305,9 +307,10 @@ class RemoteMemory:
             return []
         return self._send(call, MESSAGES.validate_python)
 
+    @renamed("question", "query")
     def search_messages(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         k: int = 10,
@@ -318,7 +321,7 @@ class RemoteMemory:
         Raises:
             ConfigurationError: ``paths`` names something other than ``"sparse"``/``"dense"``.
         """
-        call = search_messages_call(question, scope, k, paths)
+        call = search_messages_call(query, scope, k, paths)
         return self._send(call, evidence_hits)
 
     # -- accountability ----------------------------------------------------------------------

@@ -191,7 +191,7 @@ def add_call(
 
 
 def query_body(
-    question: str,
+    query: str,
     scope: Scope,
     mode: RetrievalMode | str,
     k: int,
@@ -204,7 +204,7 @@ def query_body(
     metadata_filter(filters)
     return {
         **scope_fields(scope),
-        "question": question,
+        "query": query,
         "mode": RetrievalMode.parse(mode).value,
         "k": k,
         "reference": iso(reference),
@@ -293,7 +293,7 @@ def messages_call(scope: Scope, ids: Sequence[str] | None) -> Call | None:
     return Call("GET", "/messages", query=query)
 
 
-def search_messages_call(question: str, scope: Scope, k: int, paths: Sequence[str]) -> Call:
+def search_messages_call(query: str, scope: Scope, k: int, paths: Sequence[str]) -> Call:
     """The request of :meth:`Memory.search_messages`.
 
     Raises:
@@ -302,7 +302,7 @@ def search_messages_call(question: str, scope: Scope, k: int, paths: Sequence[st
     chosen = [paths] if isinstance(paths, str) else list(paths)
     if not chosen or set(chosen) - {SPARSE, DENSE}:
         raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
-    body = {**scope_fields(scope), "question": question, "k": k, "paths": chosen}
+    body = {**scope_fields(scope), "query": query, "k": k, "paths": chosen}
     return Call("POST", "/messages/search", body)
 
 

@@ -57,7 +57,7 @@ class MemoryLike(Protocol):
 
     def search(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         mode: RetrievalMode | str = RetrievalMode.EXPAND,
@@ -69,12 +69,12 @@ class MemoryLike(Protocol):
         rerank: bool = True,
         filters: Mapping[str, object] | None = None,
     ) -> SearchResult:
-        """The ``k`` facts that best answer ``question``."""
+        """The ``k`` facts that best answer ``query``."""
         ...
 
     def context(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         max_tokens: int = 2000,
@@ -86,12 +86,12 @@ class MemoryLike(Protocol):
         valid_at: datetime | None = None,
         filters: Mapping[str, object] | None = None,
     ) -> Context:
-        """A cited context block for ``question`` that fits ``max_tokens``."""
+        """A cited context block for ``query`` that fits ``max_tokens``."""
         ...
 
     def search_messages(
         self,
-        question: str,
+        query: str,
         *,
         scope: Scope,
         k: int = 10,

@@ -288,7 +288,7 @@ def create_app(
     def search(body: SearchRequest, access: Granted) -> SearchResponse:
         """The ``k`` facts that best answer the question, with their sources."""
         result = memory.search(
-            body.question,
+            body.query,
             scope=access.scope,
             mode=body.mode,
             k=body.k,
@@ -305,7 +305,7 @@ def create_app(
     def context(body: ContextRequest, access: Granted) -> Context:
         """A cited context block for the question that fits ``max_tokens``."""
         return memory.context(
-            body.question,
+            body.query,
             scope=access.scope,
             max_tokens=body.max_tokens,
             profile_tokens=body.profile_tokens,
@@ -321,7 +321,7 @@ def create_app(
     def search_messages(body: MessageSearchRequest, access: Granted) -> list[EvidenceHitBody]:
         """The stored messages that best match the question (BM25, dense or both fused)."""
         found = memory.search_messages(
-            body.question, scope=access.scope, k=body.k, paths=tuple(body.paths)
+            body.query, scope=access.scope, k=body.k, paths=tuple(body.paths)
         )
         return [EvidenceHitBody.of(hit) for hit in found]
 

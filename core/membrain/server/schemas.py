@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from membrain.arguments import DENSE, SPARSE
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
@@ -49,7 +49,13 @@ MAX_K = 1000
 MAX_MESSAGES = 5000
 """The most messages one add request may carry (send a longer import in parts)."""
 
-Question = Annotated[str, Field(max_length=MAX_QUESTION_CHARS, description="What to look for.")]
+Question = Annotated[
+    str,
+    Field(
+        max_length=MAX_QUESTION_CHARS,
+        description="What to look for ('question', its former name, is still read).",
+    ),
+]
 Reason = Annotated[
     str, Field(max_length=MAX_REASON_CHARS, description="Why, as the audit log records it.")
 ]
@@ -85,7 +91,7 @@ class AddRequest(ScopedRequest):
 
 
 class _Query(ScopedRequest):
-    question: Question
+    query: Question = Field(validation_alias=AliasChoices("query", "question"))
     mode: RetrievalMode = Field(default=RetrievalMode.EXPAND, description="Retrieval mode.")
     reference: datetime | None = Field(
         default=None, description="'Now' for relative times in the question (default: now)."
@@ -128,7 +134,7 @@ class ContextRequest(_Query):
 class MessageSearchRequest(ScopedRequest):
     """A search of the raw messages (the evidence), by BM25, dense or both fused."""
 
-    question: Question
+    query: Question = Field(validation_alias=AliasChoices("query", "question"))
     k: int = Field(default=10, ge=1, le=MAX_K, description="How many messages.")
     paths: list[str] = Field(
         default=[SPARSE, DENSE],
