@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
@@ -29,8 +30,9 @@ from membrain import (
     RetrievalMode,
     Role,
     Scope,
+    ScopeError,
 )
-from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME
+from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, ScopeBinding
 
 __all__ = ["create_memory_tools", "format_hits"]
 
@@ -86,7 +88,8 @@ def format_hits(hits: Iterable[MemoryHit]) -> str:
 def create_memory_tools(
     *,
     memory: MemoryLike,
-    scope: Scope,
+    scope: Scope | None = None,
+    namespace: Sequence[str] | None = None,
     speaker: str = DEFAULT_ASSISTANT_NAME,
     mode: RetrievalMode | str = RetrievalMode.EXPAND,
 ) -> list[BaseTool]:
@@ -106,6 +109,11 @@ def create_memory_tools(
         memory: The memory to use: a :class:`~membrain.Memory`, or a
             :class:`~membrain.RemoteMemory` of a served memory.
         scope: Where the agent's memories live (without a session they span all sessions).
+        namespace: Instead of ``scope``, a langmem namespace template such as
+            ``("memories", "{user_id}")``, resolved at each call from the run's
+            ``config["configurable"]`` (:meth:`membrain.binding.ScopeBinding.from_namespace`:
+            the templated labels name the dataset, the literal ones the task), so one set of
+            tools serves every user of a multi-user app.
         speaker: Speaker name of the messages ``manage_memory`` stores (default
             ``"Assistant"``, :data:`membrain.binding.DEFAULT_ASSISTANT_NAME`).
         mode: Retrieval mode of ``search_memory``.
@@ -114,7 +122,9 @@ def create_memory_tools(
         ``[search_memory, manage_memory]``.
 
     Raises:
-        ConfigurationError: ``mode`` is not a retrieval mode.
+        ConfigurationError: ``mode`` is not a retrieval mode, or ``namespace`` is malformed.
+        ScopeError: neither or both of ``scope`` and ``namespace``; at a call, a value the
+            namespace needs is missing from the run's config (a tool error the model sees).
 
     Example:
         >>> tools = create_memory_tools(memory=mem, scope=Scope(dataset="sara", task="assistant"))
@@ -123,24 +133,45 @@ def create_memory_tools(
         '[4f0c...] Sara adopted a cat named Miso yesterday. (sources: m1)'
     """
     mode = RetrievalMode.parse(mode)
+    if scope is not None and namespace is None:
+        binding = ScopeBinding.fixed(scope)
+    elif namespace is not None and scope is None:
+        binding = ScopeBinding.from_namespace(namespace)
+    else:
+        raise ScopeError("pass scope=Scope(...) or namespace=(...), not both or neither")
+
+    def scope_of(config: RunnableConfig) -> Scope:
+        values = config.get("configurable") or {}
+        try:
+            return binding.resolve(values, source="config['configurable']")
+        except ScopeError as exc:
+            raise ToolException(str(exc)) from exc
+
     # A server names the API key as the actor of every change; only a Memory takes ``by``.
     agent = Actor(kind=ActorKind.AGENT, name=speaker) if isinstance(memory, Memory) else None
 
-    def search_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
+    def search_memory(
+        config: RunnableConfig, query: str, limit: int = 5
+    ) -> tuple[str, list[dict[str, Any]]]:
+        scope = scope_of(config)
         try:
             hits = memory.search(query, scope=scope, mode=mode, k=limit)
         except InputError as exc:
             raise ToolException(str(exc)) from exc
         return format_hits(hits), [hit.model_dump(mode="json") for hit in hits]
 
-    async def asearch_memory(query: str, limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
-        return await asyncio.to_thread(search_memory, query, limit)
+    async def asearch_memory(
+        config: RunnableConfig, query: str, limit: int = 5
+    ) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(search_memory, config, query, limit)
 
     def manage_memory(
+        config: RunnableConfig,
         content: str | None = None,
         action: Literal["create", "update", "delete"] = "create",
         id: str | None = None,  # noqa: A002 - the LangMem argument name
     ) -> str:
+        scope = scope_of(config)
         if action == "delete":
             if not id:
                 raise ToolException("Pass the `id` of the memory to forget.")
@@ -199,11 +230,12 @@ def create_memory_tools(
         return f"created {noun} {ids}"
 
     async def amanage_memory(
+        config: RunnableConfig,
         content: str | None = None,
         action: Literal["create", "update", "delete"] = "create",
         id: str | None = None,  # noqa: A002 - the LangMem argument name
     ) -> str:
-        return await asyncio.to_thread(manage_memory, content, action, id)
+        return await asyncio.to_thread(manage_memory, config, content, action, id)
 
     return [
         StructuredTool.from_function(

@@ -13,8 +13,8 @@ from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
 from langchain_membrain import create_memory_tools
-from membrain import ConfigurationError, Memory, Scope
-from membrain.binding import DEFAULT_ASSISTANT_NAME
+from membrain import ConfigurationError, Memory, Scope, ScopeError
+from membrain.binding import DEFAULT_ASSISTANT_NAME, scope_part
 from membrain.testing import HashingEncoder
 
 _counter = itertools.count()
@@ -244,3 +244,31 @@ def test_memory_is_keyword_only_and_the_default_speaker_is_shared(
     manage.invoke({"content": "Sara's favourite colour is teal."})
     [note] = [m for m in store.messages(scope=scope) if m.message.text.endswith("teal.")]
     assert note.message.speaker == DEFAULT_ASSISTANT_NAME == "Assistant"
+
+
+def test_a_namespace_template_resolves_the_scope_per_call(store: Memory) -> None:
+    search, manage = create_memory_tools(memory=store, namespace=("memories", "{user_id}"))
+    assert set(search.args) == {"query", "limit"}  # the run's config is no argument
+    for user, pet in (("auth0|ana", "Miso"), ("bo", "Rex")):
+        config = {"configurable": {"user_id": user}}
+        created = manage.invoke(
+            {"content": f"The user adopted a cat named {pet}.", "action": "create"}, config
+        )
+        assert created.startswith("created")
+    ana = search.invoke({"query": "cat", "limit": 5}, {"configurable": {"user_id": "auth0|ana"}})
+    bo = search.invoke({"query": "cat", "limit": 5}, {"configurable": {"user_id": "bo"}})
+    assert "Miso" in ana and "Rex" not in ana
+    assert "Rex" in bo and "Miso" not in bo
+    users = {s.dataset for s in store.scopes() if s.task == "memories"}
+    assert users == {scope_part("auth0|ana"), "bo"}  # encoded as the other adapters encode it
+    missing = search.invoke({"query": "cat"}, {"configurable": {}})  # handled: the model sees it
+    assert "user_id" in missing
+
+
+def test_scope_or_namespace_not_both(store: Memory) -> None:
+    with pytest.raises(ScopeError):
+        create_memory_tools(memory=store)
+    with pytest.raises(ScopeError):
+        create_memory_tools(
+            memory=store, scope=Scope(dataset="a"), namespace=("memories", "{user_id}")
+        )
