@@ -3,20 +3,22 @@
 :func:`export_scope` yields one JSON-serialisable record per line: a header
 ``{"kind": "membrain-export", "version": 1, "dataset": ..., "task": ...}``, then every stored
 message, entity and fact of the scope (``{"kind": "message", "session": ..., ...}``: the
-record's fields without its scope, plus the session it was written in). Facts keep their
-status, trust and supersession links, so a forgotten fact stays forgotten.
+record's fields without its scope, plus the session it was written in), then its audit log
+(``"kind": "event"``). Facts keep their status, trust and supersession links, so a forgotten
+fact stays forgotten, and its history says who forgot it, when and why.
 
 :func:`import_scope` writes such lines into an empty scope of another store through the record
-store (audited as done by ``api:import``). Record ids are kept: they are derived from the
-scope's ``dataset/task`` (a message's id from its scope and caller id, which is how a re-ingested
-message is recognised), so the target must be the exported (dataset, task). Moving a scope to
-another store is the use case; a copy under another name in the same store is refused, as it
-would give the copy ids that belong to the original.
+store (audited as done by ``api:import``), then appends the exported events with their own
+ids, actors, times and reasons, each marked ``details["imported"]``. Record ids are kept: they
+are derived from the scope's ``dataset/task`` (a message's id from its scope and caller id, which
+is how a re-ingested message is recognised), so the target must be the exported (dataset, task).
+Moving a scope to another store is the use case; a copy under another name in the same store
+is refused, as it would give the copy ids that belong to the original.
 
 Example:
     >>> lines = [json.dumps(r) for r in export_scope(source, scope)]  # doctest: +SKIP
     >>> import_scope(target, scope, lines)  # doctest: +SKIP
-    {'message': 12, 'entity': 4, 'fact': 9}
+    {'message': 12, 'entity': 4, 'fact': 9, 'event': 31}
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from membrain.audit import Cause
+from membrain.audit import AuditEvent, Cause
 from membrain.errors import InputError, MembrainError
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Entity, Fact, Scope, StoredMessage
@@ -40,9 +42,14 @@ FORMAT = "membrain-export"
 VERSION = 1
 """The export format version this module writes and reads."""
 
-_R = TypeVar("_R", StoredMessage, Fact)
+_R = TypeVar("_R", StoredMessage, Fact, AuditEvent)
 
-_MODELS: dict[str, type[BaseModel]] = {"message": StoredMessage, "fact": Fact, "entity": Entity}
+_MODELS: dict[str, type[BaseModel]] = {
+    "message": StoredMessage,
+    "fact": Fact,
+    "entity": Entity,
+    "event": AuditEvent,
+}
 
 
 def export_scope(memory: Memory, scope: Scope) -> Iterator[dict[str, Any]]:
@@ -59,6 +66,8 @@ def export_scope(memory: Memory, scope: Scope) -> Iterator[dict[str, Any]]:
     facts = memory.facts(scope=base, include_inactive=True)
     for fact in sorted(facts, key=lambda f: (f.recorded_at, f.id)):
         yield _record("fact", fact, fact.scope.session)
+    for event in memory.audit(scope=base):
+        yield _record("event", event, event.scope.session)
 
 
 def _record(kind: str, record: BaseModel, session: str | None) -> dict[str, Any]:
@@ -74,6 +83,7 @@ class _Parsed:
     messages: list[StoredMessage] = field(default_factory=list)
     entities: list[Entity] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
+    events: list[AuditEvent] = field(default_factory=list)
 
 
 def import_scope(memory: Memory, scope: Scope, lines: Iterable[str]) -> dict[str, int]:
@@ -100,10 +110,13 @@ def import_scope(memory: Memory, scope: Scope, lines: Iterable[str]) -> dict[str
     participants = [e.name for e in parsed.entities if e.participant]
     for session, facts in _by_session(parsed.facts).items():
         store.put_facts(_at(target, session), facts, participants, cause=cause)
+    for session, events in _by_session(parsed.events).items():
+        store.import_events(_at(target, session), events)
     return {
         "message": len(parsed.messages),
         "entity": len(parsed.entities),
         "fact": len(parsed.facts),
+        "event": len(parsed.events),
     }
 
 
@@ -161,6 +174,8 @@ def _parse(target: Scope, lines: Iterable[str]) -> _Parsed:
             parsed.entities.append(record)
         elif isinstance(record, Fact):
             parsed.facts.append(record)
+        elif isinstance(record, AuditEvent):
+            parsed.events.append(record)
     if header is None:
         raise InputError("empty export: no header line")
     return parsed

@@ -78,14 +78,21 @@ def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
 
     with Memory(path=tmp_path / "b") as target:
         counts = import_scope(target, SCOPE, lines)
-        assert counts == {"message": 4, "entity": kinds.count("entity"), "fact": 4}
+        assert counts == {
+            "message": 4,
+            "entity": kinds.count("entity"),
+            "fact": 4,
+            "event": kinds.count("event"),
+        }
         imported = _snapshot(target)
         events = target.audit(scope=SCOPE)
         by_id = {f.id: f for f in target.facts(scope=SCOPE, include_inactive=True)}
         sessions = {m.message.source_id: m.scope.session for m in target.messages(scope=SCOPE)}
         only_s2 = target.facts(scope=Scope(dataset="sara", task="chat", session="s2"))
+        imported_history = target.history(ids["bread"], scope=SCOPE)
     with Memory(path=tmp_path / "a") as source:
         original = _snapshot(source)
+        source_events = source.audit(scope=SCOPE)
 
     assert imported == original
     assert all(hits for hits in imported["search"])  # type: ignore[union-attr]
@@ -96,7 +103,20 @@ def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
     assert ids["bread"] not in found and ids["lisbon"] not in found
     assert sorted(set(sessions.values())) == ["s1", "s2"]
     assert [f.id for f in only_s2] == [ids["berlin"]]
-    assert events and all(str(e.actor) == "api:import" for e in events)
+    # the import is audited, and the source's log comes along: who did what, when, why
+    assert {str(e.actor) for e in events if not e.details.get("imported")} == {"api:import"}
+    carried = [e for e in events if e.details.get("imported")]
+    assert {e.id for e in carried} == {e.id for e in source_events}
+    forgotten = [e for e in carried if e.action.value == "forgotten"]
+    assert forgotten and forgotten[0].targets == (ids["bread"],)
+    (original,) = [e for e in source_events if e.id == forgotten[0].id]
+    assert (forgotten[0].actor, forgotten[0].at, forgotten[0].reason) == (
+        original.actor,
+        original.at,
+        original.reason,
+    )
+    history = [e.action.value for e in imported_history.events]
+    assert "forgotten" in history
 
 
 def test_import_refuses_a_non_empty_scope_and_another_scope(tmp_path: Path) -> None:

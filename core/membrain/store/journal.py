@@ -163,6 +163,20 @@ class AuditJournal:
                 listener.audited(scope, events)
         return events
 
+    def import_events(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
+        """Append events another store wrote (an export): ids, actors, times and reasons kept.
+
+        Each is marked ``details["imported"] = True``; none changes a record here.
+        """
+        points = []
+        for event in events:
+            payload: dict[str, Any] = event.model_dump(mode="json", exclude={"scope"})
+            payload["details"] = {**payload["details"], "imported": True}
+            _storable(payload)
+            points.append(Point(event.id, payload))
+        if points:
+            self.backend.upsert(Collection.AUDIT, scope, points)
+
     def note(
         self,
         scope: Scope,
