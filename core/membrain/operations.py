@@ -114,7 +114,13 @@ OPERATIONS: tuple[Operation, ...] = (
         Access.READ,
         ("GET", "/participants"),
     ),
-    Operation("scopes", "The (dataset, task) scopes that hold records.", Access.READ, cli="scopes"),
+    Operation(
+        "scopes",
+        "The (dataset, task) scopes that hold records (served: of the key's datasets).",
+        Access.READ,
+        ("GET", "/scopes"),
+        cli="scopes",
+    ),
     Operation(
         "forget",
         "Take facts out of every search; they stay, with their sources, for audit.",

@@ -220,6 +220,21 @@ def test_the_former_question_field_is_still_read(served: Served) -> None:
     assert [h["fact"]["id"] for h in answered.json()["hits"]] == [h.fact.id for h in hits]
 
 
+def test_scopes_lists_only_the_datasets_of_the_key(served: Served) -> None:
+    tom = Scope(dataset="tom", task="listed")
+    with served.remote("tom-writer") as remote:
+        remote.add(CONVERSATION, scope=tom)
+        seen_by_tom = remote.scopes()
+        with pytest.raises(RemoteAccessError):
+            remote.scopes("sara")
+    with served.remote() as remote:
+        seen_by_sara = remote.scopes()
+        one = remote.scopes("sara")
+    assert seen_by_tom == [tom]
+    assert SARA in seen_by_sara and tom not in seen_by_sara
+    assert one == seen_by_sara == [s for s in served.memory.scopes() if s.dataset == "sara"]
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:

@@ -32,6 +32,7 @@ from membrain.remote.common import (
     NAMES,
     RETRIES,
     REVIEW_ITEMS,
+    SCOPES,
     Call,
     add_call,
     add_result,
@@ -344,6 +345,11 @@ class AsyncRemoteMemory:
         """Dispute facts (see :meth:`Memory.dispute`); returns the review item opened."""
         call = dispute_call(fact_ids, scope, reason, by)
         return await self._send(call, ReviewItem.model_validate)
+
+    async def scopes(self, dataset: str | None = None) -> list[Scope]:
+        """The (dataset, task) scopes holding records, of the datasets the key may read."""
+        query: dict[str, str | list[str]] = {"dataset": dataset} if dataset is not None else {}
+        return await self._send(Call("GET", "/scopes", query=query), SCOPES.validate_python)
 
     async def entities(self, *, scope: Scope) -> list[Entity]:
         """The entities of the scope's (dataset, task) (see :meth:`Memory.entities`)."""

@@ -32,6 +32,7 @@ from membrain.remote.common import (
     NAMES,
     RETRIES,
     REVIEW_ITEMS,
+    SCOPES,
     Call,
     add_call,
     add_result,
@@ -375,6 +376,11 @@ class RemoteMemory:
         """Dispute facts (see :meth:`Memory.dispute`); returns the review item opened."""
         call = dispute_call(fact_ids, scope, reason, by)
         return self._send(call, ReviewItem.model_validate)
+
+    def scopes(self, dataset: str | None = None) -> list[Scope]:
+        """The (dataset, task) scopes holding records, of the datasets the key may read."""
+        query: dict[str, str | list[str]] = {"dataset": dataset} if dataset is not None else {}
+        return self._send(Call("GET", "/scopes", query=query), SCOPES.validate_python)
 
     def entities(self, *, scope: Scope) -> list[Entity]:
         """The entities of the scope's (dataset, task) (see :meth:`Memory.entities`)."""

@@ -62,6 +62,7 @@ __all__ = [
     "MESSAGES",
     "NAMES",
     "RETRIES",
+    "SCOPES",
     "Call",
     "RemoteAccessError",
     "Transient",
@@ -107,6 +108,7 @@ MAX_ERROR_CHARS = 300
 FACTS = TypeAdapter(list[Fact])
 ENTITIES = TypeAdapter(list[Entity])
 NAMES = TypeAdapter(list[str])
+SCOPES = TypeAdapter(list[Scope])
 MESSAGES = TypeAdapter(list[StoredMessage])
 HITS = TypeAdapter(list[MemoryHit])
 EVENTS = TypeAdapter(list[AuditEvent])

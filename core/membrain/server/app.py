@@ -464,12 +464,26 @@ def create_app(
             scope=access.scope, since=since, actions=actions, targets=tuple(targets or ())
         )
 
+    # Scopes are listed across tasks: the key's datasets decide what is shown, not one scope.
+    listing = APIRouter(prefix=API_PREFIX, responses=ERRORS)
+
+    @listing.get("/scopes", openapi_extra=needs(Role.READ))
+    def scopes(
+        grant: Annotated[Grant | None, Depends(authenticate)], dataset: str | None = None
+    ) -> list[Scope]:
+        """The (dataset, task) scopes holding records, of the datasets the key may read."""
+        if grant is not None and dataset is not None:
+            grant.check(dataset, Role.READ)  # every role reads: only the dataset is checked
+        found = memory.scopes(dataset)
+        return [s for s in found if grant is None or grant.covers(s.dataset)]
+
     @app.get("/api/health")
     def health() -> HealthResponse:
         """The server is up (no key needed)."""
         return HealthResponse(version=_version())
 
     app.include_router(router)
+    app.include_router(listing)
     for extension in extensions:
         app.include_router(extension)
     app.add_exception_handler(MembrainError, membrain_error)
