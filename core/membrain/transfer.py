@@ -34,6 +34,7 @@ from membrain.audit import AuditEvent, Cause
 from membrain.errors import InputError, MembrainError
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Entity, Fact, Scope, StoredMessage
+from membrain.remote import RemoteMemory
 
 __all__ = ["FORMAT", "VERSION", "export_scope", "header_scope", "import_scope"]
 
@@ -52,7 +53,7 @@ _MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def export_scope(memory: Memory, scope: Scope) -> Iterator[dict[str, Any]]:
+def export_scope(memory: Memory | RemoteMemory, scope: Scope) -> Iterator[dict[str, Any]]:
     """The records of ``scope``'s (dataset, task), every session, as JSON-serialisable dicts.
 
     Inactive facts (superseded, forgotten, retracted) are included with their state.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,8 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from membrain.config import MembrainSettings, settings_for
-from membrain.errors import InputError, MembrainError
+from membrain.errors import ConfigurationError, InputError, MembrainError
 from membrain.memory import Memory
+from membrain.remote import RemoteMemory
 from membrain.storage.edge import holds_store
 
 __all__ = [
@@ -111,8 +113,22 @@ def settings_of(path: Path | None) -> MembrainSettings:
     return settings_for(path=path)
 
 
-def open_memory(path: Path | None, *, create: bool = False) -> Memory:
-    """The memory the settings name: ``--path`` when given, else ``MEMBRAIN_*``."""
+served: dict[str, str | None] = {"url": None}
+"""The served memory the commands use (``--url``), when one is named."""
+
+
+def open_memory(path: Path | None, *, create: bool = False) -> Memory | RemoteMemory:
+    """The memory the options name: the served one of ``--url``, else the store of ``--path``.
+
+    Without either, ``MEMBRAIN_URL`` or the ``MEMBRAIN_*`` store settings.
+
+    Raises:
+        ConfigurationError: both ``--url`` and ``--path``.
+    """
+    if served["url"]:
+        if path is not None:
+            raise ConfigurationError("pass --url (a served memory) or --path (a store), not both")
+        return RemoteMemory(served["url"], os.environ.get("MEMBRAIN_API_KEY") or None)
     settings = settings_of(path)
     if not create and settings.qdrant_url is None and not holds_store(settings.path):
         raise InputError(f"no store at {settings.path}; ingest something first or pass --path")
@@ -150,6 +166,16 @@ def _main(
     debug: Annotated[
         bool, typer.Option("--debug", help="On a failure, print its traceback too.")
     ] = False,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="MEMBRAIN_URL",
+            help="Use a served memory (`membrain serve`) instead of a store; its API key is "
+            "read from MEMBRAIN_API_KEY.",
+        ),
+    ] = None,
 ) -> None:
     """Options that apply before any command."""
     tracebacks["on"] = debug
+    served["url"] = url

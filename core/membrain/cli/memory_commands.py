@@ -29,10 +29,11 @@ from membrain.cli.common import (
     out,
     say,
 )
-from membrain.errors import InputError, NotFoundError
+from membrain.errors import ConfigurationError, InputError, NotFoundError
 from membrain.loaders import load_conversations
 from membrain.memory import Memory
 from membrain.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
+from membrain.remote import RemoteMemory
 from membrain.retrieval.context import time_label
 
 __all__ = [
@@ -61,10 +62,19 @@ def _progress() -> Progress:
     )
 
 
-def _ingest(memory: Memory, messages: list[Message], scope: Scope, label: str) -> None:
+def _ingest(
+    memory: Memory | RemoteMemory, messages: list[Message], scope: Scope, label: str
+) -> None:
     with _progress() as progress:
         task = progress.add_task(label, total=len(messages))
-        result = memory.add(messages, scope=scope, on_progress=lambda n: progress.advance(task, n))
+        if isinstance(memory, Memory):
+
+            def advance(done: int) -> None:
+                progress.advance(task, done)
+
+            result = memory.add(messages, scope=scope, on_progress=advance)
+        else:  # a served memory reports no progress
+            result = memory.add(messages, scope=scope)
         progress.update(task, completed=len(messages))
     out.print(
         f"{label}: {result.messages_stored} messages stored, {result.messages_skipped} already "
@@ -135,7 +145,8 @@ def ingest(
                 name = dataset if conversation.name is None else f"{dataset}-{conversation.name}"
                 scope = Scope(dataset=name, task=task, session=session)
                 _ingest(memory, conversation.messages, scope, f"dataset {name!r}")
-            memory.optimize()
+            if isinstance(memory, Memory):  # a server keeps its own indexes
+                memory.optimize()
 
 
 @app.command()
@@ -197,7 +208,7 @@ def _unknown_scope(scope: Scope, known: Sequence[Scope]) -> str:
     return f"no dataset {scope.dataset!r} in this memory (`membrain scopes` lists them)"
 
 
-def _fact(memory: Memory, scope: Scope, fact_id: str) -> Fact:
+def _fact(memory: Memory | RemoteMemory, scope: Scope, fact_id: str) -> Fact:
     found = memory.facts(scope=scope, ids=[fact_id], include_inactive=True)
     if not found:
         raise NotFoundError(f"no fact {fact_id!r} in {scope.key!r}")
@@ -218,8 +229,9 @@ def show(
         scope = Scope(dataset=dataset, task=task, session=session)
         with open_memory(path) as memory:
             fact = _fact(memory, scope, fact_id)
-            sources = memory.store.get_messages(scope, fact.sources)
-            entities = memory.store.get_entities(scope.without_session(), fact.entity_ids)
+            sources = memory.messages(scope=scope, ids=list(fact.sources)) if fact.sources else []
+            named = set(fact.entity_ids)
+            entities = [e for e in memory.entities(scope=scope) if e.id in named]
         if as_json:
             json_line(
                 {
@@ -252,8 +264,12 @@ def forget(
     session: SessionOption = None,
     reason: Annotated[str, typer.Option(help="Why, for the audit log.")] = "",
     by: Annotated[
-        str, typer.Option(help="Who forgets them: api, reviewer:NAME or agent:NAME.")
-    ] = "api",
+        str | None,
+        typer.Option(
+            help="Who forgets them: api (the default), reviewer:NAME or agent:NAME; a served "
+            "memory names the API key instead."
+        ),
+    ] = None,
     path: PathOption = None,
 ) -> None:
     """Forget facts: they stay, with their sources, for audit, but no search returns them."""
@@ -326,6 +342,11 @@ def import_(
         source = transfer.header_scope(lines)
         scope = Scope(dataset=dataset or source.dataset, task=task or source.task)
         with open_memory(path, create=True) as memory:
+            if not isinstance(memory, Memory):
+                raise ConfigurationError(
+                    "import writes a store directly: run it where the store is (--path), "
+                    "or on the server's machine"
+                )
             counts = transfer.import_scope(memory, scope, lines)
             memory.optimize()
         say(
