@@ -188,6 +188,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "delete_dataset",
         "Delete every task of a dataset (a whole user).",
         Access.ADMIN,
+        ("DELETE", "/dataset"),
     ),
     Operation("optimize", "Build the search indexes now (after a bulk load).", Access.ADMIN),
 )

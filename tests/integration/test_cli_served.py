@@ -49,9 +49,7 @@ def test_ingest_search_facts_history_and_audit_reach_the_served_memory(
     assert json.loads(found.stdout)[0]["fact"]["id"] in {f.id for f in stored}
 
     listed = run(served, "facts", *WHERE, "--json")
-    assert {json.loads(line)["id"] for line in listed.stdout.splitlines()} == {
-        f.id for f in stored
-    }
+    assert {json.loads(line)["id"] for line in listed.stdout.splitlines()} == {f.id for f in stored}
     fact = stored[0]
     shown = run(served, "show", fact.id, *WHERE, "--json")
     assert json.loads(shown.stdout)["fact"]["id"] == fact.id

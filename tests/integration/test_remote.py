@@ -54,6 +54,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "sara-writer": (["sara"], Role.WRITE),
         "sara-admin": (["sara"], Role.ADMIN),
         "tom-writer": (["tom"], Role.WRITE),
+        "kim-admin": (["kim"], Role.ADMIN),
     }
     with serving(tmp_path_factory.mktemp("remote"), keys) as state:
         with state.remote() as remote:
@@ -233,6 +234,33 @@ def test_scopes_lists_only_the_datasets_of_the_key(served: Served) -> None:
     assert seen_by_tom == [tom]
     assert SARA in seen_by_sara and tom not in seen_by_sara
     assert one == seen_by_sara == [s for s in served.memory.scopes() if s.dataset == "sara"]
+
+
+def test_delete_dataset_needs_an_admin_key_of_it(served: Served) -> None:
+    gone = Scope(dataset="tom", task="leaving")
+    with served.remote("tom-writer") as remote:
+        remote.add(CONVERSATION, scope=gone)
+        with pytest.raises(RemoteAccessError):
+            remote.delete_dataset("tom")  # a writer may not
+    with served.remote("sara-admin") as remote, pytest.raises(RemoteAccessError):
+        remote.delete_dataset("tom")  # an admin of another dataset may not
+    assert gone in served.memory.scopes("tom")
+    deleted = served.memory.delete_dataset("tom")
+    assert gone in deleted and served.memory.scopes("tom") == []
+
+
+async def test_an_admin_deletes_its_dataset_over_http(served: Served) -> None:
+    tasks = [Scope(dataset="kim", task=t) for t in ("a", "b")]
+    with served.remote("kim-admin") as remote:
+        for scope in tasks:
+            remote.add(CONVERSATION, scope=scope)
+        assert remote.scopes() == tasks
+        deleted = remote.delete_dataset("kim")
+        left = remote.scopes()
+    assert deleted == tasks and left == []
+    assert all(served.memory.facts(scope=s, include_inactive=True) == [] for s in tasks)
+    async with AsyncRemoteMemory(served.url, served.keys["kim-admin"]) as remote:
+        assert await remote.delete_dataset("kim") == []
 
 
 def test_supersede_returns_the_old_fact(served: Served) -> None:

@@ -11,6 +11,7 @@ import httpx
 
 from membrain.arguments import DENSE, SPARSE, as_ids, renamed
 from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
+from membrain.errors import InputError
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.models import (
     Actor,
@@ -200,6 +201,17 @@ class AsyncRemoteMemory:
         """
         call = update_call(fact_id, text, scope, by, reason)
         return await self._send(call, Fact.model_validate)
+
+    async def delete_dataset(self, dataset: str) -> list[Scope]:
+        """Delete every task of ``dataset`` (see :meth:`Memory.delete_dataset`).
+
+        Raises:
+            RemoteAccessError: the key is not an ``admin`` key of the dataset.
+        """
+        if not isinstance(dataset, str):
+            raise InputError(f"a dataset is a string, got {dataset!r:.80}")
+        call = Call("DELETE", "/dataset", query={"dataset": dataset})
+        return await self._send(call, SCOPES.validate_python)
 
     async def delete_scope(self, scope: Scope) -> None:
         """Delete everything stored under ``scope`` (needs an ``admin`` key)."""

@@ -477,6 +477,16 @@ def create_app(
         found = memory.scopes(dataset)
         return [s for s in found if grant is None or grant.covers(s.dataset)]
 
+    @listing.delete("/dataset", openapi_extra=needs(Role.ADMIN))
+    def delete_dataset(
+        grant: Annotated[Grant | None, Depends(authenticate)],
+        dataset: Annotated[str, Query(description="Whose memory: every task of it goes.")],
+    ) -> list[Scope]:
+        """Delete every task of a dataset (a whole user); the scopes deleted."""
+        if grant is not None:
+            grant.check(dataset, Role.ADMIN)
+        return memory.delete_dataset(dataset)
+
     @app.get("/api/health")
     def health() -> HealthResponse:
         """The server is up (no key needed)."""
