@@ -1,10 +1,12 @@
-"""The type stub of :class:`~membrain.aio.AsyncMemory`, written from the class itself.
+"""The type stubs of the generated classes, written from the classes themselves.
 
 :class:`~membrain.aio.AsyncMemory` gains one coroutine per operation of
 :data:`membrain.operations.OPERATIONS` when it is imported, with the signature of the
-:class:`~membrain.Memory` method it awaits. Type checkers and IDEs read those signatures from
-``membrain/aio.pyi``, which this module writes: run ``python -m membrain.stubs`` after changing
-an operation's parameters (``tests/unit/test_operations.py`` fails while the stub is stale).
+:class:`~membrain.Memory` method it awaits; :class:`~membrain.remote.AsyncRemoteMemory` one per
+served operation, with :class:`~membrain.remote.RemoteMemory`'s. Type checkers and IDEs read
+those signatures from ``membrain/aio.pyi`` and ``membrain/remote/aio.pyi``, which this module
+writes: run ``python -m membrain.stubs`` after changing an operation's parameters
+(``tests/unit/test_operations.py`` fails while a stub is stale).
 """
 
 from __future__ import annotations
@@ -15,49 +17,71 @@ import re
 import sys
 import types
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import membrain.aio
 import membrain.memory
+import membrain.remote.aio
+import membrain.remote.client
 
-__all__ = ["STUB_PATH", "async_memory_stub"]
+__all__ = ["STUBS", "Stub"]
 
-STUB_PATH = Path(membrain.aio.__file__).with_suffix(".pyi")
-"""Where the stub is written, beside the module."""
-
-_HEADER = '''"""Type stub of membrain.aio: written by `python -m membrain.stubs`, do not edit."""
-
-'''
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEPT_DUNDERS = ("__init__", "__aenter__", "__aexit__")
 
 
-def async_memory_stub() -> str:
-    """The text of ``membrain/aio.pyi`` for the class as it is now."""
-    cls = membrain.aio.AsyncMemory
-    members = [
-        (name, inspect.getattr_static(cls, name))
-        for name in vars(cls)
-        if not name.startswith("_") or name in _KEPT_DUNDERS
-    ]
-    body: list[str] = []
-    used: set[str] = set()
-    for name, member in members:
-        body += _declaration(name, member, used)
-    imports = _imports(used)
-    summary = (cls.__doc__ or "").strip().splitlines()[0]
-    return "".join(
-        [
-            _HEADER,
-            "from __future__ import annotations\n\n",
-            *imports,
-            '\n__all__ = ["AsyncMemory"]\n\n',
-            "class AsyncMemory:\n",
-            f'    """{summary}"""\n\n',
-            *(f"    {line}\n" for line in body),
+@dataclass(frozen=True)
+class Stub:
+    """The stub of one generated class."""
+
+    cls: type
+    """The class, as imported (its generated methods added)."""
+    source: type
+    """The class whose signatures the generated methods take."""
+
+    @property
+    def path(self) -> Path:
+        """Where the stub is written, beside the class's module."""
+        return Path(sys.modules[self.cls.__module__].__file__ or "").with_suffix(".pyi")
+
+    def text(self) -> str:
+        """The text of the stub for the class as it is now."""
+        cls = self.cls
+        members = [
+            (name, inspect.getattr_static(cls, name))
+            for name in vars(cls)
+            if not name.startswith("_") or name in _KEPT_DUNDERS
         ]
-    )
+        body: list[str] = []
+        used: set[str] = set()
+        for name, member in members:
+            body += _declaration(name, member, used)
+        # The names in scope where the signatures were written.
+        modules = [sys.modules[cls.__module__]]
+        modules += [sys.modules[c.__module__] for c in self.source.__mro__]
+        imports = _imports(used, modules, cls.__name__)
+        summary = (cls.__doc__ or "").strip().splitlines()[0]
+        return "".join(
+            [
+                f'"""Type stub of {cls.__module__}: written by `python -m membrain.stubs`, do not '
+                'edit."""\n\n',
+                "from __future__ import annotations\n\n",
+                *imports,
+                f'\n__all__ = ["{cls.__name__}"]\n\n',
+                f"class {cls.__name__}:\n",
+                f'    """{summary}"""\n\n',
+                *(f"    {line}\n" for line in body),
+            ]
+        )
+
+
+STUBS = (
+    Stub(membrain.aio.AsyncMemory, membrain.memory.Memory),
+    Stub(membrain.remote.aio.AsyncRemoteMemory, membrain.remote.client.RemoteMemory),
+)
+"""Every generated class's stub."""
 
 
 def _declaration(name: str, member: Any, used: set[str]) -> list[str]:
@@ -107,22 +131,26 @@ def _annotation(value: object, used: set[str]) -> str:
     return text
 
 
-def _imports(used: Iterable[str]) -> list[str]:
+def _imports(used: Iterable[str], modules: Iterable[types.ModuleType], own: str) -> list[str]:
     """``from module import names`` for every name the annotations use."""
-    # The names in scope where the signatures were written: this module and Memory's classes'.
-    modules = [membrain.aio, *(sys.modules[c.__module__] for c in membrain.memory.Memory.__mro__)]
     scopes = [vars(module) for module in modules]
     by_module: dict[str, set[str]] = {}
+    plain: set[str] = set()
     for name in sorted(set(used)):
-        if name in ("AsyncMemory", "None") or hasattr(builtins, name):
+        if name in (own, "None") or hasattr(builtins, name):
             continue
         found = next((scope[name] for scope in scopes if name in scope), None)
         if found is None:
             continue
+        if isinstance(found, types.ModuleType):  # ``httpx.AsyncBaseTransport``
+            plain.add(found.__name__)
+            continue
         # TracebackType says it lives in builtins; it is imported from types.
         module = "types" if getattr(types, name, None) is found else found.__module__
         by_module.setdefault(module, set()).add(name)
-    lines: list[str] = []
+    lines: list[str] = [f"import {module}\n" for module in sorted(plain)]
+    if lines:
+        lines.append("\n")
     for module, names in sorted(by_module.items(), key=lambda item: _import_order(item[0])):
         if module.startswith("membrain") and lines and not lines[-1].startswith("from membrain"):
             lines.append("\n")
@@ -135,17 +163,19 @@ def _import_order(module: str) -> tuple[bool, str]:
 
 
 def main(argv: Iterable[str] = ()) -> int:
-    """Write the stub (``--check``: only say whether it is up to date)."""
-    text = async_memory_stub()
-    if "--check" in argv:
-        current = STUB_PATH.read_text(encoding="utf-8") if STUB_PATH.exists() else ""
-        if current != text:
-            print(f"{STUB_PATH} is stale: run python -m membrain.stubs", file=sys.stderr)
-            return 1
-        return 0
-    STUB_PATH.write_text(text, encoding="utf-8")
-    print(f"wrote {STUB_PATH}")
-    return 0
+    """Write the stubs (``--check``: only say whether they are up to date)."""
+    stale = 0
+    for stub in STUBS:
+        text = stub.text()
+        if "--check" in argv:
+            current = stub.path.read_text(encoding="utf-8") if stub.path.exists() else ""
+            if current != text:
+                print(f"{stub.path} is stale: run python -m membrain.stubs", file=sys.stderr)
+                stale += 1
+            continue
+        stub.path.write_text(text, encoding="utf-8")
+        print(f"wrote {stub.path}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from membrain import AsyncMemory, AsyncRemoteMemory, Memory, MemoryLike, RemoteM
 from membrain.mcp_server import build_server
 from membrain.operations import OPERATIONS, Access, Operation, operation
 from membrain.server.app import API_PREFIX, create_app, route_role
-from membrain.stubs import STUB_PATH, async_memory_stub
+from membrain.stubs import STUBS, Stub
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 LIFECYCLE = {"close", "from_settings"}
@@ -51,10 +51,9 @@ def test_async_memory_awaits_every_operation_with_the_same_parameters(op: Operat
     assert op.summary.split(".")[0] in (method.__doc__ or "")
 
 
-def test_the_type_stub_is_the_class_as_it_is() -> None:
-    assert STUB_PATH.read_text(encoding="utf-8") == async_memory_stub(), (
-        "run python -m membrain.stubs"
-    )
+@pytest.mark.parametrize("stub", STUBS, ids=lambda stub: stub.cls.__name__)
+def test_the_type_stubs_are_the_classes_as_they_are(stub: Stub) -> None:
+    assert stub.path.read_text(encoding="utf-8") == stub.text(), "run python -m membrain.stubs"
 
 
 @pytest.mark.parametrize("op", SERVED, ids=lambda op: op.name)

@@ -1,66 +1,34 @@
-"""The ``asyncio`` client: :class:`AsyncRemoteMemory`."""
+"""The ``asyncio`` client: :class:`AsyncRemoteMemory`.
+
+Its operations are :class:`~membrain.remote.RemoteMemory`'s: each builds its request with the
+blocking client's code (a client that builds requests and sends none) and awaits it on
+``httpx.AsyncClient``, so both clients check and send the same request for the same call. One
+coroutine per served operation of :data:`membrain.operations.OPERATIONS` is added when this
+module is imported; type checkers read their signatures from ``aio.pyi``
+(``python -m membrain.stubs`` writes it).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 
-from membrain.arguments import DENSE, SPARSE, as_ids, renamed
-from membrain.audit import AuditAction, AuditEvent, FactHistory, ReviewItem
-from membrain.errors import InputError
-from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
-from membrain.models import (
-    Actor,
-    Context,
-    Entity,
-    Fact,
-    Message,
-    RetrievalMode,
-    Scope,
-    SearchResult,
-    StoredMessage,
-)
+from membrain.operations import OPERATIONS
+from membrain.remote.client import RemoteMemory
 from membrain.remote.common import (
     API_PREFIX,
-    ENTITIES,
-    EVENTS,
-    FACTS,
-    MESSAGES,
-    NAMES,
     RETRIES,
-    REVIEW_ITEMS,
-    SCOPES,
     Call,
-    add_call,
-    add_result,
     answer,
-    audit_call,
     check_url,
-    confirm_call,
-    dispute_call,
-    evidence_hits,
-    extract_call,
-    facts_call,
-    forget_call,
     headers,
-    messages_call,
-    one_fact_call,
-    purge_call,
-    purge_result,
-    query_body,
-    resolve_call,
-    scope_query,
-    search_messages_call,
-    search_result,
     send_async,
-    supersede_call,
-    update_call,
 )
-from membrain.results import AddResult, EvidenceHit, PurgeResult
 
 T = TypeVar("T")
 
@@ -128,292 +96,45 @@ class AsyncRemoteMemory:
     ) -> None:
         await self.aclose()
 
-    # -- write -------------------------------------------------------------------------------
-    async def add(
-        self,
-        messages: str | Iterable[Message | Mapping[str, Any] | object],
-        *,
-        scope: Scope,
-        on_progress: Callable[[int], None] | None = None,
-        extract: bool = True,
-        by: Actor | str | None = None,
-        user_name: str = DEFAULT_USER_NAME,
-        assistant_name: str = DEFAULT_ASSISTANT_NAME,
-    ) -> AddResult:
-        """Store messages on the server, then extract their facts (see :meth:`RemoteMemory.add`)."""
-        call = add_call(messages, scope, on_progress, extract, by, user_name, assistant_name)
-        return await self._send(call, add_result)
 
-    async def extract_pending(
-        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
-    ) -> AddResult:
-        """Have the server extract the scope's pending messages now; returns when done.
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A request built and not sent: the call, and how to read its answer."""
 
-        See :meth:`Memory.extract_pending`.
-
-        Raises:
-            ConfigurationError: ``on_progress`` given (the server reports no progress).
-        """
-        return await self._send(extract_call(scope, on_progress), add_result)
-
-    async def forget(
-        self,
-        fact_ids: Sequence[str],
-        *,
-        scope: Scope,
-        by: Actor | str | None = None,
-        reason: str = "",
-    ) -> list[Fact]:
-        """Tombstone facts; returns them as updated (see :meth:`RemoteMemory.forget`)."""
-        call = forget_call(fact_ids, scope, by, reason)
-        return await self._send(call, FACTS.validate_python)
-
-    async def supersede(
-        self,
-        old_fact_id: str,
-        new_fact_ids: Sequence[str],
-        *,
-        scope: Scope,
-        by: Actor | str | None = None,
-        reason: str = "",
-    ) -> Fact:
-        """Record that new facts replace an old one; returns the old fact as updated."""
-        call = supersede_call(old_fact_id, new_fact_ids, scope, by, reason)
-        return await self._send(call, Fact.model_validate)
-
-    async def update(
-        self,
-        fact_id: str,
-        text: str,
-        *,
-        scope: Scope,
-        reason: str = "",
-        by: Actor | str | None = None,
-    ) -> Fact:
-        """Replace a fact by a new statement of it (see :meth:`Memory.update`).
-
-        Returns the new fact.
-
-        Raises:
-            ConfigurationError: ``by`` given (the server names the API key).
-            NotFoundError: no fact of ``scope`` has that id.
-            ConflictError: the fact is not active.
-        """
-        call = update_call(fact_id, text, scope, by, reason)
-        return await self._send(call, Fact.model_validate)
-
-    async def delete_dataset(self, dataset: str) -> list[Scope]:
-        """Delete every task of ``dataset`` (see :meth:`Memory.delete_dataset`).
-
-        Raises:
-            RemoteAccessError: the key is not an ``admin`` key of the dataset.
-        """
-        if not isinstance(dataset, str):
-            raise InputError(f"a dataset is a string, got {dataset!r:.80}")
-        call = Call("DELETE", "/dataset", query={"dataset": dataset})
-        return await self._send(call, SCOPES.validate_python)
-
-    async def delete_scope(self, scope: Scope) -> None:
-        """Delete everything stored under ``scope`` (needs an ``admin`` key)."""
-        await self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
-
-    # -- read --------------------------------------------------------------------------------
-    @renamed("question", "query")
-    async def search(
-        self,
-        query: str,
-        *,
-        scope: Scope,
-        mode: RetrievalMode | str = RetrievalMode.EXPAND,
-        k: int = 10,
-        reference: datetime | None = None,
-        exclude_paths: Sequence[str] = (),
-        as_of: datetime | None = None,
-        valid_at: datetime | None = None,
-        rerank: bool = True,
-        filters: Mapping[str, object] | None = None,
-    ) -> SearchResult:
-        """The ``k`` facts that best answer ``query`` (see :meth:`RemoteMemory.search`)."""
-        body = query_body(query, scope, mode, k, reference, as_of, valid_at, filters)
-        body["exclude_paths"] = as_ids(exclude_paths, "exclude_paths")
-        body["rerank"] = rerank
-        return await self._send(
-            Call("POST", "/search", body), lambda b: search_result(query, mode, b)
-        )
-
-    @renamed("question", "query")
-    async def context(
-        self,
-        query: str,
-        *,
-        scope: Scope,
-        max_tokens: int = 2000,
-        mode: RetrievalMode | str = RetrievalMode.EXPAND,
-        k: int = 50,
-        profile_tokens: int = 0,
-        reference: datetime | None = None,
-        as_of: datetime | None = None,
-        valid_at: datetime | None = None,
-        filters: Mapping[str, object] | None = None,
-    ) -> Context:
-        """A cited context block for ``query`` (see :meth:`RemoteMemory.context`)."""
-        body = query_body(query, scope, mode, k, reference, as_of, valid_at, filters)
-        body.update(max_tokens=max_tokens, profile_tokens=profile_tokens)
-        return await self._send(Call("POST", "/context", body), Context.model_validate)
-
-    async def facts(
-        self,
-        *,
-        scope: Scope,
-        include_inactive: bool = False,
-        derived_from: Sequence[str] = (),
-        ids: Sequence[str] | None = None,
-        filters: Mapping[str, object] | None = None,
-    ) -> list[Fact]:
-        """Every fact of the scope (active only unless ``include_inactive``).
-
-        ``derived_from`` keeps the facts citing one of these messages, ``ids`` only these
-        facts (see :meth:`Memory.facts`).
-        """
-        call = facts_call(scope, include_inactive, derived_from, ids, filters)
-        if call is None:
-            return []
-        return await self._send(call, FACTS.validate_python)
-
-    async def messages(
-        self, *, scope: Scope, ids: Sequence[str] | None = None
-    ) -> list[StoredMessage]:
-        """Every stored message of the scope, or those of ``ids`` (see :meth:`Memory.messages`)."""
-        call = messages_call(scope, ids)
-        if call is None:
-            return []
-        return await self._send(call, MESSAGES.validate_python)
-
-    @renamed("question", "query")
-    async def search_messages(
-        self,
-        query: str,
-        *,
-        scope: Scope,
-        k: int = 10,
-        paths: Sequence[str] = (SPARSE, DENSE),
-    ) -> list[EvidenceHit]:
-        """Search the raw messages directly (see :meth:`Memory.search_messages`).
-
-        Raises:
-            ConfigurationError: ``paths`` names something other than ``"sparse"``/``"dense"``.
-        """
-        call = search_messages_call(query, scope, k, paths)
-        return await self._send(call, evidence_hits)
-
-    # -- accountability ----------------------------------------------------------------------
-    async def get(self, fact_id: str, *, scope: Scope) -> Fact:
-        """One fact by its id (or a unique prefix of it), whatever its status.
-
-        Raises:
-            NotFoundError: no fact of ``scope`` has that id (HTTP 404).
-        """
-        return await self._send(one_fact_call("/fact", fact_id, scope), Fact.model_validate)
-
-    async def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
-        """A fact's life: the facts it replaced and that replaced it, and every event.
-
-        Raises:
-            NotFoundError: ``fact_id`` names no fact of ``scope`` (HTTP 404).
-        """
-        call = one_fact_call("/history", fact_id, scope)
-        return await self._send(call, FactHistory.model_validate)
-
-    async def audit(
-        self,
-        *,
-        scope: Scope,
-        since: datetime | None = None,
-        actions: Sequence[AuditAction | str] | None = None,
-        targets: Sequence[str] = (),
-    ) -> list[AuditEvent]:
-        """The scope's audit log, oldest first (see :meth:`Memory.audit`)."""
-        return await self._send(audit_call(scope, since, actions, targets), EVENTS.validate_python)
-
-    async def confirm(
-        self, fact_ids: Sequence[str], *, scope: Scope, by: Actor | str | None = None
-    ) -> list[Fact]:
-        """Confirm facts as a person (see :meth:`Memory.confirm`); the key is the reviewer.
-
-        Raises:
-            ConfigurationError: ``by`` given.
-            InputError: an id names no fact of ``scope`` (:class:`NotFoundError`).
-        """
-        return await self._send(confirm_call(fact_ids, scope, by), FACTS.validate_python)
-
-    async def dispute(
-        self,
-        fact_ids: Sequence[str],
-        *,
-        scope: Scope,
-        reason: str = "",
-        by: Actor | str | None = None,
-    ) -> ReviewItem:
-        """Dispute facts (see :meth:`Memory.dispute`); returns the review item opened."""
-        call = dispute_call(fact_ids, scope, reason, by)
-        return await self._send(call, ReviewItem.model_validate)
-
-    async def scopes(self, dataset: str | None = None) -> list[Scope]:
-        """The (dataset, task) scopes holding records, of the datasets the key may read."""
-        query: dict[str, str | list[str]] = {"dataset": dataset} if dataset is not None else {}
-        return await self._send(Call("GET", "/scopes", query=query), SCOPES.validate_python)
-
-    async def entities(self, *, scope: Scope) -> list[Entity]:
-        """The entities of the scope's (dataset, task) (see :meth:`Memory.entities`)."""
-        call = Call("GET", "/entities", query=scope_query(scope))
-        return await self._send(call, ENTITIES.validate_python)
-
-    async def participants(self, *, scope: Scope) -> list[str]:
-        """The people who speak in the scope's conversations (see ``Memory.participants``)."""
-        call = Call("GET", "/participants", query=scope_query(scope))
-        return await self._send(call, NAMES.validate_python)
-
-    async def review_queue(self, *, scope: Scope) -> list[ReviewItem]:
-        """The scope's open review items, oldest first (see :meth:`Memory.review_queue`)."""
-        call = Call("GET", "/review", query=scope_query(scope))
-        return await self._send(call, REVIEW_ITEMS.validate_python)
-
-    async def resolve(
-        self,
-        item: ReviewItem | str,
-        *,
-        accept: bool = True,
-        by: Actor | str | None = None,
-        note: str = "",
-        scope: Scope | None = None,
-    ) -> ReviewItem:
-        """Accept or reject a review item (see :meth:`Memory.resolve`).
-
-        Raises:
-            ScopeError: ``item`` is an id and ``scope`` is not given.
-            InputError: no open review item has this id in the scope.
-        """
-        call = resolve_call(item, accept, by, note, scope)
-        return await self._send(call, ReviewItem.model_validate)
-
-    async def purge(
-        self,
-        fact_ids: Sequence[str] = (),
-        *,
-        scope: Scope,
-        messages: Sequence[str] | bool = (),
-        by: Actor | str | None = None,
-        reason: str = "",
-    ) -> PurgeResult:
-        """Erase content from every index and the server's files (see :meth:`Memory.purge`).
-
-        Raises:
-            RemoteAccessError: the key is not an ``admin`` key of the scope's dataset.
-            InputError: nothing to purge, or an id names nothing of ``scope``.
-        """
-        call = purge_call(fact_ids, scope, messages, by, reason)
-        return await self._send(call, purge_result)
+    call: Call
+    reader: Callable[[Any], Any]
 
 
-def _nothing(body: Any) -> None:
-    """Reads an answer whose content the caller does not need."""
+class _Planner(RemoteMemory):
+    """RemoteMemory's operations building their requests, sending none."""
+
+    def __init__(self) -> None:  # no connection: nothing is sent
+        pass
+
+    def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
+        return cast(T, _Planned(call, reader))
+
+
+_PLANNER = _Planner()
+
+
+def _awaiting(name: str) -> Callable[..., Awaitable[Any]]:
+    """The coroutine of operation ``name``: RemoteMemory's request, awaited."""
+    blocking = getattr(RemoteMemory, name)
+
+    async def run(self: AsyncRemoteMemory, /, *args: Any, **kwargs: Any) -> Any:
+        planned = getattr(_PLANNER, name)(*args, **kwargs)
+        if not isinstance(planned, _Planned):  # answered without asking (no ids, no facts)
+            return planned
+        return await self._send(planned.call, planned.reader)
+
+    run.__name__ = name
+    run.__qualname__ = f"AsyncRemoteMemory.{name}"
+    run.__doc__ = blocking.__doc__
+    run.__signature__ = inspect.signature(blocking)  # type: ignore[attr-defined]
+    return run
+
+
+for _operation in OPERATIONS:
+    if _operation.route is not None:
+        setattr(AsyncRemoteMemory, _operation.name, _awaiting(_operation.name))

@@ -238,7 +238,7 @@ class RemoteMemory:
         Raises:
             RemoteAccessError: the key is not an ``admin`` key of the scope's dataset.
         """
-        self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
+        return self._send(Call("DELETE", "/scope", query=scope_query(scope)), _nothing)
 
     # -- read --------------------------------------------------------------------------------
     @renamed("question", "query")
