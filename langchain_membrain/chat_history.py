@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -64,9 +65,10 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
     extracts synchronously with :meth:`membrain.Memory.extract_pending` before returning.
 
     Human messages are stored with role ``user`` and speaker ``user_name`` (or the message's own
-    ``name``), AI messages with role ``assistant`` and speaker ``ai_name``, system messages with
-    role ``system``. The speaker defaults are :data:`membrain.binding.DEFAULT_USER_NAME` and
-    :data:`membrain.binding.DEFAULT_ASSISTANT_NAME` (``"User"`` and ``"Assistant"``); read back,
+    ``name``), AI messages with role ``assistant`` and speaker ``assistant_name``, system
+    messages with role ``system``. The speaker defaults are
+    :data:`membrain.binding.DEFAULT_USER_NAME` and :data:`membrain.binding.DEFAULT_ASSISTANT_NAME`
+    (``"User"`` and ``"Assistant"``); read back,
     a message whose speaker is the configured name (in any case) has no ``name``. A LangChain
     message ``id`` is kept as the MemBrain ``source_id``, so facts cite it. Messages without
     text (an AI turn holding only tool calls) are not stored; tool calls and tool results are
@@ -85,7 +87,8 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         task: Scope task (instead of ``scope``).
         session: Scope session (instead of ``scope``).
         user_name: Speaker name of human messages (default ``"User"``).
-        ai_name: Speaker name of AI messages (default ``"Assistant"``).
+        assistant_name: Speaker name of AI messages (default ``"Assistant"``), as on every
+            surface (``ai_name``, its former name, is still accepted, deprecated).
         extract_in_background: Leave extraction to ``on_added`` when it is given.
         on_added: Called with the scope after messages are stored.
 
@@ -111,9 +114,10 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         task: str | None = None,
         session: str | None = None,
         user_name: str = DEFAULT_USER_NAME,
-        ai_name: str = DEFAULT_ASSISTANT_NAME,
+        assistant_name: str = DEFAULT_ASSISTANT_NAME,
         extract_in_background: bool = True,
         on_added: Callable[[Scope], None] | None = None,
+        ai_name: str | None = None,
     ) -> None:
         binding = ScopeBinding.of(
             scope,
@@ -123,12 +127,17 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
             owner="MembrainChatMessageHistory",
             session_required=True,
         )
-        if not user_name or not ai_name:
-            raise ValueError("user_name and ai_name must be non-empty speaker names")
+        if ai_name is not None:
+            warnings.warn(
+                "ai_name= is deprecated; pass assistant_name=", DeprecationWarning, stacklevel=2
+            )
+            assistant_name = ai_name
+        if not user_name or not assistant_name:
+            raise ValueError("user_name and assistant_name must be non-empty speaker names")
         self.memory = memory
         self.scope = binding.resolve()
         self.user_name = user_name
-        self.ai_name = ai_name
+        self.assistant_name = assistant_name
         self.extract_in_background = extract_in_background
         self.on_added = on_added
 
@@ -165,7 +174,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
             )
         if message.role is Role.ASSISTANT:
             return AIMessage(
-                content=content, id=message_id, name=_name(message.speaker, self.ai_name)
+                content=content, id=message_id, name=_name(message.speaker, self.assistant_name)
             )
         if message.role is Role.SYSTEM:
             return SystemMessage(content=content, id=message_id)
@@ -198,7 +207,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         if isinstance(message, HumanMessage):
             speaker, role = name or self.user_name, Role.USER
         elif isinstance(message, AIMessage):
-            speaker, role = name or self.ai_name, Role.ASSISTANT
+            speaker, role = name or self.assistant_name, Role.ASSISTANT
         elif isinstance(message, SystemMessage):
             speaker, role = name or "system", Role.SYSTEM
         elif isinstance(message, ChatMessage):
@@ -206,7 +215,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
             if role is Role.USER and not name:
                 speaker = self.user_name
             elif role is Role.ASSISTANT and not name:
-                speaker = self.ai_name
+                speaker = self.assistant_name
         else:
             # Tool and function results are not conversation evidence.
             return None

@@ -47,7 +47,7 @@ def scope() -> Scope:
 
 def test_round_trip_human_and_ai(store: Memory, scope: Scope) -> None:
     history = MembrainChatMessageHistory(
-        memory=store, scope=scope, user_name="Sara", ai_name="Amadeus"
+        memory=store, scope=scope, user_name="Sara", assistant_name="Amadeus"
     )
     history.add_messages(
         [
@@ -358,3 +358,10 @@ async def test_runnable_with_message_history_async(store: Memory, scope: Scope) 
     assert [m.content for m in seen[1][1:3]] == ["I run a bakery in Porto.", "Hello!"]
     chat = Scope(dataset=scope.dataset, task="assistant", session="chat-async")
     assert len(await MembrainChatMessageHistory(memory=store, scope=chat).aget_messages()) == 4
+
+
+def test_ai_name_is_still_accepted_for_assistant_name(store: Memory) -> None:
+    scope = Scope(dataset="renamed", task="chat", session="s")
+    with pytest.warns(DeprecationWarning, match="assistant_name"):
+        history = MembrainChatMessageHistory(memory=store, scope=scope, ai_name="Amadeus")
+    assert history.assistant_name == "Amadeus"
