@@ -69,8 +69,18 @@ OPERATIONS: tuple[Operation, ...] = (
         Access.WRITE,
         ("POST", "/extract"),
     ),
-    Operation("retry_failed", "Extract again the messages whose extraction failed.", Access.WRITE),
-    Operation("dismiss_failed", "Give up on messages whose extraction failed.", Access.WRITE),
+    Operation(
+        "retry_failed",
+        "Extract again the messages whose extraction failed.",
+        Access.WRITE,
+        ("POST", "/retry"),
+    ),
+    Operation(
+        "dismiss_failed",
+        "Give up on messages whose extraction failed.",
+        Access.WRITE,
+        ("POST", "/dismiss"),
+    ),
     Operation(
         "search",
         "The facts that answer a question, best first.",

@@ -263,6 +263,20 @@ async def test_an_admin_deletes_its_dataset_over_http(served: Served) -> None:
         assert await remote.delete_dataset("kim") == []
 
 
+async def test_failed_messages_are_retried_or_dismissed_on_request(served: Served) -> None:
+    scope, _ = seeded(served, "failures")
+    with served.remote() as remote:
+        retried = remote.retry_failed(scope=scope)
+        dismissed = remote.dismiss_failed(scope=scope, reason="not worth it")
+        with pytest.raises(ConfigurationError):
+            remote.dismiss_failed(scope=scope, by="agent:x")
+    async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
+        again = await remote.retry_failed(scope=scope)
+        with pytest.raises(InputError, match="no failed message"):  # as the memory says
+            await remote.dismiss_failed(["nope"], scope=scope)
+    assert retried.fact_ids == () and dismissed == [] and again.fact_ids == ()
+
+
 def test_supersede_returns_the_old_fact(served: Served) -> None:
     scope, (old, new) = seeded(served, "superseding")
     with served.remote() as remote:

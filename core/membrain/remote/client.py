@@ -53,11 +53,13 @@ from membrain.remote.common import (
     purge_result,
     query_body,
     resolve_call,
+    scope_fields,
     scope_query,
     search_messages_call,
     search_result,
     send,
     supersede_call,
+    unsupported,
     update_call,
 )
 from membrain.results import AddResult, EvidenceHit, PurgeResult
@@ -162,6 +164,35 @@ class RemoteMemory:
             ConfigurationError: ``on_progress`` given (the server reports no progress).
         """
         return self._send(extract_call(scope, on_progress), add_result)
+
+    def retry_failed(
+        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
+    ) -> AddResult:
+        """Have the server extract the scope's failed messages again (``Memory.retry_failed``).
+
+        Raises:
+            ConfigurationError: ``on_progress`` given (the server reports no progress).
+        """
+        unsupported("retry_failed", on_progress=on_progress is not None)
+        return self._send(Call("POST", "/retry", scope_fields(scope)), add_result)
+
+    def dismiss_failed(
+        self,
+        message_ids: Sequence[str] | None = None,
+        *,
+        scope: Scope,
+        by: Actor | str | None = None,
+        reason: str = "",
+    ) -> list[str]:
+        """Give up on failed messages (see :meth:`Memory.dismiss_failed`).
+
+        Raises:
+            ConfigurationError: ``by`` given (the server names the API key).
+        """
+        unsupported("dismiss_failed", by=by is not None)
+        ids = None if message_ids is None else as_ids(message_ids, "message ids")
+        body = {**scope_fields(scope), "message_ids": ids, "reason": reason}
+        return self._send(Call("POST", "/dismiss", body), NAMES.validate_python)
 
     def forget(
         self,

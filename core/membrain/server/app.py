@@ -62,6 +62,7 @@ from membrain.server.schemas import (
     ConfirmRequest,
     ContextRequest,
     DeleteScopeResponse,
+    DismissRequest,
     DisputeRequest,
     ErrorBody,
     EvidenceHitBody,
@@ -283,6 +284,18 @@ def create_app(
     def extract(body: ExtractRequest, access: Granted) -> AddResponse:
         """Extract the scope's pending messages now; answers when they are done."""
         return AddResponse.of(memory.extract_pending(scope=access.scope))
+
+    @router.post("/retry", openapi_extra=needs(Role.WRITE))
+    def retry(body: ExtractRequest, access: Granted) -> AddResponse:
+        """Extract the scope's failed messages again; answers when they are done."""
+        return AddResponse.of(memory.retry_failed(scope=access.scope))
+
+    @router.post("/dismiss", openapi_extra=needs(Role.WRITE))
+    def dismiss(body: DismissRequest, access: Granted) -> list[str]:
+        """Give up on failed messages: kept as evidence, never extracted again."""
+        return memory.dismiss_failed(
+            body.message_ids, scope=access.scope, by=access.actor, reason=body.reason
+        )
 
     @router.post("/search", openapi_extra=needs(Role.READ))
     def search(body: SearchRequest, access: Granted) -> SearchResponse:

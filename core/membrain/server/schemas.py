@@ -30,6 +30,7 @@ __all__ = [
     "DisputeRequest",
     "ErrorBody",
     "EvidenceHitBody",
+    "DismissRequest",
     "ExtractRequest",
     "ForgetRequest",
     "HealthResponse",
@@ -157,6 +158,13 @@ class EvidenceHitBody(BaseModel):
 
 class ExtractRequest(ScopedRequest):
     """Extract the scope's pending messages now (those stored with ``extract`` false)."""
+
+
+class DismissRequest(ScopedRequest):
+    """Give up on failed messages (all of the scope's when ``message_ids`` is null)."""
+
+    message_ids: list[str] | None = None
+    reason: Reason = ""
 
 
 class ForgetRequest(ScopedRequest):
