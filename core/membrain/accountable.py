@@ -19,7 +19,7 @@ from membrain.audit import (
     FactHistory,
     ReviewItem,
 )
-from membrain.checks import MAX_MESSAGE_CHARS, bounded_text
+from membrain.checks import MAX_MESSAGE_CHARS, MAX_REASON_CHARS, bounded_text
 from membrain.errors import ConfigurationError, ConflictError, InputError
 from membrain.extraction.stated import StatedFacts
 from membrain.ingest import Ingestor, message_id
@@ -135,8 +135,8 @@ class AccountableMemory:
         Raises:
             NotFoundError: no fact of ``scope`` has that id.
             ConflictError: the fact is not active (superseded, forgotten or retracted).
-            InputError: ``text`` is empty, too long or has a malformed time annotation
-                (nothing is written then).
+            InputError: ``text`` is empty, too long or has a malformed time annotation, or
+                ``reason`` is too long (nothing is written then).
         """
         check_scope(scope)
         old = self.get(fact_id, scope=scope)
@@ -145,6 +145,7 @@ class AccountableMemory:
         said = bounded_text(text, "text", MAX_MESSAGE_CHARS).strip()
         if not said:
             raise InputError("the new text of a fact is empty")
+        bounded_text(reason, "reason", MAX_REASON_CHARS)  # checked before anything is written
         stated = _bracketed(said, old.entities)
         find_annotations(stated)  # a malformed time is refused before anything is written
         cause = Cause.of(by, ActorKind.API, reason)
@@ -328,7 +329,8 @@ class AccountableMemory:
 
         Every (dataset, task) holding any record goes, bookkeeping scopes included, in one
         deletion that finishes after a crash. The dataset's erasure log stays: it records that
-        the deletion happened. Returns the scopes deleted (those :meth:`scopes` listed).
+        the deletion happened. Returns the (dataset, task) scopes deleted, bookkeeping ones
+        left out.
 
         Raises:
             ScopeError: ``dataset`` is not a valid scope part.

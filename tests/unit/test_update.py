@@ -70,6 +70,8 @@ def test_bad_updates_write_nothing(mem: Memory) -> None:
             mem.update(old, "   ", scope=SCOPE)
         with pytest.raises(InputError):
             mem.update(old, "[Sara] moved [in spring::2024-13].", scope=SCOPE)
+        with pytest.raises(InputError):
+            mem.update(old, "[Sara] lives in Porto.", scope=SCOPE, reason="x" * 100_000)
         with pytest.raises(NotFoundError):
             mem.update("0" * 32, "[Sara] lives in Porto.", scope=SCOPE)
         with pytest.raises(NotFoundError):
