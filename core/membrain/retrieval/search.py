@@ -45,7 +45,7 @@ from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rew
 from membrain.retrieval.signals import turn_signals
 from membrain.retrieval.turn_paths import TurnPath
 from membrain.retrieval.turns import Timeline
-from membrain.retrieval.vector_paths import dense_texts, vector_paths
+from membrain.retrieval.vector_paths import PathQuery, run_query, vector_paths
 from membrain.storage.base import RRF_K
 from membrain.store import FactFilter, ScoredFact
 
@@ -369,14 +369,19 @@ class Searcher:
         self, names: Sequence[str], ctx: SearchContext, rewrites: Rewrites
     ) -> dict[str, list[Ranked]]:
         qdrant = vector_paths(rewritten_keywords=True)
-        # One model run for every query text the paths embed (the paths over messages read
-        # the question as asked).
+        queries: dict[str, PathQuery | None] = {
+            n: qdrant[n].query(ctx, rewrites) for n in names if n in qdrant
+        }
+        # One model run for every text the paths embed (the paths over messages read the
+        # question as asked).
+        texts = [q.text for q in queries.values() if q is not None and q.text is not None]
         raw = [ctx.question] if any(n in _RAW_QUESTION for n in names) else []
-        ctx.embed_ahead([*dense_texts(names, ctx, rewrites), *raw])
+        ctx.embed_ahead([*texts, *raw])
         rankings: dict[str, list[Ranked]] = {}
         for name in names:
-            if name in qdrant:
-                found = qdrant[name].run(ctx, rewrites)
+            if name in queries:
+                query = queries[name]
+                found = [] if query is None else run_query(ctx, query)
             elif name in self._extra:
                 found = self._extra[name].run(ctx)
             else:

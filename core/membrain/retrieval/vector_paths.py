@@ -19,7 +19,7 @@ mode's Qdrant paths can also be sent as one fused request.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from membrain.embeddings import SparseVector
@@ -30,15 +30,22 @@ from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites
 from membrain.storage.base import DENSE, SPARSE
 from membrain.store import FactFilter
 
-__all__ = ["PathQuery", "VectorPath", "dense_texts", "vector_paths"]
+__all__ = ["PathQuery", "VectorPath", "run_query", "vector_paths"]
 
 
 @dataclass(frozen=True, slots=True)
 class PathQuery:
-    """One vector lookup over the scope's active facts: which vector, its value, which facts."""
+    """One vector lookup over the scope's active facts: which vector, its value, which facts.
+
+    A dense lookup names the text to embed (``text``) rather than its vector, so a search
+    embeds the texts of all its dense paths in one model run before running them.
+    """
 
     using: str
-    vector: Sequence[float] | SparseVector
+    vector: SparseVector | None = None
+    """The sparse query vector (``None`` for a dense lookup)."""
+    text: str | None = None
+    """The text whose dense vector is looked up (a dense lookup)."""
     where: FactFilter | None = None
     """Which facts (``None``: the beliefs the search reads, ``SearchContext.view``)."""
 
@@ -57,17 +64,22 @@ class VectorPath:
     def run(self, ctx: SearchContext, rewrites: Rewrites | None = None) -> list[Ranked]:
         """Facts, best first."""
         query = self.query(ctx, rewrites or deterministic_rewrites(ctx.question, ctx.participants))
-        if query is None:
-            return []
-        found = ctx.store.rank_facts(
-            ctx.scope, query.using, query.vector, limit=ctx.limit, where=query.where or ctx.view
-        )
-        return [Ranked(fact_id, score) for fact_id, score in found]
+        return [] if query is None else run_query(ctx, query)
+
+
+def run_query(ctx: SearchContext, query: PathQuery) -> list[Ranked]:
+    """The facts ``query`` finds, best first (a dense text is embedded unless it already is)."""
+    vector = query.vector if query.text is None else ctx.dense_vector(query.text)
+    if vector is None:
+        raise ValueError("a path query names a sparse vector or a dense text")
+    found = ctx.store.rank_facts(
+        ctx.scope, query.using, vector, limit=ctx.limit, where=query.where or ctx.view
+    )
+    return [Ranked(fact_id, score) for fact_id, score in found]
 
 
 def _dense(ctx: SearchContext, text: str, where: FactFilter | None = None) -> PathQuery:
-    vector = ctx.dense_vector(question_dense_text(text, ctx.participants))
-    return PathQuery(DENSE, vector, where)
+    return PathQuery(DENSE, text=question_dense_text(text, ctx.participants), where=where)
 
 
 def _sparse_question(ctx: SearchContext, rewrites: Rewrites) -> PathQuery:
@@ -113,22 +125,3 @@ def vector_paths(*, rewritten_keywords: bool) -> dict[str, VectorPath]:
         "stated": VectorPath("stated", _stated),
         "when": VectorPath("when", _when),
     }
-
-
-_DENSE_TEXTS: dict[str, Callable[[SearchContext, Rewrites], str]] = {
-    "B": lambda ctx, rw: ctx.question,
-    "time": lambda ctx, rw: ctx.question,
-    "stated": lambda ctx, rw: ctx.question,
-    "B2": lambda ctx, rw: rw.hypothetical,
-    "B3": lambda ctx, rw: rw.event,
-    "when": lambda ctx, rw: rw.event,
-}
-
-
-def dense_texts(names: Sequence[str], ctx: SearchContext, rewrites: Rewrites) -> list[str]:
-    """The texts the dense paths among ``names`` embed (to embed them in one batch first)."""
-    return [
-        question_dense_text(_DENSE_TEXTS[n](ctx, rewrites), ctx.participants)
-        for n in names
-        if n in _DENSE_TEXTS
-    ]
