@@ -240,7 +240,9 @@ class Ingestor(RecordListener):
     ) -> AddResult:
         entity_scope = scope.without_session()
         chosen = extractor or self._extractor
-        run = _Run(self.participants(entity_scope), _cause(chosen, by), chosen)
+        run = _Run(
+            self.participants(entity_scope), _cause(chosen, by), chosen, _known_facts_by(chosen)
+        )
         size, window = self._batch_size, self._context_window
         for start in range(0, len(todo), size):
             batch = list(todo[start : start + size])
@@ -277,9 +279,7 @@ class Ingestor(RecordListener):
         turns = target if getattr(run.extractor, "speakers_take_part", True) else []
         speakers = list(dict.fromkeys([*run.participants, *(m.speaker for m in turns)]))
         try:
-            extracted = self._run_extractor(
-                run.extractor, entity_scope, target, context, run.participants
-            )
+            extracted = self._run_extractor(run, entity_scope, target, context)
             recorded_at = now()
             resolution = self._resolver.resolve(
                 entity_scope,
@@ -361,20 +361,15 @@ class Ingestor(RecordListener):
         )
 
     def _run_extractor(
-        self,
-        extractor: Extractor,
-        scope: Scope,
-        target: Sequence[Message],
-        context: Sequence[Message],
-        participants: Sequence[str],
+        self, run: _Run, scope: Scope, target: Sequence[Message], context: Sequence[Message]
     ) -> ExtractionBatch:
         # What people typed is data: no bracket in it can pass for an entity ref or a time.
         target, context = [_inert(m) for m in target], [_inert(m) for m in context]
-        takes_known = "known" in inspect.signature(extractor.extract).parameters
-        if not takes_known or not getattr(extractor, "wants_known_facts", True):
-            return extractor.extract(target, context, participants)
-        extract: Callable[..., ExtractionBatch] = extractor.extract
-        if getattr(extractor, "known_facts_by", "similarity") == "entity":
+        participants = run.participants
+        if run.known_by is None:
+            return run.extractor.extract(target, context, participants)
+        extract: Callable[..., ExtractionBatch] = run.extractor.extract
+        if run.known_by == "entity":
             return extract(
                 target, context, participants, known=lambda names: self.facts_about(scope, names)
             )
@@ -508,10 +503,20 @@ class _Run:
     participants: list[str]
     cause: Cause
     extractor: Extractor
+    known_by: str | None
+    """How the extractor is given known facts (``None``: it is given none)."""
     fact_ids: list[str] = field(default_factory=list)
     entity_ids: dict[str, None] = field(default_factory=dict)
     errors: list[ExtractionError] = field(default_factory=list)
     discarded: int = 0
+
+
+def _known_facts_by(extractor: Extractor) -> str | None:
+    """``"entity"`` or ``"similarity"``: how the extractor wants known facts; ``None``: not."""
+    takes_known = "known" in inspect.signature(extractor.extract).parameters
+    if not takes_known or not getattr(extractor, "wants_known_facts", True):
+        return None
+    return str(getattr(extractor, "known_facts_by", "similarity"))
 
 
 def _cause(extractor: Extractor, by: Actor | None) -> Cause:
