@@ -36,6 +36,7 @@ from membrain.models import (
     utc,
 )
 from membrain.results import PurgeResult
+from membrain.scope import dataset_part
 from membrain.storage.base import Collection, check_scope
 from membrain.store import RecordStore
 from membrain.temporal import find_annotations
@@ -335,7 +336,7 @@ class AccountableMemory:
         Raises:
             ScopeError: ``dataset`` is not a valid scope part.
         """
-        name = Scope(dataset=dataset, task="_").dataset
+        name = dataset_part(dataset)
         every = self._store.scopes(name, every=True)
         if every:
             self._store.delete_scope(*every)

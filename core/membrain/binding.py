@@ -25,8 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from types import MappingProxyType
 from membrain.errors import ConfigurationError, ScopeError
 from membrain.inputs import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, MonotonicClock
 from membrain.models import Scope
+from membrain.scope import scope_part
 
 __all__ = [
     "CLOCK",
@@ -46,48 +45,6 @@ __all__ = [
 ]
 
 _FORMATTER = string.Formatter()
-
-
-_MAX_PART = 128
-_VALID_PART = re.compile(r"[\w.@:+-][\w .@:+-]{0,127}\Z")
-_NOT_ALLOWED = re.compile(r"[^\w .@:+-]")
-_DIGEST_CHARS = 16
-_ENCODED = re.compile(rf"-h[0-9a-f]{{{_DIGEST_CHARS}}}\Z")
-
-
-def scope_part(value: str) -> str:
-    """``value`` as a valid scope part: unchanged when it is one, else a readable encoding.
-
-    A value that :class:`~membrain.Scope` accepts (1-128 letters, digits, spaces and ``._@:+-``,
-    not starting with a space, not "." or "..") is returned as it is, unless it ends like an encoded
-    value (``-h`` and 16 hex digits). Any other string, of any length, is encoded
-    deterministically: each character outside that alphabet (and a leading space) becomes
-    ``_``, the result is cut to 110 characters, and ``-h`` plus 16 hex digits of the SHA-256 of
-    the whole original value is appended. So the stored part stays readable, is stable across
-    processes, and two different values never share a part (short of a 64-bit hash collision).
-
-    Args:
-        value: Any string, such as a user id (``"auth0|64b7f1"``, ``"ชนิดา"``, an URL).
-
-    Example:
-        >>> scope_part("sara@example.com")
-        'sara@example.com'
-        >>> scope_part("auth0|64b7f1")
-        'auth0_64b7f1-h0965fcf43ca6e13d'
-    """
-    if _VALID_PART.match(value) and value not in (".", "..") and not _ENCODED.search(value):
-        return value
-    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
-    suffix = f"-h{digest}"
-    readable = _NOT_ALLOWED.sub("_", value)[: _MAX_PART - len(suffix)]
-    if readable.startswith(" "):
-        readable = "_" + readable[1:]
-    return readable + suffix
-
-
-def _fit(part: str) -> str:
-    """A resolved part whose values fit but whose whole is too long, encoded to fit."""
-    return scope_part(part) if len(part) > _MAX_PART else part
 
 
 def _keys(template: str) -> tuple[str, ...]:
@@ -307,8 +264,8 @@ class ScopeBinding:
                     f"{', '.join(repr(k) for k in missing)}; {how}, or give the "
                     f"{type(self).__name__} a default for it (defaults={{{key}: ...}})"
                 )
-            parts[name] = _fit(template.format_map(known))
+            parts[name] = template.format_map(known)
         session: str | None = None
         if self.session is not None and all(known.get(k) for k in _keys(self.session)):
-            session = _fit(self.session.format_map(known))
+            session = self.session.format_map(known)
         return Scope(dataset=parts["dataset"], task=parts["task"], session=session)

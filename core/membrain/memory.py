@@ -61,6 +61,7 @@ from membrain.retrieval.hits import memory_hits
 from membrain.retrieval.rerank import RERANK_DEPTH, Reranker, packaged_reranker
 from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
+from membrain.scope import dataset_part
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import FactFilter, LexicalSync, RecordStore
@@ -557,7 +558,7 @@ class Memory(AccountableMemory):
             ScopeError: ``dataset`` is not a valid scope part.
         """
         if dataset is not None:
-            dataset = Scope(dataset=dataset, task="_").dataset
+            dataset = dataset_part(dataset)
         return self._store.scopes(dataset)
 
 

@@ -16,7 +16,15 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from membrain.errors import ScopeError
 
-__all__ = ["BOOKKEEPING_TASK_PREFIX", "DEFAULT_TASK", "Record", "Scope"]
+__all__ = [
+    "BOOKKEEPING_TASK_PREFIX",
+    "DEFAULT_TASK",
+    "MAX_PART",
+    "Record",
+    "Scope",
+    "dataset_part",
+    "scope_part",
+]
 
 DEFAULT_TASK = "default"
 """The task of a scope that names none."""
@@ -24,7 +32,46 @@ DEFAULT_TASK = "default"
 _NAMESPACE = uuid.UUID("6c1f4a52-2f4e-4d8e-9a57-8d1b3f0e9c21")
 BOOKKEEPING_TASK_PREFIX = "membrain.transcript:"
 """Task prefix of bookkeeping scopes (:meth:`Scope.bookkeeping`)."""
-_SCOPE_PART = re.compile(r"^[\w.@:+-][\w .@:+-]{0,127}\Z")
+MAX_PART = 128
+"""The most characters of a scope part."""
+_SCOPE_PART = re.compile(r"[\w.@:+-][\w .@:+-]{0,127}\Z")
+_NOT_ALLOWED = re.compile(r"[^\w .@:+-]")
+_DIGEST_CHARS = 16
+_ENCODED = re.compile(rf"-h[0-9a-f]{{{_DIGEST_CHARS}}}\Z")
+
+
+def _is_part(value: str) -> bool:
+    return bool(_SCOPE_PART.match(value)) and value not in (".", "..")
+
+
+def scope_part(value: str) -> str:
+    """``value`` as a valid scope part: unchanged when it is one, else a readable encoding.
+
+    A valid part (1-128 letters, digits, spaces and ``._@:+-``, not starting with a space, not
+    "." or "..") is returned as it is, unless it ends like an encoded value (``-h`` and 16 hex
+    digits). Any other string, of any length, is encoded deterministically: each character
+    outside that alphabet (and a leading space) becomes ``_``, the result is cut to 110
+    characters, and ``-h`` plus 16 hex digits of the SHA-256 of the whole original value is
+    appended. So the stored part stays readable, is stable across processes, and two different
+    values never share a part (short of a 64-bit hash collision).
+
+    Args:
+        value: Any string, such as a user id (``"auth0|64b7f1"``, ``"ชนิดา"``, an URL).
+
+    Example:
+        >>> scope_part("sara@example.com")
+        'sara@example.com'
+        >>> scope_part("auth0|64b7f1")
+        'auth0_64b7f1-h0965fcf43ca6e13d'
+    """
+    if _is_part(value) and not _ENCODED.search(value):
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+    suffix = f"-h{digest}"
+    readable = _NOT_ALLOWED.sub("_", value)[: MAX_PART - len(suffix)]
+    if readable.startswith(" "):
+        readable = "_" + readable[1:]
+    return readable + suffix
 
 
 class Record(BaseModel):
@@ -42,11 +89,20 @@ class Scope(Record):
     read without one sees every session of the (dataset, task). An application with one agent
     can leave ``task`` out: it is :data:`DEFAULT_TASK`.
 
+    A part may be any non-empty string, such as a user id from an identity provider: a value
+    outside the part alphabet (1-128 letters, digits, spaces and ``._@:+-``) is stored encoded
+    by :func:`scope_part`, exactly as the framework adapters encode it, so
+    ``Scope(dataset="auth0|64b7f1")`` and an adapter run with ``user_id="auth0|64b7f1"`` share
+    one memory. A value that is already a valid part is kept as it is, so a scope read back
+    from storage or from a server names the same tenant.
+
     Example:
         >>> Scope(dataset="okabe", task="casual_chat").key
         'okabe/casual_chat'
         >>> Scope(dataset="okabe").key
         'okabe/default'
+        >>> Scope(dataset="auth0|64b7f1").dataset
+        'auth0_64b7f1-h0965fcf43ca6e13d'
     """
 
     dataset: str
@@ -58,14 +114,14 @@ class Scope(Record):
     def _check_part(cls, value: object, info: Any) -> str | None:
         if value is None and info.field_name == "session":
             return None
-        if isinstance(value, str):
-            value = unicodedata.normalize("NFC", value)  # "é" typed either way is one name
-        if not isinstance(value, str) or not _SCOPE_PART.match(value) or value in (".", ".."):
-            raise ScopeError(
-                f"scope {info.field_name} must be 1-128 characters of letters, digits, spaces or "
-                f"'._@:+-', not start with a space and not be '.' or '..'; got {value!r}"
-            )
-        return value
+        if not isinstance(value, str) or not value or not value.isprintable() and not value.strip():
+            raise ScopeError(f"scope {info.field_name} must be a non-empty string; got {value!r}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ScopeError(f"scope {info.field_name} is not valid text; got {value!r}") from None
+        normal = unicodedata.normalize("NFC", value)  # "é" typed either way is one name
+        return normal if _is_part(normal) else scope_part(value)
 
     @property
     def key(self) -> str:
@@ -96,3 +152,12 @@ class Scope(Record):
         return Scope(
             dataset=self.dataset, task=f"{BOOKKEEPING_TASK_PREFIX}{digest}", session=self.session
         )
+
+
+def dataset_part(dataset: object) -> str:
+    """The stored dataset a caller's ``dataset`` (any user id) names, as :class:`Scope` stores it.
+
+    Raises:
+        ScopeError: not a non-empty string.
+    """
+    return Scope(dataset=dataset).dataset

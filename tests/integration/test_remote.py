@@ -55,6 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "sara-admin": (["sara"], Role.ADMIN),
         "tom-writer": (["tom"], Role.WRITE),
         "kim-admin": (["kim"], Role.ADMIN),
+        "auth0-writer": (["auth0|64b7f1"], Role.WRITE),
     }
     with serving(tmp_path_factory.mktemp("remote"), keys) as state:
         with state.remote() as remote:
@@ -234,6 +235,18 @@ def test_scopes_lists_only_the_datasets_of_the_key(served: Served) -> None:
     assert seen_by_tom == [tom]
     assert SARA in seen_by_sara and tom not in seen_by_sara
     assert one == seen_by_sara == [s for s in served.memory.scopes() if s.dataset == "sara"]
+
+
+def test_a_raw_user_id_names_one_memory_on_every_surface(served: Served) -> None:
+    scope = Scope(dataset="auth0|64b7f1", task="assistant")  # a key lists the raw id too
+    with served.remote("auth0-writer") as remote:
+        added = remote.add(CONVERSATION, scope=scope)
+        assert remote.scopes() == [scope] and remote.scopes("auth0|64b7f1") == [scope]
+        hits = remote.search(CAT, scope=scope, mode="fast")
+    assert added.fact_ids and hits.hits[0].fact.scope.dataset == scope.dataset
+    assert [f.id for f in served.memory.facts(scope=scope)] == list(added.fact_ids)
+    with served.remote("sara-writer") as remote, pytest.raises(RemoteAccessError):
+        remote.search(CAT, scope=scope)
 
 
 def test_delete_dataset_needs_an_admin_key_of_it(served: Served) -> None:

@@ -16,6 +16,7 @@ from membrain.binding import (
     DEFAULT_USER_NAME,
     MonotonicClock,
     ScopeBinding,
+    scope_part,
 )
 
 TICK = timedelta(microseconds=1)
@@ -112,8 +113,8 @@ def test_of_refuses_both_and_neither() -> None:
 
 
 def test_of_validates_the_parts() -> None:
-    with pytest.raises(ScopeError, match="scope dataset"):
-        ScopeBinding.of(dataset="sara/bad", task="assistant")
+    encoded = ScopeBinding.of(dataset="sara/bad", task="assistant").scope
+    assert encoded is not None and encoded.dataset == scope_part("sara/bad")
     with pytest.raises(ScopeError, match="scope task"):
         ScopeBinding.of(dataset="sara", task="")
 
@@ -180,11 +181,12 @@ def test_missing_session_key_means_no_session() -> None:
 
 
 def test_resolved_parts_are_validated() -> None:
-    # values are encoded to fit (scope_part); a template's own text must be valid
-    with pytest.raises(ScopeError, match="scope dataset"):
-        ScopeBinding(dataset="a/{user_id}").resolve({"user_id": "sara"})
-    with pytest.raises(ScopeError, match="scope session"):
-        ScopeBinding(session="{thread_id}|x").resolve({"user_id": "sara", "thread_id": "t1"})
+    # values are encoded to fit (scope_part), and so is a part the template's own text spoils
+    assert ScopeBinding(dataset="a/{user_id}").resolve({"user_id": "sara"}).dataset == scope_part(
+        "a/sara"
+    )
+    resolved = ScopeBinding(session="{thread_id}|x").resolve({"user_id": "sara", "thread_id": "t1"})
+    assert resolved.session == scope_part("t1|x")
 
 
 def test_malformed_templates_are_refused_at_construction() -> None:
@@ -195,7 +197,7 @@ def test_malformed_templates_are_refused_at_construction() -> None:
     with pytest.raises(ConfigurationError, match="must name a value"):
         ScopeBinding(dataset="{user.name}")
     with pytest.raises(ScopeError):  # all literal: a fixed scope, checked at once
-        ScopeBinding(dataset="a/b", task="assistant", session=None)
+        ScopeBinding(dataset="", task="assistant", session=None)
 
 
 def test_bindings_are_immutable_values() -> None:

@@ -273,9 +273,14 @@ def test_scopes_lists_the_scopes_that_hold_records(tmp_path: Path) -> None:
         assert mem.scopes() == [nate, sara]
         assert mem.scopes("sara") == [sara]
         assert mem.scopes("nobody") == []
+        assert mem.scopes("auth0|nate") == []
+        raw_id = Scope(dataset="auth0|nate", task="planner")
+        mem.add([said], scope=raw_id)
+        assert mem.scopes("auth0|nate") == [raw_id]  # a raw user id names its encoded dataset
         with pytest.raises(ScopeError):
-            mem.scopes("a/b")
+            mem.scopes("")
         mem.delete_scope(nate)
+        mem.delete_scope(raw_id)
         assert mem.scopes() == [sara]
 
 

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from membrain import InputError, Message, Precision, Scope, ScopeError, TimeSpan
+from membrain.scope import scope_part
 
 
 def test_scope_key_and_deterministic_ids() -> None:
@@ -16,12 +17,20 @@ def test_scope_key_and_deterministic_ids() -> None:
     assert a.record_id("x") != a.record_id("y")
 
 
-@pytest.mark.parametrize("bad", ["", " lead", "a/b", "x" * 129, "new\nline"])
-def test_scope_rejects_bad_parts(bad: str) -> None:
+@pytest.mark.parametrize("raw", [" lead", "a/b", "x" * 129, "new\nline", "auth0|64b7f1", ".."])
+def test_scope_encodes_any_user_id_as_the_adapters_do(raw: str) -> None:
+    scope = Scope(dataset=raw, task=raw)
+    assert scope.dataset == scope.task == scope_part(raw) != raw
+    assert Scope(dataset=scope.dataset, task=scope.task) == scope  # read back: the same tenant
+    assert Scope(dataset=raw + "x").dataset != scope.dataset
+
+
+@pytest.mark.parametrize("bad", ["", "\n", "\ud800", 7, None])
+def test_scope_refuses_what_names_no_one(bad: object) -> None:
     with pytest.raises(ScopeError):
-        Scope(dataset=bad, task="t")
+        Scope(dataset=bad, task="t")  # type: ignore[arg-type]
     with pytest.raises(ScopeError):
-        Scope(dataset="d", task=bad)
+        Scope(dataset="d", task=bad)  # type: ignore[arg-type]
 
 
 def test_message_times_become_utc() -> None:

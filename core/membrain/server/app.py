@@ -44,6 +44,7 @@ from membrain.errors import (
 from membrain.inputs import as_messages
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Context, Entity, Fact, Scope, StoredMessage
+from membrain.scope import dataset_part
 from membrain.server.guards import (
     BodyLimit,
     LoopbackHostsOnly,
@@ -485,6 +486,8 @@ def create_app(
         grant: Annotated[Grant | None, Depends(authenticate)], dataset: str | None = None
     ) -> list[Scope]:
         """The (dataset, task) scopes holding records, of the datasets the key may read."""
+        if dataset is not None:
+            dataset = dataset_part(dataset)
         if grant is not None and dataset is not None:
             grant.check(dataset, Role.READ)  # every role reads: only the dataset is checked
         found = memory.scopes(dataset)
@@ -496,6 +499,7 @@ def create_app(
         dataset: Annotated[str, Query(description="Whose memory: every task of it goes.")],
     ) -> list[Scope]:
         """Delete every task of a dataset (a whole user); the scopes deleted."""
+        dataset = dataset_part(dataset)
         if grant is not None:
             grant.check(dataset, Role.ADMIN)
         return memory.delete_dataset(dataset)
