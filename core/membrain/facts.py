@@ -14,7 +14,15 @@ from membrain.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
 from membrain.names import entity_refs, normalize_name
 from membrain.temporal import check_times, find_annotations
 
-__all__ = ["build_facts", "drafts_for_refs", "entity_id", "fact_id", "replacements", "validity"]
+__all__ = [
+    "build_facts",
+    "drafts_for_refs",
+    "entity_id",
+    "fact_id",
+    "fact_id_of",
+    "replacements",
+    "validity",
+]
 
 _PRECISION_ORDER = {p: i for i, p in enumerate(Precision)}
 PARTICIPANT_DESCRIPTION = "A participant in the conversation."
@@ -27,7 +35,12 @@ def entity_id(scope: Scope, name: str) -> str:
 
 def fact_id(scope: Scope, extractor: str, draft: FactDraft) -> str:
     """The deterministic id of the fact ``extractor`` drafted (same draft, same id)."""
-    return scope.record_id("fact", extractor, "|".join(draft.sources), draft.text.strip())
+    return fact_id_of(scope, extractor, draft.sources, draft.text)
+
+
+def fact_id_of(scope: Scope, extractor: str, sources: Sequence[str], text: str) -> str:
+    """The id of a fact of ``scope`` by ``extractor`` citing ``sources`` (stored message ids)."""
+    return scope.record_id("fact", extractor, "|".join(sources), text.strip())
 
 
 def replacements(

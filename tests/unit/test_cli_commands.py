@@ -55,8 +55,10 @@ def store(tmp_path: Path) -> Path:
     return path
 
 
-def facts_json(path: Path, *extra: str) -> list[dict[str, Any]]:
-    result = ok("facts", "-d", "sara", "-t", "chat", "--path", str(path), "--json", *extra)
+def facts_json(
+    path: Path, *extra: str, where: tuple[str, ...] = ("-d", "sara", "-t", "chat")
+) -> list[dict[str, Any]]:
+    result = ok("facts", *where, "--path", str(path), "--json", *extra)
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
@@ -175,7 +177,13 @@ def test_export_import_between_stores(store: Path, tmp_path: Path) -> None:
     assert status[bread["id"]] == "forgotten"
 
     one_line_error(run("import", str(dump), "--path", str(fresh)), "not empty")
-    one_line_error(run("import", str(dump), "-d", "x", "--path", str(fresh)), "ids derive")
+    copied = ok("import", str(dump), "-d", "x", "--path", str(fresh))
+    assert "3 facts" in copied.stdout
+    copies = facts_json(fresh, "--all", where=("-d", "x", "-t", "chat"))
+    assert sorted(f["text"] for f in copies) == sorted(
+        f["text"] for f in facts_json(store, "--all")
+    )
+    assert not {f["id"] for f in copies} & {f["id"] for f in facts_json(store, "--all")}
     broken = tmp_path / "broken.jsonl"
     broken.write_text(dump.read_text() + "{oops\n")
     one_line_error(run("import", str(broken), "--path", str(tmp_path / "f2")), "not JSON")

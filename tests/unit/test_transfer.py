@@ -119,17 +119,55 @@ def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
     assert "forgotten" in history
 
 
-def test_import_refuses_a_non_empty_scope_and_another_scope(tmp_path: Path) -> None:
+def test_import_refuses_a_non_empty_scope(tmp_path: Path) -> None:
     lines, _ = _source(tmp_path / "a")
     with Memory(path=tmp_path / "a") as same:
         before = len(same.audit(scope=SCOPE))
         with pytest.raises(InputError, match="not empty"):
             import_scope(same, SCOPE, lines)
         assert len(same.audit(scope=SCOPE)) == before
-        other = Scope(dataset="sara-copy", task="chat")
-        with pytest.raises(InputError, match="ids derive"):
-            import_scope(same, other, lines)
-        assert same.facts(scope=other, include_inactive=True) == []
+
+
+def test_a_copy_under_another_user_gets_its_own_ids_and_records_the_mapping(
+    tmp_path: Path,
+) -> None:
+    lines, ids = _source(tmp_path / "a")
+    copy = Scope(dataset="auth0|sara-copy", task="notes")
+    with Memory(path=tmp_path / "a") as mem:
+        original = {f.id: f for f in mem.facts(scope=SCOPE, include_inactive=True)}
+        counts = import_scope(mem, copy, lines)
+        copied = {f.id: f for f in mem.facts(scope=copy, include_inactive=True)}
+        messages = {m.id: m for m in mem.messages(scope=copy)}
+        events = mem.audit(scope=copy)
+        answers = [[h.text for h in mem.search(q, scope=copy, k=3)] for q in QUESTIONS]
+        originals = [[h.text for h in mem.search(q, scope=SCOPE, k=3)] for q in QUESTIONS]
+        untouched = {f.id: f for f in mem.facts(scope=SCOPE, include_inactive=True)}
+        again = mem.add(  # the copy recognises its messages: re-adding one stores nothing
+            [_message("Sara", "I moved to Berlin.", "2024-05-02T10:00Z", "a")],
+            scope=Scope(dataset=copy.dataset, task="notes", session="s2"),
+        )
+        entities = {e.id for e in mem.entities(scope=copy)}
+    assert untouched == original  # the original is left as it was
+    assert counts["fact"] == len(copied) == 4 and not set(copied) & set(original)
+    assert not set(messages) & {s for f in original.values() for s in f.sources}
+    assert answers == originals  # same texts, found the same way
+    mapping: dict[str, str] = {}
+    for event in events:
+        if event.action.value == "created" and not event.details.get("imported"):
+            assert event.details["imported_from"] == SCOPE.key
+            mapping.update(event.details["original_ids"])
+    back = {old: new for new, old in mapping.items()}
+    berlin, lisbon, bread = back[ids["berlin"]], back[ids["lisbon"]], back[ids["bread"]]
+    assert copied[lisbon].status is FactStatus.SUPERSEDED
+    assert copied[lisbon].superseded_by == (berlin,) and copied[berlin].supersedes == (lisbon,)
+    assert copied[bread].status is FactStatus.FORGOTTEN
+    assert all(set(f.sources) <= set(messages) for f in copied.values())
+    assert all(set(f.entity_ids) <= entities for f in copied.values())
+    carried = [e for e in events if e.details.get("imported")]
+    forgot = next(e for e in carried if e.action.value == "forgotten")
+    assert forgot.targets == (bread,) and forgot.details["original_id"]
+    assert all(t not in original for e in carried for t in e.targets)
+    assert again.messages_stored == 0 and again.fact_ids == ()
 
 
 @pytest.mark.parametrize(

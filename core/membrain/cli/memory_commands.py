@@ -333,7 +333,10 @@ def import_(
     ] = None,
     path: PathOption = None,
 ) -> None:
-    """Load an export into an empty dataset and task of this store (a move between stores)."""
+    """Load an export into an empty dataset and task (another than the export's: a copy).
+
+    A copy gets ids of its own; its audit log records which exported id each one replaces.
+    """
     with failures():
         try:
             lines = file.read_text(encoding="utf-8").splitlines()
