@@ -15,33 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from datetime import timedelta
-from pathlib import Path
-from types import TracebackType
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from membrain.audit import ReviewPolicy
 from membrain.config import MembrainSettings
-from membrain.embeddings import DenseEncoder, SparseEncoder
-from membrain.extraction.base import Extractor
-from membrain.extraction.prompts import Prompts
-from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.memory import Memory
-from membrain.models import (
-    Actor,
-    Message,
-    Scope,
-)
 from membrain.operations import OPERATIONS, operation
-from membrain.results import AddResult
-from membrain.retrieval.rerank import Reranker
-from membrain.storage.base import Backend
+from membrain.surface import AsyncMemoryLike
 
 __all__ = ["AsyncMemory"]
 
 
-class AsyncMemory:
+class AsyncMemory(AsyncMemoryLike):
     """Long-term memory for async agents: :class:`~membrain.Memory` with awaitable methods.
 
     Takes the same arguments as :class:`~membrain.Memory` (and builds one), or wraps an existing
@@ -61,42 +46,10 @@ class AsyncMemory:
         >>> asyncio.run(main())  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        path: str | Path | None = None,
-        *,
-        qdrant_url: str | None = None,
-        qdrant_api_key: str | None = None,
-        backend: Backend | None = None,
-        dense: DenseEncoder | str | object | None = None,
-        sparse: SparseEncoder | None = None,
-        llm: object | None = None,
-        prompts: Prompts | None = None,
-        max_attempts: int = 3,
-        extractor: Extractor | None = None,
-        batch_size: int = 32,
-        context_window: int = 6,
-        review: ReviewPolicy | None = None,
-        keep_messages: timedelta | None = None,
-        reranker: Reranker | None = None,
-    ) -> None:
-        self._memory = Memory(
-            path,
-            qdrant_url=qdrant_url,
-            qdrant_api_key=qdrant_api_key,
-            backend=backend,
-            dense=dense,
-            sparse=sparse,
-            llm=llm,
-            prompts=prompts,
-            max_attempts=max_attempts,
-            extractor=extractor,
-            batch_size=batch_size,
-            context_window=context_window,
-            review=review,
-            keep_messages=keep_messages,
-            reranker=reranker,
-        )
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._memory = Memory(*args, **kwargs)
+
+    __init__.__signature__ = inspect.signature(Memory.__init__)  # type: ignore[attr-defined]
 
     @classmethod
     def from_memory(cls, memory: Memory) -> AsyncMemory:
@@ -131,46 +84,13 @@ class AsyncMemory:
         """Drain the background writers, then release the store (the same as :meth:`aclose`)."""
         await self.aclose(drain_timeout=drain_timeout)
 
-    async def __aenter__(self) -> AsyncMemory:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    # -- operations: add reads its messages on the loop; the rest are generated below -------
-    async def add(
-        self,
-        messages: str | Iterable[Message | Mapping[str, Any] | object],
-        *,
-        scope: Scope,
-        on_progress: Callable[[int], None] | None = None,
-        extract: bool = True,
-        by: Actor | str | None = None,
-        user_name: str = DEFAULT_USER_NAME,
-        assistant_name: str = DEFAULT_ASSISTANT_NAME,
-    ) -> AddResult:
-        """Store messages as evidence, then extract facts from them.
-
-        See :meth:`Memory.add <membrain.Memory.add>`. ``messages`` is read before the call
-        returns control to the loop; ``on_progress`` is called from the worker thread.
-
-        Raises:
-            ScopeError: ``scope`` is missing or malformed.
-            InputError: a message is malformed (nothing is stored then).
-        """
-        batch = as_messages(messages, user_name=user_name, assistant_name=assistant_name)
-        return await asyncio.to_thread(
-            self._memory.add, batch, scope=scope, on_progress=on_progress, extract=extract, by=by
-        )
-
 
 def _snapshot(value: object) -> object:
-    """A list, set or iterator argument as a tuple, read before the call leaves the loop."""
+    """A list, set or iterator argument as a tuple, read before the call leaves the loop.
+
+    So messages given as a generator are read on the caller's loop, and a list the caller
+    changes after the call does not change what is stored.
+    """
     if isinstance(value, list | set | frozenset | Iterator):
         return tuple(value)
     return value
@@ -197,5 +117,4 @@ def _threaded(name: str) -> Callable[..., Awaitable[Any]]:
 
 
 for _operation in OPERATIONS:
-    if _operation.name not in vars(AsyncMemory):
-        setattr(AsyncMemory, _operation.name, _threaded(_operation.name))
+    setattr(AsyncMemory, _operation.name, _threaded(_operation.name))

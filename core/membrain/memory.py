@@ -65,6 +65,7 @@ from membrain.scope import dataset_part
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import FactFilter, LexicalSync, RecordStore
+from membrain.surface import MemoryLike
 
 __all__ = ["AddResult", "EvidenceHit", "Memory"]
 
@@ -76,7 +77,7 @@ CANDIDATES = 50
 """How many candidates each retrieval path returns (at least ``k``)."""
 
 
-class Memory(AccountableMemory):
+class Memory(AccountableMemory, MemoryLike):
     """Long-term memory for an agent: conversations in, cited facts out.
 
     Accountable: a changed fact supersedes the old one (both kept, with record and valid time),
@@ -241,12 +242,6 @@ class Memory(AccountableMemory):
             hook(self, drain_timeout)
         release_lexical_index(self._lexical)
         self._backend.close()
-
-    def __enter__(self) -> Memory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def optimize(self) -> None:
         """Build search indexes now (useful after a bulk load)."""

@@ -1,21 +1,25 @@
-"""The type stubs of the generated classes, written from the classes themselves.
+"""The type stubs of the generated surfaces, written from :class:`~membrain.Memory` itself.
 
-:class:`~membrain.aio.AsyncMemory` gains one coroutine per operation of
-:data:`membrain.operations.OPERATIONS` when it is imported, with the signature of the
-:class:`~membrain.Memory` method it awaits; :class:`~membrain.remote.AsyncRemoteMemory` one per
-served operation, with :class:`~membrain.remote.RemoteMemory`'s. Type checkers and IDEs read
-those signatures from ``membrain/aio.pyi`` and ``membrain/remote/aio.pyi``, which this module
-writes: run ``python -m membrain.stubs`` after changing an operation's parameters
+``membrain/surface.pyi`` declares the served operations of
+:data:`membrain.operations.OPERATIONS` on :class:`~membrain.surface.MemoryLike` (blocking) and
+:class:`~membrain.surface.AsyncMemoryLike` (awaitable), with the parameters of
+:class:`~membrain.Memory`'s methods (defaults written as literals, which the remote clients
+read back to bind their arguments). ``membrain/aio.pyi`` declares what
+:class:`~membrain.aio.AsyncMemory` adds: the operations only an embedded memory has, and its
+own lifecycle. Run ``python -m membrain.stubs`` after changing an operation's parameters
 (``tests/unit/test_operations.py`` fails while a stub is stale).
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
+import enum
 import inspect
 import re
 import sys
 import types
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,18 +27,32 @@ from typing import Any
 
 import membrain.aio
 import membrain.memory
-import membrain.remote.aio
-import membrain.remote.client
+import membrain.surface
+from membrain.operations import OPERATIONS
 
-__all__ = ["STUBS", "Stub"]
+__all__ = ["STUBS", "Stub", "SurfaceStub"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEPT_DUNDERS = ("__init__", "__aenter__", "__aexit__")
 
 
+SERVED = tuple(op.name for op in OPERATIONS if op.route is not None)
+"""The operations of the surfaces: those a server serves."""
+
+
+def _header(module: str, imports: list[str], names: Iterable[str]) -> list[str]:
+    listed = ", ".join(f'"{name}"' for name in names)
+    return [
+        f'"""Type stub of {module}: written by `python -m membrain.stubs`, do not edit."""\n\n',
+        "from __future__ import annotations\n\n",
+        *imports,
+        f"\n__all__ = [{listed}]\n\n",
+    ]
+
+
 @dataclass(frozen=True)
 class Stub:
-    """The stub of one generated class."""
+    """The stub of one class with generated methods: what it adds to its surface."""
 
     cls: type
     """The class, as imported (its generated methods added)."""
@@ -49,13 +67,14 @@ class Stub:
     def text(self) -> str:
         """The text of the stub for the class as it is now."""
         cls = self.cls
+        base = cls.__bases__[0]
         members = [
             (name, inspect.getattr_static(cls, name))
             for name in vars(cls)
-            if not name.startswith("_") or name in _KEPT_DUNDERS
+            if (not name.startswith("_") or name in _KEPT_DUNDERS) and name not in SERVED
         ]
         body: list[str] = []
-        used: set[str] = set()
+        used: set[str] = {base.__name__}
         for name, member in members:
             body += _declaration(name, member, used)
         # The names in scope where the signatures were written.
@@ -65,23 +84,70 @@ class Stub:
         summary = (cls.__doc__ or "").strip().splitlines()[0]
         return "".join(
             [
-                f'"""Type stub of {cls.__module__}: written by `python -m membrain.stubs`, do not '
-                'edit."""\n\n',
-                "from __future__ import annotations\n\n",
-                *imports,
-                f'\n__all__ = ["{cls.__name__}"]\n\n',
-                f"class {cls.__name__}:\n",
+                *_header(cls.__module__, imports, [cls.__name__]),
+                f"class {cls.__name__}({base.__name__}):\n",
                 f'    """{summary}"""\n\n',
                 *(f"    {line}\n" for line in body),
             ]
         )
 
 
-STUBS = (
+@dataclass(frozen=True)
+class SurfaceStub:
+    """The stub of :mod:`membrain.surface`: every served operation, blocking and awaitable."""
+
+    source: type[membrain.memory.Memory] = membrain.memory.Memory
+
+    @property
+    def path(self) -> Path:
+        """``membrain/surface.pyi``."""
+        return Path(membrain.surface.__file__).with_suffix(".pyi")
+
+    def text(self) -> str:
+        """The text of the stub, from :attr:`source`'s methods as they are now."""
+        used: set[str] = set()
+        blocking, awaitable = [], []
+        for name in SERVED:
+            method = getattr(self.source, name)
+            blocking.append(f"def {name}{_signature(method, used, literal=True)}: ...")
+            awaitable.append(f"async def {name}{_signature(method, used, literal=True)}: ...")
+        blocking += [
+            "def close(self) -> None: ...",
+            "def __enter__(self) -> Self: ...",
+            "def __exit__(self, *exc: object) -> None: ...",
+        ]
+        awaitable += [
+            "async def aclose(self) -> None: ...",
+            "async def close(self) -> None: ...",
+            "async def __aenter__(self) -> Self: ...",
+            "async def __aexit__(self, *exc: object) -> None: ...",
+        ]
+        used.add("Self")
+        modules = [sys.modules[c.__module__] for c in self.source.__mro__]
+        imports = ["import inspect\n\n", *_imports(used, [*modules, typing], "")]
+        classes = []
+        for cls, body in (
+            (membrain.surface.MemoryLike, blocking),
+            (membrain.surface.AsyncMemoryLike, awaitable),
+        ):
+            summary = (cls.__doc__ or "").strip().splitlines()[0]
+            classes += [f"class {cls.__name__}:\n", f'    """{summary}"""\n\n']
+            classes += [f"    {line}\n" for line in body]
+            classes.append("\n")
+        return "".join(
+            [
+                *_header("membrain.surface", imports, membrain.surface.__all__),
+                *classes,
+                "def signature(name: str) -> inspect.Signature: ...\n",
+            ]
+        )
+
+
+STUBS: tuple[Stub | SurfaceStub, ...] = (
+    SurfaceStub(),
     Stub(membrain.aio.AsyncMemory, membrain.memory.Memory),
-    Stub(membrain.remote.aio.AsyncRemoteMemory, membrain.remote.client.RemoteMemory),
 )
-"""Every generated class's stub."""
+"""Every generated stub."""
 
 
 def _declaration(name: str, member: Any, used: set[str]) -> list[str]:
@@ -96,7 +162,7 @@ def _declaration(name: str, member: Any, used: set[str]) -> list[str]:
     return [f"{prefix} {name}{_signature(member, used)}: ..."]
 
 
-def _signature(function: Callable[..., Any], used: set[str]) -> str:
+def _signature(function: Callable[..., Any], used: set[str], *, literal: bool = False) -> str:
     signature = inspect.signature(function)
     parts: list[str] = []
     keyword_only = False
@@ -116,13 +182,25 @@ def _signature(function: Callable[..., Any], used: set[str]) -> str:
         if parameter.annotation is not parameter.empty:
             text += f": {_annotation(parameter.annotation, used)}"
         if parameter.default is not parameter.empty:
-            text += " = ..."
+            text += f" = {_literal(parameter.default)}" if literal else " = ..."
         parts.append(text)
         if index == last_positional_only:
             parts.append("/")
     returns = signature.return_annotation
     arrow = "" if returns is signature.empty else f" -> {_annotation(returns, used)}"
     return f"({', '.join(parts)}){arrow}"
+
+
+def _literal(value: object) -> str:
+    """``value`` as Python text a stub can hold and ``ast.literal_eval`` reads back."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, tuple | list):
+        value = tuple(v.value if isinstance(v, enum.Enum) else v for v in value)
+    text = repr(value)
+    if ast.literal_eval(text) != value:
+        raise TypeError(f"a default of a served operation must be a literal, got {value!r}")
+    return text
 
 
 def _annotation(value: object, used: set[str]) -> str:

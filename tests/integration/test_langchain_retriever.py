@@ -167,7 +167,9 @@ def test_scope_is_required(store: Memory) -> None:
     with pytest.raises(ScopeError, match="not both"):
         MembrainRetriever(memory=store, scope=SCOPE, dataset="sara", task="assistant")
     with pytest.raises(ScopeError):
-        MembrainRetriever(memory=store, dataset="sara/bad", task="assistant")
+        MembrainRetriever(memory=store, dataset="", task="assistant")
+    raw = MembrainRetriever(memory=store, dataset="sara/raw", task="assistant")
+    assert raw.scope == Scope(dataset="sara/raw", task="assistant")  # encoded alike
 
 
 def test_invalid_settings_are_rejected(store: Memory) -> None:

@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "operations",
                 "scope",
                 "metadata",
+                "surface",
             }
         ),
     ),

@@ -16,8 +16,10 @@ import membrain.cli as cli
 from membrain import AsyncMemory, AsyncRemoteMemory, Memory, MemoryLike, RemoteMemory, Scope
 from membrain.mcp_server import build_server
 from membrain.operations import OPERATIONS, Access, Operation, operation
+from membrain.remote.requests import REQUESTS
 from membrain.server.app import API_PREFIX, create_app, route_role
-from membrain.stubs import STUBS, Stub
+from membrain.stubs import STUBS, Stub, SurfaceStub
+from membrain.surface import AsyncMemoryLike, signature
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 LIFECYCLE = {"close", "from_settings"}
@@ -27,7 +29,8 @@ SERVED = [op for op in OPERATIONS if op.route is not None]
 
 def parameters(function: Any) -> list[tuple[str, Any, Any]]:
     """(name, kind, default) of each parameter: what a caller can pass, and how."""
-    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+    found = function if isinstance(function, inspect.Signature) else inspect.signature(function)
+    return [(p.name, p.kind, p.default) for p in found.parameters.values()]
 
 
 def public_methods(cls: type) -> set[str]:
@@ -51,22 +54,36 @@ def test_async_memory_awaits_every_operation_with_the_same_parameters(op: Operat
     assert op.summary.split(".")[0] in (method.__doc__ or "")
 
 
-@pytest.mark.parametrize("stub", STUBS, ids=lambda stub: stub.cls.__name__)
-def test_the_type_stubs_are_the_classes_as_they_are(stub: Stub) -> None:
+@pytest.mark.parametrize("stub", STUBS, ids=lambda stub: stub.path.name)
+def test_the_type_stubs_are_the_classes_as_they_are(stub: Stub | SurfaceStub) -> None:
     assert stub.path.read_text(encoding="utf-8") == stub.text(), "run python -m membrain.stubs"
 
 
 @pytest.mark.parametrize("op", SERVED, ids=lambda op: op.name)
 def test_the_remote_clients_send_every_served_operation(op: Operation) -> None:
     expected = parameters(getattr(Memory, op.name))
+    assert parameters(signature(op.name)) == expected  # what the clients bind calls with
     assert parameters(getattr(RemoteMemory, op.name)) == expected
     assert parameters(getattr(AsyncRemoteMemory, op.name)) == expected
     assert inspect.iscoroutinefunction(getattr(AsyncRemoteMemory, op.name))
+    assert op.name in REQUESTS
 
 
-def test_memory_like_asks_only_for_operations_as_memory_takes_them() -> None:
-    for name in public_methods(MemoryLike) - {"close"}:
-        assert parameters(getattr(MemoryLike, name)) == parameters(getattr(Memory, name)), name
+def test_the_requests_are_the_served_operations() -> None:
+    assert set(REQUESTS) == {op.name for op in SERVED}
+
+
+def test_every_surface_is_a_memory_like() -> None:
+    assert issubclass(Memory, MemoryLike) and issubclass(RemoteMemory, MemoryLike)
+    assert issubclass(AsyncMemory, AsyncMemoryLike)
+    assert issubclass(AsyncRemoteMemory, AsyncMemoryLike)
+
+    class Wrapper:  # an application's own memory, with every method
+        pass
+
+    for op in SERVED:
+        setattr(Wrapper, op.name, lambda self: None)
+    assert isinstance(Wrapper(), MemoryLike) and not isinstance(object(), MemoryLike)
 
 
 def _routes() -> dict[tuple[str, str], Access]:

@@ -1,41 +1,31 @@
 """The ``asyncio`` client: :class:`AsyncRemoteMemory`.
 
-Its operations are :class:`~membrain.remote.RemoteMemory`'s: each builds its request with the
-blocking client's code (a client that builds requests and sends none) and awaits it on
-``httpx.AsyncClient``, so both clients check and send the same request for the same call. One
-coroutine per served operation of :data:`membrain.operations.OPERATIONS` is added when this
-module is imported; type checkers read their signatures from ``aio.pyi``
-(``python -m membrain.stubs`` writes it).
+Its operations are :class:`~membrain.remote.RemoteMemory`'s: each builds the same request
+(:mod:`membrain.remote.requests`) and awaits it on ``httpx.AsyncClient``, so both clients check
+and send the same request for the same call. One coroutine per served operation of
+:data:`membrain.operations.OPERATIONS` is added when this module is imported; type checkers read
+their signatures from :class:`~membrain.surface.AsyncMemoryLike`.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import httpx
 
 from membrain.operations import OPERATIONS
-from membrain.remote.client import RemoteMemory
-from membrain.remote.common import (
-    API_PREFIX,
-    RETRIES,
-    Call,
-    answer,
-    check_url,
-    headers,
-    send_async,
-)
+from membrain.remote.client import bound, describe
+from membrain.remote.common import API_PREFIX, RETRIES, answer, check_url, headers, send_async
+from membrain.remote.requests import REQUESTS, Answered, request
+from membrain.surface import AsyncMemoryLike
 
 T = TypeVar("T")
 
 __all__ = ["AsyncRemoteMemory"]
 
 
-class AsyncRemoteMemory:
+class AsyncRemoteMemory(AsyncMemoryLike):
     """A MemBrain server's memory, with :class:`~membrain.AsyncMemory`'s methods.
 
     The same arguments, answers and errors as :class:`~membrain.remote.RemoteMemory`, awaited
@@ -73,66 +63,25 @@ class AsyncRemoteMemory:
             transport=transport,
         )
 
-    async def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
-        return answer(await send_async(self._client, self.url, self._retries, call), reader)
+    async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
+        planned = request(name, arguments)
+        if isinstance(planned, Answered):
+            return planned.value
+        read = REQUESTS[name].read
+        response = await send_async(self._client, self.url, self._retries, planned)
+        return answer(response, lambda body: read(body, arguments))
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
 
-    async def close(self) -> None:
-        """Close the connection pool (the same as :meth:`aclose`)."""
-        await self.aclose()
-
-    async def __aenter__(self) -> AsyncRemoteMemory:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """A request built and not sent: the call, and how to read its answer."""
-
-    call: Call
-    reader: Callable[[Any], Any]
-
-
-class _Planner(RemoteMemory):
-    """RemoteMemory's operations building their requests, sending none."""
-
-    def __init__(self) -> None:  # no connection: nothing is sent
-        pass
-
-    def _send(self, call: Call, reader: Callable[[Any], T]) -> T:
-        return cast(T, _Planned(call, reader))
-
-
-_PLANNER = _Planner()
-
 
 def _awaiting(name: str) -> Callable[..., Awaitable[Any]]:
-    """The coroutine of operation ``name``: RemoteMemory's request, awaited."""
-    blocking = getattr(RemoteMemory, name)
-
     async def run(self: AsyncRemoteMemory, /, *args: Any, **kwargs: Any) -> Any:
-        planned = getattr(_PLANNER, name)(*args, **kwargs)
-        if not isinstance(planned, _Planned):  # answered without asking (no ids, no facts)
-            return planned
-        return await self._send(planned.call, planned.reader)
+        return await self._call(name, bound(name, args, kwargs))
 
-    run.__name__ = name
-    run.__qualname__ = f"AsyncRemoteMemory.{name}"
-    run.__doc__ = blocking.__doc__
-    run.__signature__ = inspect.signature(blocking)  # type: ignore[attr-defined]
-    return run
+    return describe(name, "AsyncRemoteMemory", run)
 
 
 for _operation in OPERATIONS:
