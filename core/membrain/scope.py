@@ -40,7 +40,8 @@ _DIGEST_CHARS = 16
 _ENCODED = re.compile(rf"-h[0-9a-f]{{{_DIGEST_CHARS}}}\Z")
 
 
-def _is_part(value: str) -> bool:
+def is_scope_part(value: str) -> bool:
+    """Whether ``value`` is stored as it is: 1-128 letters, digits, spaces and ``._@:+-``."""
     return bool(_SCOPE_PART.match(value)) and value not in (".", "..")
 
 
@@ -64,7 +65,7 @@ def scope_part(value: str) -> str:
         >>> scope_part("auth0|64b7f1")
         'auth0_64b7f1-h0965fcf43ca6e13d'
     """
-    if _is_part(value) and not _ENCODED.search(value):
+    if is_scope_part(value) and not _ENCODED.search(value):
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
     suffix = f"-h{digest}"
@@ -121,7 +122,7 @@ class Scope(Record):
         except UnicodeEncodeError:
             raise ScopeError(f"scope {info.field_name} is not valid text; got {value!r}") from None
         normal = unicodedata.normalize("NFC", value)  # "é" typed either way is one name
-        return normal if _is_part(normal) else scope_part(value)
+        return normal if is_scope_part(normal) else scope_part(value)
 
     @property
     def key(self) -> str:

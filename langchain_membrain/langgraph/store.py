@@ -93,6 +93,7 @@ import asyncio
 import hashlib
 import json
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
@@ -146,19 +147,15 @@ from membrain.background import BackgroundWriter, check_writer, schedule_extract
 from membrain.binding import CLOCK, DEFAULT_USER_NAME
 from membrain.remote.protocol import actor_for
 from membrain.retrieval import RRF_K, Ranked, rrf
+from membrain.scope import is_scope_part
 
 __all__ = ["MembrainStore", "scope_for_namespace"]
 
 
 def _part(label: str) -> str:
     """``label`` if it is a valid scope part (as ``Scope`` checks it), else its hash."""
-    if not label.startswith("h-"):
-        try:
-            Scope(dataset=label, task="store")
-        except ScopeError:
-            pass
-        else:
-            return label
+    if not label.startswith("h-") and is_scope_part(unicodedata.normalize("NFC", label)):
+        return label
     return "h-" + hashlib.blake2b(label.encode(), digest_size=16).hexdigest()
 
 
