@@ -70,6 +70,10 @@ class AuditAction(StrEnum):
     """Content was erased (ids only remain, here)."""
     SCOPE_DELETED = "scope_deleted"
     """Whole scopes were deleted (recorded in their dataset's erasure log, ids and names)."""
+    PROFILE_SET = "profile_set"
+    """A profile entry gained a version (its topic, subtopic and cited facts in the details)."""
+    PROFILE_REMOVED = "profile_removed"
+    """A profile entry was removed (a last version marks it)."""
 
 
 class _Record(BaseModel):

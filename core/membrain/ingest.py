@@ -31,11 +31,13 @@ from membrain.models import (
     Fact,
     Message,
     MessageStatus,
+    Role,
     Scope,
     StoredMessage,
     Trust,
     now,
 )
+from membrain.profiling import ProfileBook
 from membrain.results import AddResult
 from membrain.store import FactFilter, RecordStore
 from membrain.temporal import inert
@@ -92,6 +94,7 @@ class Ingestor(RecordListener):
         ledger: Applies supersessions and queues disputed facts for review.
         batch_size: Messages per extraction batch.
         context_window: Preceding messages given to the extractor as context.
+        profiles: The profiles kept up to date after each flush (``None``: none).
     """
 
     def __init__(
@@ -104,12 +107,14 @@ class Ingestor(RecordListener):
         ledger: Ledger,
         batch_size: int,
         context_window: int,
+        profiles: ProfileBook | None = None,
     ) -> None:
         self._store = store
         self._extractor = extractor
         self._resolver = resolver
         self._llm = llm
         self._ledger = ledger
+        self._profiles = profiles
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
@@ -194,6 +199,7 @@ class Ingestor(RecordListener):
             todo = self._unchanged(scope, todo)
             todo.sort(key=lambda m: m.message.timestamp)
             result = self._extract_batches(scope, todo, on_progress, by, extractor)
+            self._update_profile(scope, todo, result)
         if self._llm is None or before is None:
             return result
         after = self._llm.usage.snapshot()
@@ -210,6 +216,16 @@ class Ingestor(RecordListener):
         return replace(
             result, llm_calls=calls, input_tokens=input_tokens, output_tokens=output_tokens
         )
+
+    def _update_profile(
+        self, scope: Scope, todo: Sequence[StoredMessage], result: AddResult
+    ) -> None:
+        """Once per flush: the attribute subtopics from the new facts about the users."""
+        if self._profiles is None or not result.fact_ids:
+            return
+        users = {m.message.speaker for m in todo if m.message.role is Role.USER}
+        facts = self._store.get_facts(scope.without_session(), list(result.fact_ids))
+        self._profiles.from_facts(scope, facts, users)
 
     def _lock(self, scope: Scope) -> threading.Lock:
         """The lock of the scope's (dataset, task): entities and facts are resolved there."""

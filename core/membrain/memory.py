@@ -51,6 +51,9 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
+from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileSchema
+from membrain.profile_ops import ProfileOperations
+from membrain.profiling import ProfileBook
 from membrain.results import AddResult, EvidenceHit
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
@@ -77,7 +80,7 @@ CANDIDATES = 50
 """How many candidates each retrieval path returns (at least ``k``)."""
 
 
-class Memory(AccountableMemory, MemoryLike):
+class Memory(AccountableMemory, ProfileOperations, MemoryLike):
     """Long-term memory for an agent: conversations in, cited facts out.
 
     Accountable: a changed fact supersedes the old one (both kept, with record and valid time),
@@ -140,6 +143,7 @@ class Memory(AccountableMemory, MemoryLike):
         review: ReviewPolicy | None = None,
         keep_messages: timedelta | None = None,
         reranker: Reranker | None = None,
+        profile_schema: ProfileSchema | None = None,
     ) -> None:
         if batch_size < 1 or context_window < 0:
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
@@ -171,6 +175,7 @@ class Memory(AccountableMemory, MemoryLike):
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
         self._ledger = Ledger(self._store, review)
+        self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
         self._tree = EntityTree(self._store, llm=self._llm)
         self._searcher = Searcher(
             rrf_k=RRF_K,
@@ -186,6 +191,7 @@ class Memory(AccountableMemory, MemoryLike):
             self._resolver,
             self._llm,
             ledger=self._ledger,
+            profiles=self._profiles,
             batch_size=batch_size,
             context_window=context_window,
         )

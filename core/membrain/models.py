@@ -23,6 +23,7 @@ from pydantic import (
 from membrain.checks import MAX_MESSAGE_CHARS, UtcDatetime, bounded_text, now, unicode_text, utc
 from membrain.errors import ConfigurationError, InputError
 from membrain.metadata import check_metadata
+from membrain.profile import ProfileEntry
 from membrain.scope import Record, Scope
 
 __all__ = [
@@ -526,8 +527,9 @@ class Context(Record):
 
     ``text`` is what goes into the prompt; ``tokens`` its size (cl100k), never more than
     ``max_tokens``. ``hits`` are the facts it holds, in rank order; ``entities`` the entities it
-    describes. ``profile_tokens`` is the share of the budget reserved for a stable user profile
-    block (none is written yet: the reserve is left unused).
+    describes. ``profile`` are the profile entries of the block that opens ``text`` (in block
+    order) and ``profile_tokens`` the share of the budget it was given; what it left unused went
+    to the facts.
     """
 
     question: str
@@ -536,4 +538,5 @@ class Context(Record):
     max_tokens: int
     hits: tuple[MemoryHit, ...] = ()
     entities: tuple[EntityView, ...] = ()
+    profile: tuple[ProfileEntry, ...] = ()
     profile_tokens: int = 0

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "scope",
                 "metadata",
                 "surface",
+                "profile",
             }
         ),
     ),
@@ -46,7 +47,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
     (frozenset({"embeddings"}), frozenset({"extraction"})),
     (frozenset({"storage"}),),
     (frozenset({"store"}),),
-    (frozenset({"facts", "entities", "ledger"}),),
+    (frozenset({"facts", "entities", "ledger", "profiling"}),),
     (frozenset({"retrieval"}), frozenset({"ingest"})),
     (frozenset({"memory", "accountable"}),),
     (

@@ -97,6 +97,8 @@ class Collection(StrEnum):
     """Nodes of the hierarchical entity tree (retrieval path C)."""
     AUDIT = "audit"
     """The append-only audit log of every mutation (:mod:`membrain.audit`)."""
+    PROFILE = "profile"
+    """Versions of the user profile's entries (:mod:`membrain.profile`), append-only."""
 
 
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
@@ -105,6 +107,7 @@ INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.ENTITIES: ("name_key", "alias_keys"),
     Collection.TREE: ("level", "parent", "children"),
     Collection.AUDIT: ("action", "targets", "state"),
+    Collection.PROFILE: ("topic", "subtopic", "fact_ids"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
 

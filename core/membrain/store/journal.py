@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -89,6 +89,7 @@ class AuditJournal:
 
     backend: Backend
     _listeners: list[RecordListener]
+    _profile_citing: Callable[[Scope, Sequence[str]], list[str]]
     _ticks: MonotonicClock
     exclusive: bool = False
 
@@ -338,6 +339,8 @@ class AuditJournal:
             revise.extend((event.payload.get(REDO) or {}).get("revise") or ())
         facts, messages, entities = ids["fact"], ids["message"], ids["entity"]
         self._revise_entities(scope.without_session(), revise, set(facts))
+        profiles = self._profile_citing(scope, facts)  # their text summarises the facts
+        self.backend.delete(Collection.PROFILE, scope.without_session(), profiles)
         self.backend.delete(Collection.FACTS, scope, facts)
         self.backend.delete(Collection.MESSAGES, scope, messages)
         self.backend.delete(Collection.ENTITIES, scope.without_session(), entities)
@@ -346,6 +349,8 @@ class AuditJournal:
         touched = [Collection.MESSAGES] if messages else []
         if facts or entities or revise:  # entity versions and the tree go with the facts
             touched += [Collection.FACTS, Collection.ENTITIES, Collection.TREE]
+        if profiles:
+            touched.append(Collection.PROFILE)
         self._erase(touched)
         self._commit(scope, events)
 

@@ -35,6 +35,7 @@ from membrain.storage.base import (
 )
 from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload
 from membrain.store.journal import AuditJournal, Change, created, record_scope, without_erased
+from membrain.store.profiles import ProfileRecords
 from membrain.store.tree import TreeNode, TreeRecords
 
 __all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode"]
@@ -108,7 +109,7 @@ def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-class RecordStore(TreeRecords, AuditJournal):
+class RecordStore(TreeRecords, AuditJournal, ProfileRecords):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
     Args:
