@@ -21,6 +21,7 @@ from membrain.entities import EntityResolver
 from membrain.errors import ConflictError, ExtractionError, InputError, MembrainError
 from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
 from membrain.extraction.llm import LLMClient
+from membrain.extraction.profile_writer import LLMProfileWriter
 from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
 from membrain.ledger import Ledger
 from membrain.listeners import RecordListener
@@ -95,6 +96,8 @@ class Ingestor(RecordListener):
         batch_size: Messages per extraction batch.
         context_window: Preceding messages given to the extractor as context.
         profiles: The profiles kept up to date after each flush (``None``: none).
+        profile_writer: Proposes the profile's changes with a model (one call per flush);
+            ``None``: the single-valued attributes fill their subtopics.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class Ingestor(RecordListener):
         batch_size: int,
         context_window: int,
         profiles: ProfileBook | None = None,
+        profile_writer: LLMProfileWriter | None = None,
     ) -> None:
         self._store = store
         self._extractor = extractor
@@ -115,6 +119,7 @@ class Ingestor(RecordListener):
         self._llm = llm
         self._ledger = ledger
         self._profiles = profiles
+        self._profile_writer = profile_writer
         self._batch_size = batch_size
         self._context_window = context_window
         self._participants_cache: dict[str, tuple[str, ...]] = {}
@@ -199,7 +204,7 @@ class Ingestor(RecordListener):
             todo = self._unchanged(scope, todo)
             todo.sort(key=lambda m: m.message.timestamp)
             result = self._extract_batches(scope, todo, on_progress, by, extractor)
-            self._update_profile(scope, todo, result)
+            result = self._update_profile(scope, todo, result)
         if self._llm is None or before is None:
             return result
         after = self._llm.usage.snapshot()
@@ -219,13 +224,26 @@ class Ingestor(RecordListener):
 
     def _update_profile(
         self, scope: Scope, todo: Sequence[StoredMessage], result: AddResult
-    ) -> None:
-        """Once per flush: the attribute subtopics from the new facts about the users."""
+    ) -> AddResult:
+        """Once per flush, the profile from the new facts about the users.
+
+        A model that gives no usable answer leaves the profile as it was; why is in the
+        result's errors (the messages stay extracted).
+        """
         if self._profiles is None or not result.fact_ids:
-            return
+            return result
         users = {m.message.speaker for m in todo if m.message.role is Role.USER}
         facts = self._store.get_facts(scope.without_session(), list(result.fact_ids))
-        self._profiles.from_facts(scope, facts, users)
+        if self._profile_writer is None:
+            self._profiles.from_facts(scope, facts, users)
+            return result
+        try:
+            self._profiles.from_model(scope, self._profile_writer, facts, users)
+        except (ExtractionError, InputError) as exc:
+            log.warning("profile of %s left unchanged: %s", scope.key, exc)
+            error = ExtractionError(f"profile left unchanged: {exc}", retryable=False)
+            return replace(result, errors=(*result.errors, error))
+        return result
 
     def _lock(self, scope: Scope) -> threading.Lock:
         """The lock of the scope's (dataset, task): entities and facts are resolved there."""

@@ -32,6 +32,7 @@ from membrain.extraction.base import Extractor
 from membrain.extraction.llm import LLMClient, as_llm_client, load_model
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
+from membrain.extraction.profile_writer import LLMProfileWriter
 from membrain.extraction.prompts import Prompts
 from membrain.ingest import Ingestor, message_id
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
@@ -65,6 +66,7 @@ from membrain.retrieval.rerank import RERANK_DEPTH, Reranker, packaged_reranker
 from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
 from membrain.scope import dataset_part
+from membrain.storage import open_backend
 from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import FactFilter, LexicalSync, RecordStore
@@ -151,7 +153,9 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
             raise ConfigurationError("keep_messages must be a positive duration or None")
         self.keep_messages = keep_messages
         dense_encoder = as_dense_encoder(dense) if dense is not None else default_dense_encoder()
-        self._backend = backend or _open_backend(path, qdrant_url, qdrant_api_key)
+        self._backend = backend or open_backend(
+            path, qdrant_url, qdrant_api_key, default=DEFAULT_PATH
+        )
         embedded = backend is None and qdrant_url is None
         lexical_path = (Path(path) if path is not None else DEFAULT_PATH) / "lexical"
         try:
@@ -185,6 +189,8 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
                 "D": BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
             },
         )
+        llm = self._llm
+        writer = None if llm is None else LLMProfileWriter(llm, max_attempts=max_attempts)
         self._ingestor = Ingestor(
             self._store,
             self._extractor,
@@ -192,6 +198,7 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
             self._llm,
             ledger=self._ledger,
             profiles=self._profiles,
+            profile_writer=writer,
             batch_size=batch_size,
             context_window=context_window,
         )
@@ -449,19 +456,30 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         as_of: datetime | None = None,
         valid_at: datetime | None = None,
         filters: Mapping[str, object] | None = None,
+        profile_ratio: float = 0.0,
     ) -> Context:
         """A cited context block for ``query`` that fits ``max_tokens`` (cl100k tokens).
 
         Facts are searched (``k`` candidates), then as many as fit are grouped under the
         entities they mention (with the entities' latest descriptions), ordered in time, each
-        citing its source messages. ``profile_tokens`` of the budget are reserved for a stable
-        profile block. ``as_of``, ``valid_at`` and ``filters`` read as in :meth:`search`. Lines mark
-        disputed facts, facts an agent wrote and superseded facts (when and by which fact).
+        citing its source messages. With ``profile_ratio`` (0-1) the user profile's current
+        entries (:meth:`profile`, stale ones left out) open the context within
+        ``profile_ratio * max_tokens`` tokens, and the facts get the rest, the profile's unused
+        share included. ``profile_tokens`` only reserves budget (no block). ``as_of``,
+        ``valid_at`` and ``filters`` read as in :meth:`search`. Lines mark disputed facts,
+        facts an agent wrote and superseded facts (when and by which fact).
 
         Raises:
-            InputError: ``max_tokens < 1`` or a reserve larger than the budget.
+            InputError: ``max_tokens < 1``, a reserve larger than the budget, a ratio outside
+                0-1, or both a ratio and a reserve.
         """
-        result = self.search(
+        if isinstance(profile_ratio, bool) or not isinstance(profile_ratio, int | float):
+            raise InputError(f"profile_ratio must be a number, got {profile_ratio!r}")
+        if not 0 <= profile_ratio <= 1 or (profile_ratio and profile_tokens):
+            raise InputError("profile_ratio is between 0 and 1, and excludes profile_tokens")
+        entries = self.profile(scope=scope) if profile_ratio else None
+        share = int(profile_ratio * max_tokens) if entries is not None else profile_tokens
+        hits = self.search(
             query,
             scope=scope,
             mode=mode,
@@ -470,9 +488,9 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
             as_of=as_of,
             valid_at=valid_at,
             filters=filters,
-        )
+        ).hits
         return assemble_context(
-            query, result.hits, max_tokens=max_tokens, profile_tokens=profile_tokens
+            query, hits, max_tokens=max_tokens, profile_tokens=share, profile=entries
         )
 
     @renamed("question", "query")
@@ -571,20 +589,6 @@ def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
     """
     given = as_ids(ids, "message ids")
     return tuple(dict.fromkeys([*given, *(message_id(scope, source_id) for source_id in given)]))
-
-
-def _open_backend(path: str | Path | None, qdrant_url: str | None, api_key: str | None) -> Backend:
-    if qdrant_url is not None:
-        if path is not None:
-            raise ConfigurationError("pass either path (embedded) or qdrant_url (server), not both")
-        from qdrant_client import QdrantClient
-
-        from membrain.storage.client import QdrantClientBackend
-
-        return QdrantClientBackend(QdrantClient(url=qdrant_url, api_key=api_key))
-    from membrain.storage.edge import open_edge_backend
-
-    return open_edge_backend(Path(path) if path is not None else DEFAULT_PATH)
 
 
 def _check_query(query: str, k: int) -> None:

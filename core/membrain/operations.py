@@ -182,6 +182,31 @@ OPERATIONS: tuple[Operation, ...] = (
         cli="audit",
     ),
     Operation(
+        "profile",
+        "The user profile: its current entries, preferred topics first.",
+        Access.READ,
+        ("GET", "/profile"),
+        cli="profile",
+    ),
+    Operation(
+        "profile_put",
+        "Set a profile entry (a new version, citing facts; the old one kept).",
+        Access.WRITE,
+        ("POST", "/profile"),
+    ),
+    Operation(
+        "profile_forget",
+        "Remove a profile entry (a last version marks it removed).",
+        Access.WRITE,
+        ("POST", "/profile/forget"),
+    ),
+    Operation(
+        "profile_history",
+        "Every version of a profile entry, each citing its facts.",
+        Access.READ,
+        ("GET", "/profile/history"),
+    ),
+    Operation(
         "purge",
         "Erase facts (and their messages) from every index and from disk.",
         Access.ADMIN,

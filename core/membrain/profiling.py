@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from membrain.audit import Cause
 from membrain.errors import ConflictError, InputError, NotFoundError
 from membrain.extraction.attributes import claims
+from membrain.extraction.profile_writer import LLMProfileWriter, ProfileChange, ShownFact
 from membrain.models import Actor, ActorKind, Fact, FactStatus, Scope
 from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry, ProfileSchema
 from membrain.storage.base import Collection
@@ -246,16 +247,78 @@ class ProfileBook:
                 chosen[key] = (fact, ended)
         cause = Cause(OFFLINE_AUTHOR, "stated by the user")
         written = []
-        for (topic, subtopic), (fact, ends) in chosen.items():
+        for (topic, subtopic), (fact, ended) in chosen.items():
             try:
-                if ends:
+                if ended:
                     written.append(self.forget(scope, topic, subtopic, cause, [fact.id]))
                 else:
-                    text = timeless(fact.text)
                     before = self._store.profile_versions(scope, topic=topic, subtopic=subtopic)
-                    entry = self.put(scope, topic, subtopic, text, [fact.id], cause)
-                    if not before or before[-1].id != entry.id:
+                    entry = self.put(scope, topic, subtopic, timeless(fact.text), [fact.id], cause)
+                    if not before or before[-1].id != entry.id:  # the same again writes nothing
                         written.append(entry)
             except (InputError, NotFoundError):
                 continue  # a full topic, an entry already gone: the profile stays as it is
         return written
+
+    # -- updating with a model ---------------------------------------------------------------
+    def from_model(
+        self,
+        scope: Scope,
+        writer: LLMProfileWriter,
+        facts: Iterable[Fact],
+        user_names: Iterable[str],
+    ) -> list[ProfileEntry]:
+        """Apply the changes ``writer`` proposes from new facts about the user; the versions.
+
+        Nothing happens when no new fact names a user. The changes are checked against the
+        store (cited facts active, topics not over their cap) before any is written.
+
+        Raises:
+            ExtractionError: the model gave no usable answer (nothing is written).
+            InputError: a proposed change does not fit the store (nothing is written).
+        """
+        users = {name.casefold(): name for name in user_names}
+        about = [
+            f
+            for f in facts
+            if f.status is FactStatus.ACTIVE and users.keys() & {e.casefold() for e in f.entities}
+        ]
+        if not about:
+            return []
+        user = next(users[e.casefold()] for e in about[0].entities if e.casefold() in users)
+        current = self.current(scope)
+        shown = {f.id: ShownFact(f.id, f.text) for f in about}
+        cited = [i for e in current if not e.stale for i in e.fact_ids if i not in shown]
+        for fact in self._store.get_facts(scope.without_session(), cited):
+            shown.setdefault(fact.id, ShownFact(fact.id, fact.text))
+        changes = writer.propose(user, self.schema, current, list(shown.values()))
+        self._check_changes(scope, changes, current)
+        cause = Cause(Actor(kind=ActorKind.EXTRACTOR, name=writer.id), "proposed from new facts")
+        held = {e.key: e.id for e in current}
+        written = []
+        for change in changes:
+            key = (change.topic, change.subtopic)
+            if change.remove:
+                if key in held:
+                    written.append(self.forget(scope, *key, cause, change.fact_ids))
+                continue
+            entry = self.put(scope, *key, change.text, change.fact_ids, cause)
+            if held.get(key) != entry.id:  # the same text again writes nothing
+                written.append(entry)
+        return written
+
+    def _check_changes(
+        self, scope: Scope, changes: Sequence[ProfileChange], current: Sequence[ProfileEntry]
+    ) -> None:
+        """Refuse a set of changes that cannot all be written (before any is)."""
+        self._active(scope, [i for c in changes if not c.remove for i in c.fact_ids])
+        counts: dict[str, set[str]] = {}
+        for entry in current:
+            counts.setdefault(entry.topic, set()).add(entry.subtopic)
+        for change in changes:
+            if not change.remove:
+                counts.setdefault(change.topic, set()).add(change.subtopic)
+        for topic, subtopics in counts.items():
+            found = self.schema.topic(topic)
+            if found is not None and len(subtopics) > found.cap:
+                raise InputError(f"the changes would put {len(subtopics)} entries in {topic!r}")

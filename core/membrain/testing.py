@@ -104,7 +104,7 @@ class ScriptedChatModel:
     """A chat model (MemBrain's ``generate`` protocol) that answers from a script.
 
     Replies are queued per extraction step, recognised from the prompt: entity extraction, fact
-    generation, and entity disambiguation (``same``). Each queued reply is a string, an exception
+    generation, entity disambiguation (``same``) and the profile's changes (``profile``). Each queued reply is a string, an exception
     to raise (e.g. ``TimeoutError()``), or a function of ``(system, prompt)``. When a queue runs
     out its last reply repeats. Every prompt is recorded in ``calls``.
 
@@ -112,6 +112,7 @@ class ScriptedChatModel:
         entities: Replies to entity-extraction prompts.
         facts: Replies to fact-generation prompts.
         same: Replies to same-entity questions.
+        profile: Replies to profile-update prompts (by default: no change).
         delay: Seconds to sleep before each reply (to simulate a slow model).
     """
 
@@ -121,9 +122,15 @@ class ScriptedChatModel:
         entities: Sequence[Reply] = ('{"entities": []}',),
         facts: Sequence[Reply] = ('{"facts": []}',),
         same: Sequence[Reply] = ('{"same": []}',),
+        profile: Sequence[Reply] = ('{"profile": []}',),
         delay: float = 0.0,
     ) -> None:
-        self._queues = {"entities": list(entities), "facts": list(facts), "same": list(same)}
+        self._queues = {
+            "entities": list(entities),
+            "facts": list(facts),
+            "same": list(same),
+            "profile": list(profile),
+        }
         self._delay = delay
         self._lock = threading.Lock()
         self.calls: list[tuple[str, str, str]] = []
@@ -132,6 +139,8 @@ class ScriptedChatModel:
     @staticmethod
     def step_of(prompt: str) -> str:
         """Which extraction step a prompt belongs to."""
+        if '"profile"' in prompt:
+            return "profile"
         if '"same"' in prompt:
             return "same"
         if '"facts"' in prompt:

@@ -495,7 +495,7 @@ ROUTES = memory_routes(create_app(Memory.__new__(Memory), keys=None))
 
 def test_the_route_list_is_the_served_one(served: Served) -> None:
     assert memory_routes(served.app) == ROUTES
-    assert len(ROUTES) == 25
+    assert len(ROUTES) == 29
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)

@@ -359,6 +359,31 @@ def import_(
 
 
 @app.command()
+def profile(
+    dataset: DatasetOption,
+    task: TaskOption,
+    path: PathOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The user profile: its current entries, preferred topics first (stale ones marked)."""
+    with failures():
+        scope = Scope(dataset=dataset, task=task)
+        with open_memory(path) as memory:
+            entries = memory.profile(scope=scope)
+        for entry in entries:
+            if as_json:
+                json_line(entry.model_dump(mode="json"))
+            else:
+                cited = ", ".join(i[:8] for i in entry.fact_ids)
+                mark = " (stale)" if entry.stale else ""
+                say(
+                    f"{entry.topic}/{entry.subtopic} v{entry.version}{mark}: {entry.text} [{cited}]"
+                )
+        if not entries and not as_json:
+            out.print("  (no profile)")
+
+
+@app.command()
 def history(
     fact_id: Annotated[str, typer.Argument(help="The fact id (search shows it with --json).")],
     dataset: DatasetOption,

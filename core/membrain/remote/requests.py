@@ -37,6 +37,7 @@ from membrain.models import (
     StoredMessage,
 )
 from membrain.operations import operation
+from membrain.profile import ProfileEntry
 from membrain.remote.transport import Call
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 from membrain.scope import dataset_part
@@ -269,7 +270,11 @@ def _search_result(body: Any, a: Arguments) -> SearchResult:
 
 def _context(a: Arguments) -> Fields:
     body = _query_body(a)
-    body.update(max_tokens=a["max_tokens"], profile_tokens=a["profile_tokens"])
+    body.update(
+        max_tokens=a["max_tokens"],
+        profile_tokens=a["profile_tokens"],
+        profile_ratio=a["profile_ratio"],
+    )
     return body
 
 
@@ -340,6 +345,29 @@ def _listing(a: Arguments) -> Fields:
     return _scoped(a)
 
 
+def _profile(a: Arguments) -> Fields:
+    topics = a["topics"]
+    return _scoped(a) if topics is None else _scoped(a, topics=_strings(topics, "topics"))
+
+
+def _profile_put(a: Arguments) -> Fields:
+    unsupported("profile_put", by=a["by"] is not None)
+    topic, subtopic = _text(a["topic"], "a topic"), _text(a["subtopic"], "a subtopic")
+    text, facts = _text(a["text"], "a profile text"), as_ids(a["facts"])
+    return _scoped(a, topic=topic, subtopic=subtopic, text=text, facts=facts, reason=a["reason"])
+
+
+def _profile_forget(a: Arguments) -> Fields:
+    unsupported("profile_forget", by=a["by"] is not None)
+    topic, subtopic = _text(a["topic"], "a topic"), _text(a["subtopic"], "a subtopic")
+    return _scoped(a, topic=topic, subtopic=subtopic, reason=a["reason"])
+
+
+def _profile_history(a: Arguments) -> Fields:
+    topic, subtopic = _text(a["topic"], "a topic"), _text(a["subtopic"], "a subtopic")
+    return _scoped(a, topic=topic, subtopic=subtopic)
+
+
 def _nothing(body: Any, _: Arguments) -> None:
     """An answer whose content the caller does not need."""
 
@@ -367,6 +395,10 @@ REQUESTS: dict[str, Request] = {
     "resolve": Request(_resolve, _records(ReviewItem)),
     "history": Request(_one_fact, _records(FactHistory)),
     "audit": Request(_audit, _records(list[AuditEvent])),
+    "profile": Request(_profile, _records(list[ProfileEntry])),
+    "profile_put": Request(_profile_put, _records(ProfileEntry)),
+    "profile_forget": Request(_profile_forget, _records(ProfileEntry)),
+    "profile_history": Request(_profile_history, _records(list[ProfileEntry])),
     "purge": Request(_purge, _purge_result),
     "delete_scope": Request(_listing, _nothing),
     "delete_dataset": Request(_delete_dataset, _records(list[Scope])),

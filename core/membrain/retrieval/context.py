@@ -50,12 +50,13 @@ current name and latest description); facts that mention no entity go under ``##
     joined with ``"; "``. A hit without loaded messages cites the first 8 characters of its
     fact's source ids.
 
-Profile reserve
----------------
-``profile_tokens`` reserves part of the budget for a stable profile block (SPEC §8: the profile
-and the episodic facts are assembled against one budget). The facts get ``max_tokens -
-profile_tokens``; the reserve is recorded in ``Context.profile_tokens``. No profile block is
-written yet, so the reserve is left unused and ``Context.text`` holds the facts only.
+Profile block
+-------------
+The stable profile and the episodic facts are assembled against one budget (SPEC §8). Given the
+profile's entries, the block of those that fit ``profile_tokens``
+(:func:`~membrain.retrieval.profile_block.profile_block`) opens the context, a blank line
+follows, and the facts get everything the block left: ``Context.tokens <= max_tokens``. Without
+entries, ``profile_tokens`` is a reserve: the facts get ``max_tokens - profile_tokens``.
 
 Hits repeating a fact already seen (same fact id) are ignored. Rendering is pure: the same
 arguments always give the same context.
@@ -69,6 +70,8 @@ from datetime import datetime, timedelta
 
 from membrain.errors import InputError
 from membrain.models import Context, EntityView, Fact, Layer, MemoryHit, Precision, Trust
+from membrain.profile import ProfileEntry
+from membrain.retrieval.profile_block import profile_block
 from membrain.temporal import plain_text
 from membrain.temporal.annotation import format_moment
 from membrain.tokens import count_tokens
@@ -92,7 +95,12 @@ class _Group:
 
 
 def assemble_context(
-    question: str, hits: Sequence[MemoryHit], *, max_tokens: int, profile_tokens: int = 0
+    question: str,
+    hits: Sequence[MemoryHit],
+    *,
+    max_tokens: int,
+    profile_tokens: int = 0,
+    profile: Sequence[ProfileEntry] | None = None,
 ) -> Context:
     """Render ranked hits as a cited context block within a token budget.
 
@@ -100,13 +108,16 @@ def assemble_context(
         question: The question the hits answer (recorded in the context).
         hits: Search results, best first.
         max_tokens: The whole budget (cl100k tokens), at least 1.
-        profile_tokens: The part of ``max_tokens`` reserved for a stable profile block; the facts
-            get the rest. Between 0 and ``max_tokens``.
+        profile_tokens: The profile block's share of ``max_tokens``, between 0 and
+            ``max_tokens``. Without ``profile`` it is a reserve the facts never use.
+        profile: The profile's entries in block order (:func:`profile_block`): the block that
+            fits ``profile_tokens`` opens the context, and the facts get everything it leaves.
 
     Returns:
         The context: ``text`` (format in the module docstring), ``tokens ==
-        count_tokens(text) <= max_tokens - profile_tokens``, the included ``hits`` in rank order
-        and the ``entities`` of the groups rendered, in group order.
+        count_tokens(text) <= max_tokens`` (``<= max_tokens - profile_tokens`` without a
+        profile), the included ``hits`` in rank order, the ``entities`` of the groups rendered
+        in group order, and the ``profile`` entries of its block.
 
     Raises:
         InputError: ``max_tokens`` is below 1, or ``profile_tokens`` is negative or larger than
@@ -117,11 +128,40 @@ def assemble_context(
         0
     """
     _check_budget(max_tokens, profile_tokens)
-    available = max_tokens - profile_tokens
     ranked = _unique(hits)
+    shown: tuple[ProfileEntry, ...] = ()
+    if profile is None:
+        text, chosen, groups = _facts_block(ranked, max_tokens - profile_tokens)
+        tokens = count_tokens(text)
+    else:
+        block, shown = profile_block(profile, profile_tokens)
+        lead = block + _GROUP_SEP if block else ""
+        available = max_tokens - count_tokens(lead)
+        while True:  # joining two blocks may cost a token more than their parts
+            text, chosen, groups = _facts_block(ranked, available)
+            text = lead + text if text else block
+            tokens = count_tokens(text)
+            if tokens <= max_tokens:
+                break
+            available -= tokens - max_tokens
+    return Context(
+        question=question,
+        text=text,
+        tokens=tokens,
+        max_tokens=max_tokens,
+        hits=tuple(ranked[i] for i in chosen),
+        entities=tuple(g.view for g in groups if g.view is not None),
+        profile=shown,
+        profile_tokens=profile_tokens,
+    )
+
+
+def _facts_block(
+    ranked: Sequence[MemoryHit], available: int
+) -> tuple[str, list[int], list[_Group]]:
+    """The facts block of the ranked hits that fits ``available`` tokens, its hits and groups."""
     lines = [_fact_line(hit) for hit in ranked]
     keys = [_group_key(hit) for hit in ranked]
-
     chosen: list[int] = []
     if available > 0 and ranked:
         line_costs = [count_tokens(line + _LINE_SEP) for line in lines]
@@ -143,20 +183,9 @@ def assemble_context(
     while True:
         groups = _groups(ranked, chosen)
         text = _render(ranked, lines, groups)
-        tokens = count_tokens(text)
-        if tokens <= available:
-            break
+        if count_tokens(text) <= max(available, 0):
+            return text, chosen, groups
         chosen.pop()  # the per-piece estimate was short: drop the lowest-ranked fact
-
-    return Context(
-        question=question,
-        text=text,
-        tokens=tokens,
-        max_tokens=max_tokens,
-        hits=tuple(ranked[i] for i in chosen),
-        entities=tuple(g.view for g in groups if g.view is not None),
-        profile_tokens=profile_tokens,
-    )
 
 
 def _check_budget(max_tokens: int, profile_tokens: int) -> None:

@@ -44,6 +44,7 @@ from membrain.errors import (
 from membrain.inputs import as_messages
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Context, Entity, Fact, Scope, StoredMessage
+from membrain.profile import ProfileEntry
 from membrain.scope import dataset_part
 from membrain.server.guards import (
     BodyLimit,
@@ -71,6 +72,9 @@ from membrain.server.schemas import (
     ForgetRequest,
     HealthResponse,
     MessageSearchRequest,
+    Profile,
+    ProfileForgetRequest,
+    ProfilePutRequest,
     PurgeRequest,
     PurgeResponse,
     ResolveRequest,
@@ -323,6 +327,7 @@ def create_app(
             scope=access.scope,
             max_tokens=body.max_tokens,
             profile_tokens=body.profile_tokens,
+            profile_ratio=body.profile_ratio,
             mode=body.mode,
             k=body.k,
             reference=body.reference,
@@ -430,6 +435,38 @@ def create_app(
             note=body.note,
             scope=access.scope,
         )
+
+    @router.get("/profile", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def profile(access: Granted, topics: Annotated[list[str] | None, Query()] = None) -> Profile:
+        """The user profile's current entries, in block order (stale ones marked)."""
+        return memory.profile(scope=access.scope, topics=topics)
+
+    @router.post("/profile", openapi_extra=needs(Role.WRITE))
+    def profile_put(body: ProfilePutRequest, access: Granted) -> ProfileEntry:
+        """Set a profile entry: a new version citing facts (the previous one kept)."""
+        return memory.profile_put(
+            body.topic,
+            body.subtopic,
+            body.text,
+            scope=access.scope,
+            facts=body.facts,
+            by=access.actor,
+            reason=body.reason,
+        )
+
+    @router.post("/profile/forget", openapi_extra=needs(Role.WRITE))
+    def profile_forget(body: ProfileForgetRequest, access: Granted) -> ProfileEntry:
+        """Remove a profile entry; the version that removes it."""
+        return memory.profile_forget(
+            body.topic, body.subtopic, scope=access.scope, by=access.actor, reason=body.reason
+        )
+
+    @router.get("/profile/history", openapi_extra=needs(Role.READ), dependencies=in_query)
+    def profile_history(
+        access: Granted, topic: Annotated[str, Query()], subtopic: Annotated[str, Query()]
+    ) -> Profile:
+        """Every version of a profile entry, oldest first."""
+        return memory.profile_history(topic, subtopic, scope=access.scope)
 
     @router.post("/purge", openapi_extra=needs(Role.ADMIN))
     def purge(body: PurgeRequest, access: Granted) -> PurgeResponse:

@@ -19,6 +19,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from membrain.arguments import DENSE, SPARSE
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
 from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
+from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 
 __all__ = [
@@ -35,6 +36,9 @@ __all__ = [
     "ForgetRequest",
     "HealthResponse",
     "MessageSearchRequest",
+    "Profile",
+    "ProfileForgetRequest",
+    "ProfilePutRequest",
     "PurgeRequest",
     "PurgeResponse",
     "ResolveRequest",
@@ -128,8 +132,36 @@ class ContextRequest(_Query):
     k: int = Field(default=50, ge=1, le=MAX_K, description="Candidate facts searched.")
     max_tokens: int = Field(default=2000, ge=1, le=1_000_000, description="Token budget.")
     profile_tokens: int = Field(
-        default=0, ge=0, description="Part of the budget reserved for a profile block."
+        default=0, ge=0, description="Part of the budget reserved (no block is written)."
     )
+    profile_ratio: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of the budget for the user profile block that opens the context.",
+    )
+
+
+class ProfilePutRequest(ScopedRequest):
+    """A new version of a profile entry."""
+
+    topic: str = Field(max_length=48, description="A topic of the server's profile schema.")
+    subtopic: str = Field(max_length=48, description="A subtopic of the topic.")
+    text: str = Field(max_length=MAX_PROFILE_TEXT, description="A few sentences, no times.")
+    facts: list[str] = Field(default=[], max_length=100, description="Fact ids it summarises.")
+    reason: Reason = ""
+
+
+class ProfileForgetRequest(ScopedRequest):
+    """The removal of a profile entry."""
+
+    topic: str = Field(max_length=48)
+    subtopic: str = Field(max_length=48)
+    reason: Reason = ""
+
+
+Profile = list[ProfileEntry]
+"""Profile entries, as ``Memory.profile`` returns them."""
 
 
 class MessageSearchRequest(ScopedRequest):
