@@ -104,9 +104,10 @@ class ScriptedChatModel:
     """A chat model (MemBrain's ``generate`` protocol) that answers from a script.
 
     Replies are queued per extraction step, recognised from the prompt: entity extraction, fact
-    generation, entity disambiguation (``same``) and the profile's changes (``profile``). Each queued reply is a string, an exception
-    to raise (e.g. ``TimeoutError()``), or a function of ``(system, prompt)``. When a queue runs
-    out its last reply repeats. Every prompt is recorded in ``calls``.
+    generation, entity disambiguation (``same``) and the profile's changes (``profile``). Each
+    queued reply is a string, an exception to raise (e.g. ``TimeoutError()``), or a function of
+    ``(system, prompt)``. When a queue runs out its last reply repeats. Every prompt is recorded
+    in ``calls``.
 
     Args:
         entities: Replies to entity-extraction prompts.
