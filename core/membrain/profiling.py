@@ -25,6 +25,7 @@ from membrain.audit import Cause
 from membrain.errors import ConflictError, InputError, NotFoundError
 from membrain.extraction.attributes import claims
 from membrain.extraction.profile_writer import LLMProfileWriter, ProfileChange, ShownFact
+from membrain.facts import entity_id
 from membrain.models import Actor, ActorKind, Fact, FactStatus, Scope
 from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry, ProfileSchema
 from membrain.storage.base import Collection
@@ -277,15 +278,13 @@ class ProfileBook:
             ExtractionError: the model gave no usable answer (nothing is written).
             InputError: a proposed change does not fit the store (nothing is written).
         """
-        users = {name.casefold(): name for name in user_names}
+        users = {entity_id(scope, name): name for name in user_names}
         about = [
-            f
-            for f in facts
-            if f.status is FactStatus.ACTIVE and users.keys() & {e.casefold() for e in f.entities}
+            f for f in facts if f.status is FactStatus.ACTIVE and users.keys() & set(f.entity_ids)
         ]
         if not about:
             return []
-        user = next(users[e.casefold()] for e in about[0].entities if e.casefold() in users)
+        user = next(users[i] for i in about[0].entity_ids if i in users)
         current = self.current(scope)
         shown = {f.id: ShownFact(f.id, f.text) for f in about}
         cited = [i for e in current if not e.stale for i in e.fact_ids if i not in shown]

@@ -117,7 +117,7 @@ class _ScriptedLlamaIndex(MockLLM):
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         step = ScriptedChatModel.step_of(prompt)
-        reply = {"entities": FIRST_ENTITIES, "facts": FIRST_FACTS}[step]
+        reply = {"entities": FIRST_ENTITIES, "facts": FIRST_FACTS, "profile": {"profile": []}}[step]
         return CompletionResponse(text=json.dumps(reply))
 
 
@@ -132,6 +132,10 @@ def _langchain_model() -> GenericFakeChatModel:
                 content="```json\n" + json.dumps(FIRST_FACTS) + "\n```",
                 usage_metadata={"input_tokens": 700, "output_tokens": 120, "total_tokens": 820},
             ),
+            AIMessage(  # the profile's changes: none
+                content='{"profile": []}',
+                usage_metadata={"input_tokens": 300, "output_tokens": 10, "total_tokens": 310},
+            ),
         ]
     )
     return GenericFakeChatModel(messages=replies)
@@ -145,10 +149,10 @@ def test_two_person_conversation_through_every_model_kind(tmp_path: Path, kind: 
     with _memory(tmp_path, llm) as mem:
         result = mem.add(FIRST, scope=SCOPE)
         assert result.errors == ()
-        assert result.llm_calls == 2
+        assert result.llm_calls == 3  # entities, facts, and the profile's changes
         assert result.input_tokens > 0 and result.output_tokens > 0
         if kind == "langchain":
-            assert (result.input_tokens, result.output_tokens) == (1200, 200)
+            assert (result.input_tokens, result.output_tokens) == (1500, 210)
         _assert_first_conversation(mem)
 
 
@@ -161,7 +165,8 @@ def test_aliases_versions_and_canonical_names(tmp_path: Path) -> None:
         mem.add(FIRST, scope=SCOPE)
         second = mem.add(SECOND, scope=SCOPE)
         assert second.errors == ()
-        assert second.llm_calls == 3  # entities, facts, and one same-entity question
+        # entities, facts, one same-entity question, and the profile's changes (Sara Lee is Sara)
+        assert second.llm_calls == 4
         entities = {e.name: e for e in mem.entities(scope=SCOPE)}
         assert "Sara Lee" not in entities  # one person, not two
         sara = entities["Sara"]
@@ -289,8 +294,9 @@ class _StructuredChat(GenericFakeChatModel):
 
         def answer(messages: Any) -> dict[str, Any]:
             prompt = str(messages[-1][1])
-            parsed = FIRST_FACTS if '"facts"' in prompt else FIRST_ENTITIES
-            assert schema["title"] in ("EntityList", "FactList")
+            step = ScriptedChatModel.step_of(prompt)
+            parsed = {"facts": FIRST_FACTS, "entities": FIRST_ENTITIES}.get(step, {"profile": []})
+            assert schema["title"] in ("EntityList", "FactList", "profile_changes")
             return {"raw": AIMessage(content=""), "parsed": parsed, "parsing_error": None}
 
         return RunnableLambda(answer)
@@ -300,5 +306,5 @@ def test_native_structured_output_is_used_where_supported(tmp_path: Path) -> Non
     model = _StructuredChat(messages=iter([]))
     with _memory(tmp_path, model) as mem:
         result = mem.add(FIRST, scope=SCOPE)
-        assert result.errors == () and result.llm_calls == 2
+        assert result.errors == () and result.llm_calls == 3  # with the profile's changes
         _assert_first_conversation(mem)

@@ -129,10 +129,10 @@ def ids(result: Any) -> list[str]:
 
 
 # -- 1. the Lisbon -> Berlin story -----------------------------------------------------------------
-def test_the_model_replaces_lisbon_by_berlin_in_two_calls(story: Story) -> None:
+def test_the_model_replaces_lisbon_by_berlin_in_two_extraction_calls(story: Story) -> None:
     mem = story.mem
-    assert story.second_calls == ["entities", "facts"]
-    assert story.second_llm_calls == 2
+    assert story.second_calls == ["entities", "facts", "profile"]  # the profile follows the move
+    assert story.second_llm_calls == 3
     (prompt,) = fact_prompts(story.model)[1:]
     assert f"{ref_for(prompt, '[Lisbon]')}: {LISBON_TEXT} (stated 2023-01-10)" in prompt
 
@@ -226,8 +226,8 @@ def test_a_bad_reference_is_fed_back_and_the_retry_is_stored(
     model, result, before = _run_second(
         mem, switch, scope, [_bad_berlin(bad), fact_reply([LISBON, BERLIN])]
     )
-    assert steps(model, before) == ["entities", "facts", "facts"]
-    assert result.llm_calls == 3
+    assert steps(model, before) == ["entities", "facts", "facts", "profile"]
+    assert result.llm_calls == 4
     first, retry = fact_prompts(model, before)
     assert "could not be used" not in first
     feedback = retry.split("Your previous answer could not be used:", 1)[1]
