@@ -28,7 +28,7 @@ from membrain.extraction.profile_writer import LLMProfileWriter, ProfileChange, 
 from membrain.facts import entity_id
 from membrain.models import Actor, ActorKind, Fact, FactStatus, Scope
 from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry, ProfileSchema
-from membrain.storage.base import Collection
+from membrain.storage.base import Collection, is_point_id
 from membrain.store import RecordStore
 from membrain.temporal import find_annotations, plain_text
 
@@ -204,7 +204,7 @@ class ProfileBook:
             raise InputError("facts must be a list of fact ids")
         base = scope.without_session()
         ids = self._store.full_ids(Collection.FACTS, base, list(dict.fromkeys(facts)))
-        found = {f.id: f for f in self._store.get_facts(base, ids)}
+        found = {f.id: f for f in self._store.get_facts(base, [i for i in ids if is_point_id(i)])}
         unknown = [i for i in ids if i not in found]
         if unknown:
             raise InputError(f"no fact {unknown[0]!r} in {base.key!r}")
