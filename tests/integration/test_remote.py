@@ -249,6 +249,34 @@ def test_a_raw_user_id_names_one_memory_on_every_surface(served: Served) -> None
         remote.search(CAT, scope=scope)
 
 
+def test_the_profile_is_served_with_the_memorys_checks(served: Served) -> None:
+    scope, fact_ids = seeded(served, "profiled")
+    with served.remote() as remote:
+        entry = remote.profile_put(
+            "preferences",
+            "communication",
+            "Sara wants short answers.",
+            scope=scope,
+            facts=[fact_ids[0]],
+        )
+        assert entry.author.startswith("api:") and remote.profile(scope=scope) == [entry]
+        with pytest.raises(InputError, match="no preferences/salary"):
+            remote.profile_put("preferences", "salary", "x", scope=scope)
+        with pytest.raises(ConfigurationError):
+            remote.profile_put("preferences", "interests", "x", scope=scope, by="agent:x")
+        context = remote.context(CAT, scope=scope, max_tokens=500, profile_ratio=0.3)
+        removed = remote.profile_forget("preferences", "communication", scope=scope)
+        history = remote.profile_history("preferences", "communication", scope=scope)
+        with pytest.raises(NotFoundError):
+            remote.profile_history("work", "nothing", scope=scope)
+    assert context.text.startswith("## Profile\n- preferences/communication: Sara wants short")
+    assert context.profile == (entry,) and context.tokens <= 500
+    assert removed.removed and history == [entry, removed]
+    assert served.memory.profile(scope=scope) == []
+    with served.remote("tom-writer") as remote, pytest.raises(RemoteAccessError):
+        remote.profile(scope=scope)
+
+
 def test_delete_dataset_needs_an_admin_key_of_it(served: Served) -> None:
     gone = Scope(dataset="tom", task="leaving")
     with served.remote("tom-writer") as remote:
