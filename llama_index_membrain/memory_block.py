@@ -60,6 +60,8 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         max_tokens: Token budget of the block (cl100k).
         mode: Retrieval mode for the context (``"fast"`` by default: no LLM call on reads).
         k: Candidate facts searched for the context.
+        profile_ratio: Share of ``max_tokens`` for the user profile block that opens the
+            context (the same block every turn); the facts get the rest.
         user_name: Speaker name of user messages (a ``name`` in ``additional_kwargs`` wins);
             default ``"User"`` (:data:`membrain.binding.DEFAULT_USER_NAME`).
         assistant_name: Speaker name of assistant messages; default ``"Assistant"``
@@ -93,6 +95,9 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         default=RetrievalMode.FAST, description="Retrieval mode of the context."
     )
     k: int = Field(default=50, gt=0, description="Candidate facts searched for the context.")
+    profile_ratio: float = Field(
+        default=0.0, ge=0, le=1, description="Share of the budget for the user profile block."
+    )
     user_name: str = Field(default=DEFAULT_USER_NAME, min_length=1)
     assistant_name: str = Field(default=DEFAULT_ASSISTANT_NAME, min_length=1)
     record_reads: bool = Field(
@@ -119,7 +124,12 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     async def _context(self, question: str) -> Context:
         if isinstance(self.memory, Memory):
             return await AsyncMemory.from_memory(self.memory).context(
-                question, scope=self.scope, max_tokens=self.max_tokens, mode=self.mode, k=self.k
+                question,
+                scope=self.scope,
+                max_tokens=self.max_tokens,
+                mode=self.mode,
+                k=self.k,
+                profile_ratio=self.profile_ratio,
             )
         return await asyncio.to_thread(
             self.memory.context,
@@ -128,6 +138,7 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
             max_tokens=self.max_tokens,
             mode=self.mode,
             k=self.k,
+            profile_ratio=self.profile_ratio,
         )
 
     async def _aput(self, messages: list[ChatMessage], **block_kwargs: Any) -> None:
@@ -172,7 +183,14 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         budget = min(self.max_tokens, context.tokens) - tokens_to_truncate
         if budget < 1 or not context.hits:
             return None
-        smaller = assemble_context(context.question, context.hits, max_tokens=budget)
+        share = min(context.profile_tokens, budget)  # the profile keeps its place, shrunk too
+        smaller = assemble_context(
+            context.question,
+            context.hits,
+            max_tokens=budget,
+            profile_tokens=share,
+            profile=context.profile if context.profile else None,
+        )
         if not smaller.text:
             return None
         self._remember(smaller)

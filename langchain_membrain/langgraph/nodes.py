@@ -295,6 +295,7 @@ def make_recall_node(
     across_sessions: bool = True,
     flush: bool = False,
     flush_timeout: float = 5.0,
+    profile_ratio: float = 0.0,
 ) -> Node:
     """A node that puts a memory context for the latest human message into the state.
 
@@ -324,6 +325,8 @@ def make_recall_node(
         flush: Extract the scope's buffered turns before reading; ``False`` (the default)
             never waits.
         flush_timeout: Seconds the flush may wait at most (then recall goes on without it).
+        profile_ratio: Share of ``max_tokens`` for the user profile, which then opens the
+            context (the same block every turn); the facts get the rest.
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode, or ``flush_timeout`` is negative.
@@ -348,7 +351,9 @@ def make_recall_node(
             return {key: ""}
         if flush:
             flush_scope(memory, scope, flush_timeout)
-        context = memory.context(question, scope=scope, max_tokens=max_tokens, mode=mode)
+        context = memory.context(
+            question, scope=scope, max_tokens=max_tokens, mode=mode, profile_ratio=profile_ratio
+        )
         return {key: context.text}
 
     return recall_memory
