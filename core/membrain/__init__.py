@@ -59,6 +59,7 @@ from membrain.models import (
     TimeSpan,
     Trust,
 )
+from membrain.profile import ContextRecipe, ProfileEntry, ProfileSchema
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 
@@ -116,6 +117,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "Context",
+    "ContextRecipe",
     "Entity",
     "EntityVersion",
     "EntityView",
@@ -137,6 +139,8 @@ __all__ = [
     "NotFoundError",
     "Prompts",
     "Precision",
+    "ProfileEntry",
+    "ProfileSchema",
     "PurgeResult",
     "RecordListener",
     "RetrievalMode",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -33,6 +33,7 @@ from membrain.scope import Record, Scope
 
 __all__ = [
     "DEFAULT_PROFILE_SCHEMA",
+    "ContextRecipe",
     "MAX_PROFILE_TEXT",
     "ProfileEntry",
     "ProfileSchema",
@@ -172,25 +173,10 @@ class ProfileSchema(BaseModel):
         Raises:
             ConfigurationError: the file cannot be read or is not a valid schema.
         """
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-            data: Any
-            if path.suffix in (".yaml", ".yml"):
-                import yaml  # type: ignore[import-untyped,unused-ignore]  # only YAML needs it
-
-                data = yaml.safe_load(text)
-            else:
-                data = tomllib.loads(text)
-        except (OSError, ValueError, ImportError) as exc:
-            raise ConfigurationError(f"cannot read the profile schema {path}: {exc}") from None
+        data = _read(Path(path))
         if isinstance(data, dict) and isinstance(data.get("profile"), dict):
             data = data["profile"]
-        try:
-            return cls.model_validate(data)
-        except (ValidationError, InputError) as exc:
-            first = str(exc).splitlines()[0]
-            raise ConfigurationError(f"{path} is not a profile schema: {first}") from None
+        return _valid(cls, data, path, "a profile schema")
 
 
 def _topic(name: str, description: str, *subtopics: tuple[str, str], cap: int = 8) -> ProfileTopic:
@@ -248,3 +234,74 @@ DEFAULT_PROFILE_SCHEMA = ProfileSchema(
     )
 )
 """The schema of a general assistant's user profile."""
+
+
+class ContextRecipe(BaseModel):
+    """A product's memory settings: its profile schema and how its context is assembled.
+
+    A file holds a ``[context]`` table (``name``, ``description``, ``mode``, ``max_tokens``,
+    ``profile_ratio``, ``k``) and a ``[profile]`` table (a :class:`ProfileSchema`). The worked
+    recipes ship under ``examples/`` (companion, tutor, assistant).
+
+    Example:
+        >>> recipe = ContextRecipe.load("examples/companion.toml")  # doctest: +SKIP
+        >>> memory = Memory(profile_schema=recipe.profile)  # doctest: +SKIP
+        >>> memory.context(question, scope=scope, **recipe.context_arguments())  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    mode: str = "expand"
+    max_tokens: int = Field(default=2000, ge=1)
+    profile_ratio: float = Field(default=0.0, ge=0, le=1)
+    k: int = Field(default=50, ge=1)
+    profile: ProfileSchema = DEFAULT_PROFILE_SCHEMA
+
+    def context_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of ``Memory.context`` this recipe sets."""
+        return {
+            "mode": self.mode,
+            "max_tokens": self.max_tokens,
+            "profile_ratio": self.profile_ratio,
+            "k": self.k,
+        }
+
+    @classmethod
+    def load(cls, path: str | Path) -> ContextRecipe:
+        """A recipe read from a TOML or YAML file (see the class docstring).
+
+        Raises:
+            ConfigurationError: the file cannot be read or is not a valid recipe.
+        """
+        data = _read(Path(path))
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"{path} is not a context recipe: not a table")
+        fields = {**(data.get("context") or {}), "profile": data.get("profile")}
+        if fields["profile"] is None:
+            del fields["profile"]
+        return _valid(cls, fields, path, "a context recipe")
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            import yaml  # type: ignore[import-untyped,unused-ignore]  # only YAML needs it
+
+            return yaml.safe_load(text)
+        return tomllib.loads(text)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _valid(model: type[_M], data: Any, path: str | Path, what: str) -> _M:
+    try:
+        return model.model_validate(data)
+    except (ValidationError, InputError) as exc:
+        first = str(exc).splitlines()[0]
+        raise ConfigurationError(f"{path} is not {what}: {first}") from None
