@@ -27,6 +27,14 @@ prompt included); output tokens are those of the scripted answers, about the siz
 A real model's answers will differ in size (it skips small talk, rewrites pronouns, writes
 richer descriptions), and its retries, if any, add calls and input tokens. Embeddings are not
 measured: the dense encoder is ``HashingEncoder(dim=64)``.
+
+The profile. After each flush that stored facts about the user, one more call proposes the
+profile's changes. In the runs above each conversation is one ``add`` (one flush); a chat
+flushes more often, so a separate run adds each conversation in flushes of ``--flush-turns``
+turns (at the default batch size) and reports the profile's calls and tokens per 100 turns
+beside the extraction's in the same run. The scripted answer sets ``work/occupation`` or
+``basic_info/residence`` from the first shown fact that says where someone works or lives, and
+changes nothing otherwise.
 """
 
 from __future__ import annotations
@@ -52,10 +60,18 @@ from membrain.loaders import Conversation, load_conversations
 from membrain.models import Scope, TimeSpan
 from membrain.temporal import annotate, find_annotations, find_times, resolve
 from membrain.testing import HashingEncoder, ScriptedChatModel
+from membrain.tokens import count_tokens
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10_dev.json")
 
 _STAMP = "%Y-%m-%dT%H:%M:%SZ"
+_SHOWN = re.compile(r"^(F\d+): (.+)$", re.MULTILINE)
+_PROFILED = (
+    (" works ", "work", "occupation"),
+    (" work at ", "work", "occupation"),
+    (" lives ", "basic_info", "residence"),
+    (" live in ", "basic_info", "residence"),
+)
 _LINE = re.compile(
     r"^\[(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)\] (.+?)"
     r"(?: \((shared an image|action|private thought)\))?: (.*)$"
@@ -212,23 +228,41 @@ def fact_text(line: WindowLine, names: Sequence[str]) -> str:
 class PromptDerivedModel:
     """A chat model (MemBrain's ``generate`` protocol) whose valid answers derive from the prompt.
 
-    Calls are counted per step (``entities``, ``facts``, ``same``) in :attr:`calls`.
+    Calls are counted per step (``entities``, ``facts``, ``same``, ``profile``) in
+    :attr:`calls`, their input and output tokens in :attr:`tokens`.
     """
 
     def __init__(self) -> None:
-        self.calls: dict[str, int] = {"entities": 0, "facts": 0, "same": 0}
+        steps = ("entities", "facts", "same", "profile")
+        self.calls: dict[str, int] = dict.fromkeys(steps, 0)
+        self.tokens: dict[str, list[int]] = {step: [0, 0] for step in steps}
         self._lock = threading.Lock()
 
     def generate(self, system: str, prompt: str) -> str:
-        """Answer an entity, fact or same-entity prompt."""
+        """Answer an entity, fact, same-entity or profile prompt."""
         step = ScriptedChatModel.step_of(prompt)
+        if step == "same":
+            answer = json.dumps({"same": [False] * len(_PAIR.findall(prompt))})
+        elif step == "facts":
+            answer = self._facts(prompt)
+        elif step == "profile":
+            answer = self._profile(prompt)
+        else:
+            answer = self._entities(prompt)
         with self._lock:
             self.calls[step] += 1
-        if step == "same":
-            return json.dumps({"same": [False] * len(_PAIR.findall(prompt))})
-        if step == "facts":
-            return self._facts(prompt)
-        return self._entities(prompt)
+            self.tokens[step][0] += count_tokens(system) + count_tokens(prompt)
+            self.tokens[step][1] += count_tokens(answer)
+        return answer
+
+    @staticmethod
+    def _profile(prompt: str) -> str:
+        for ref, text in _SHOWN.findall(prompt):
+            for word, topic, subtopic in _PROFILED:
+                if word in text:
+                    change = {"topic": topic, "subtopic": subtopic, "text": text[:300]}
+                    return json.dumps({"profile": [{**change, "facts": [ref]}]})
+        return json.dumps({"profile": []})
 
     @staticmethod
     def _entities(prompt: str) -> str:
@@ -265,6 +299,7 @@ class Usage:
     llm_calls: int = 0
     extraction_calls: int = 0
     disambiguation_calls: int = 0
+    profile_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     errors: int = 0
@@ -325,6 +360,7 @@ def ingest(conversations: Sequence[Conversation], batch_size: int, context_windo
                 llm_calls=added.llm_calls,
                 extraction_calls=sum(model.calls[s] - before[s] for s in ("entities", "facts")),
                 disambiguation_calls=model.calls["same"] - before["same"],
+                profile_calls=model.calls["profile"] - before["profile"],
                 input_tokens=added.input_tokens,
                 output_tokens=added.output_tokens,
                 errors=len(added.errors),
@@ -334,6 +370,43 @@ def ingest(conversations: Sequence[Conversation], batch_size: int, context_windo
             run.per_conversation[name] = usage
             run.total.add(usage)
     return run
+
+
+def profile_cost(
+    conversations: Sequence[Conversation], flush_turns: int, context_window: int
+) -> dict[str, Any]:
+    """Each conversation added in flushes of ``flush_turns``: the profile's calls and tokens."""
+    model = PromptDerivedModel()
+    turns = entries = 0
+    with (
+        tempfile.TemporaryDirectory(prefix="llm-cost-profile-") as folder,
+        Memory(
+            path=folder, dense=HashingEncoder(dim=64), llm=model, context_window=context_window
+        ) as mem,
+    ):
+        for number, conv in enumerate(conversations):
+            scope = Scope(dataset=f"locomo-{conv.name or number}", task="llm-cost-profile")
+            for start in range(0, len(conv.messages), flush_turns):
+                mem.add(conv.messages[start : start + flush_turns], scope=scope)
+            turns += len(conv.messages)
+            entries += len(mem.profile(scope=scope))
+    per_turn = 100 / turns if turns else float("nan")
+    flushes = sum(math.ceil(len(c.messages) / flush_turns) for c in conversations)
+    extraction = ("entities", "facts", "same")
+    return {
+        "flush_turns": flush_turns,
+        "turns": turns,
+        "flushes": flushes,
+        "profile_entries": entries,
+        "profile_calls_per_100_turns": model.calls["profile"] * per_turn,
+        "profile_input_tokens_per_100_turns": model.tokens["profile"][0] * per_turn,
+        "profile_output_tokens_per_100_turns": model.tokens["profile"][1] * per_turn,
+        "extraction_calls_per_100_turns": sum(model.calls[s] for s in extraction) * per_turn,
+        "extraction_input_tokens_per_100_turns": sum(model.tokens[s][0] for s in extraction)
+        * per_turn,
+        "extraction_output_tokens_per_100_turns": sum(model.tokens[s][1] for s in extraction)
+        * per_turn,
+    }
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -346,12 +419,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", nargs="+", type=int, default=[16, 32], metavar="B")
     parser.add_argument("--context-window", type=int, default=6, metavar="W")
     parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument("--flush-turns", type=int, default=20, metavar="T")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args(argv)
     if min(args.batch_size) < 1:
         parser.error("--batch-size values must be positive")
     if args.context_window < 0:
         parser.error("--context-window must be >= 0")
+    if args.flush_turns < 1:
+        parser.error("--flush-turns must be positive")
     if args.limit_conversations is not None and args.limit_conversations < 1:
         parser.error("--limit-conversations must be positive")
     args.batch_size = sorted(set(args.batch_size))
@@ -383,6 +459,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         comparison[str(r.batch_size)] = figures
     return {
+        "profile": profile_cost(conversations, args.flush_turns, args.context_window),
         "batch_size": {str(r.batch_size): r.total.figures() for r in runs},
         "per_conversation": {
             str(r.batch_size): {n: u.figures() for n, u in r.per_conversation.items()} for r in runs
@@ -441,13 +518,15 @@ def format_report(report: dict[str, Any]) -> str:
     ]
     extra = [
         f"{size}: {f['extraction_calls']} extraction + {f['disambiguation_calls']} "
-        f"disambiguation calls, {f['retries']} retries, {f['facts']} facts, {f['seconds']:.1f} s"
+        f"disambiguation + {f['profile_calls']} profile calls, {f['retries']} retries, "
+        f"{f['facts']} facts, {f['seconds']:.1f} s"
         for size, f in report["batch_size"].items()
     ]
     one = comparison["one_message_at_a_time"]
     extra.append(
         f"1 ({name}): {one['extraction_calls']} extraction + {one['disambiguation_calls']} "
-        f"disambiguation calls, {one['retries']} retries, {one['facts']} facts, "
+        f"disambiguation + {one['profile_calls']} profile calls, {one['retries']} retries, "
+        f"{one['facts']} facts, "
         f"{one['seconds']:.1f} s"
     )
     savings = [
@@ -470,6 +549,28 @@ def format_report(report: dict[str, Any]) -> str:
             f"One message at a time (batch_size=1), first conversation ({name}) only",
             format_table(_HEADER, compare_rows),
             *savings,
+            "",
+            _profile_report(report["profile"]),
+        ]
+    )
+
+
+def _profile_report(p: dict[str, Any]) -> str:
+    rows = [
+        [
+            step,
+            f"{p[f'{step}_calls_per_100_turns']:.1f}",
+            f"{p[f'{step}_input_tokens_per_100_turns']:,.0f}",
+            f"{p[f'{step}_output_tokens_per_100_turns']:,.0f}",
+        ]
+        for step in ("extraction", "profile")
+    ]
+    header = ("step", "calls/100 turns", "input tok/100 turns", "output tok/100 turns")
+    return "\n".join(
+        [
+            f"The profile: {p['turns']} turns added in {p['flushes']} flushes of "
+            f"{p['flush_turns']} turns (default batch size); {p['profile_entries']} entries",
+            format_table(header, rows),
         ]
     )
 

@@ -79,7 +79,8 @@ def test_main_reports_consistent_figures(locomo_file: Path, tmp_path: Path) -> N
     for size in (2, 4):
         f = report["batch_size"][str(size)]
         assert f["batches"] == math.ceil(len(_TURNS_1 + _TURNS_2) / size) + math.ceil(3 / size)
-        assert f["llm_calls"] == 2 * f["batches"]
+        assert f["llm_calls"] == 2 * f["batches"] + f["profile_calls"]
+        assert f["profile_calls"] <= 2  # one per add (a conversation) that stored facts
         assert f["extraction_calls"] == 2 * f["batches"]
         assert f["disambiguation_calls"] == 0
         assert f["retries"] == 0
@@ -93,8 +94,13 @@ def test_main_reports_consistent_figures(locomo_file: Path, tmp_path: Path) -> N
     assert single["conversation"] == "tiny-1"
     one = single["figures"]
     assert one["batches"] == one["turns"] == len(_TURNS_1) + len(_TURNS_2)
-    assert one["llm_calls"] == 2 * one["batches"]
+    assert one["llm_calls"] == 2 * one["batches"] + one["profile_calls"]
     assert one["errors"] == 0
+    profile = report["profile"]  # flushes of 20 turns: at most one profile call each
+    assert profile["flushes"] == 2 and profile["turns"] == report["turns"]
+    assert 0 < profile["profile_calls_per_100_turns"] <= 100 * 2 / report["turns"]
+    assert profile["profile_input_tokens_per_100_turns"] > 0
+    assert profile["extraction_calls_per_100_turns"] > profile["profile_calls_per_100_turns"]
     # Batching sends fewer, larger prompts than one message at a time.
     batched = single["comparison"]["4"]
     assert batched["llm_calls"] < one["llm_calls"]
