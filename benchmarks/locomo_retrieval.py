@@ -5,7 +5,7 @@ Usage (from the repository root)::
     python -m benchmarks.locomo_retrieval --data ../shared/data/locomo/locomo10_dev.json \
         [--mode fast|expand|deep|auto] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
         [--limit-conversations N] [--conversations I ...] [--reranker FILE] [--path DIR] \
-        [--search-k N] [--ablate]
+        [--search-k N] [--ablate] [--profile-ratio 0.3]
 
 ``--conversations 3 4 --reranker test-34.json`` measures a held-out fold: only conversations 3 and
 4, with the reranker ``benchmarks/train_reranker.py --folds DIR`` trained without them.
@@ -49,6 +49,14 @@ Paths. ``paths_seen`` lists the retrieval paths that found at least one returned
 ``MemoryHit.paths``), and ``paths_seen_questions`` in how many questions each did. With ``--mode
 auto``, ``auto_escalation`` is the share of questions that escalated from ``fast`` to ``expand``,
 as the search reports it (``SearchResult.escalated``).
+
+Profile (``--profile-ratio R``). After the main run, the system's rankings are scored again
+with the user profile opening each context, as ``Memory.context(..., profile_ratio=R)`` puts it:
+the profile block of the conversation's scope that fits ``R * B`` tokens
+(:func:`membrain.retrieval.profile_block.profile_block`) comes first, citing the turns of the
+facts its entries cite, and the facts fill what it leaves of ``B``. Reported per budget: recall
+with the profile, the change against the main run, and the share of the budget the block used
+(the most recall could lose to it).
 
 Ablation (``--ablate``). After the main run, the system's searches are run again over the same
 ingested stores, once per path of the mode with that path removed (``Memory.search(...,
@@ -99,6 +107,8 @@ from benchmarks.locomo_eval import (
 from membrain import Memory, SearchResult
 from membrain.loaders import Conversation, locomo_conversations
 from membrain.models import MemoryHit, Message, Scope
+from membrain.profile import ProfileEntry
+from membrain.retrieval.profile_block import profile_block
 from membrain.retrieval.rerank import Reranker
 from membrain.retrieval.search import MODE_PATHS, RetrievalMode
 from membrain.temporal import plain_text
@@ -212,6 +222,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="results fetched per search (default: max(max k, 100, largest budget / 20))",
     )
     parser.add_argument(
+        "--profile-ratio",
+        type=float,
+        default=None,
+        metavar="R",
+        help="also score the rankings with the user profile block taking up to R of each budget",
+    )
+    parser.add_argument(
         "--ablate",
         action="store_true",
         help="re-run the system's searches once per path of the mode with that path removed",
@@ -221,6 +238,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--k and --budget values must be positive")
     if args.limit_conversations is not None and args.limit_conversations < 1:
         parser.error("--limit-conversations must be positive")
+    if args.profile_ratio is not None and not 0 < args.profile_ratio <= 1:
+        parser.error("--profile-ratio must be in (0, 1]")
     args.k = sorted(set(args.k))
     args.budget = sorted(set(args.budget))
     if args.search_k is None:
@@ -302,6 +321,8 @@ class Evaluator:
         self.escalated = 0
         """Questions whose search escalated (``SearchResult.escalated``, ``auto`` only)."""
         self._tokens: dict[str, int] = {}
+        self.system_items: list[tuple[Question, list[Item]]] = []
+        """The system's ranking of every question of the main run."""
 
     def _count(self, line: str) -> int:
         tokens = self._tokens.get(line)
@@ -366,7 +387,36 @@ class Evaluator:
     def ask(self, question: Question) -> None:
         for key, _ in METHODS:
             items = self._system(question) if key == "system" else self._baseline(key, question)
+            if key == "system":
+                self.system_items.append((question, items))
             self._score(self.results[key], question, items)
+
+    def with_profile(self, ratio: float) -> tuple[MethodResult, dict[str, float]]:
+        """The main run's rankings scored with the profile block first; mean share it used."""
+        result = MethodResult()
+        used: dict[str, list[float]] = {str(b): [] for b in self.budgets}
+        blocks: dict[tuple[Scope, int], Item] = {}
+        for question, items in self.system_items:
+            entries = self.mem.profile(scope=question.scope)
+            for budget in self.budgets:
+                key = (question.scope, budget)
+                if key not in blocks:
+                    blocks[key] = self._profile_item(question.scope, entries, ratio, budget)
+                block = blocks[key]
+                ranked = [block.dia_ids, *(item.dia_ids for item in items)]
+                tokens = [self._count(block.line), *(self._count(item.line) for item in items)]
+                value, _ = recall_within_budget(question.evidence, ranked, tokens, budget)
+                result.at_budget.add(str(budget), question.category, value)
+                used[str(budget)].append(tokens[0] / budget)
+        return result, {b: sum(v) / len(v) if v else 0.0 for b, v in used.items()}
+
+    def _profile_item(
+        self, scope: Scope, entries: Sequence[ProfileEntry], ratio: float, budget: int
+    ) -> Item:
+        text, shown = profile_block(entries, int(ratio * budget))
+        facts = self.mem.facts(scope=scope, ids=[i for e in shown for i in e.fact_ids])
+        stored = self.mem.messages(scope=scope, ids=[i for f in facts for i in f.sources])
+        return Item(_cited([m.message for m in stored]), text + "\n\n" if text else "")
 
     def _score(self, result: MethodResult, question: Question, items: Sequence[Item]) -> None:
         ranked = [item.dia_ids for item in items]
@@ -438,6 +488,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 evaluator.ask(question)
                 progress.advance(task)
 
+        profiled: dict[str, Any] = {}
+        if args.profile_ratio is not None:
+            result, shares = evaluator.with_profile(args.profile_ratio)
+            full = evaluator.results["system"].summary()["recall_at_budget"]
+            profiled = {
+                "ratio": args.profile_ratio,
+                "recall_at_budget": result.at_budget.summary(),
+                "delta_recall_at_budget": {
+                    b: v["overall"] - full[b]["overall"]
+                    for b, v in result.at_budget.summary().items()
+                },
+                "mean_share_used": shares,
+                "entries": {
+                    str(c.name): len(mem.profile(scope=conversation_scope(str(c.name))))
+                    for c in conversations
+                },
+            }
+
         ablation: dict[str, Any] = {}
         not_ablated: list[str] = []
         if args.ablate:
@@ -466,6 +534,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "share": evaluator.escalated / len(questions) if questions else float("nan"),
             "rule": "SearchResult.escalated",
         }
+    if profiled:
+        extra["profile"] = profiled
     if args.ablate:
         extra["ablation"] = ablation
         extra["ablation_skipped"] = not_ablated
@@ -636,9 +706,37 @@ def format_report(report: dict[str, Any]) -> str:
                 if v
             )
         )
+    if "profile" in report:
+        lines += ["", format_profile(report)]
     if "ablation" in report:
         lines += ["", format_ablation(report)]
     return "\n".join(lines)
+
+
+def format_profile(report: Mapping[str, Any]) -> str:
+    """The recall within each budget with the profile block first, and the share it used."""
+    profile = report["profile"]
+    header = ["budget", "system", "with profile", "change", "share used by the block"]
+    rows = []
+    for budget in (str(b) for b in report["budgets"]):
+        full = report["system"]["recall_at_budget"][budget]["overall"]
+        rows.append(
+            [
+                f"{budget} tok",
+                _pct(full),
+                _pct(profile["recall_at_budget"][budget]["overall"]),
+                f"{100 * profile['delta_recall_at_budget'][budget]:+.1f}",
+                f"{100 * profile['mean_share_used'][budget]:.1f}%",
+            ]
+        )
+    entries = sum(profile["entries"].values())
+    return "\n".join(
+        [
+            f"Profile block first (profile_ratio={profile['ratio']}; {entries} entries over "
+            f"{len(profile['entries'])} conversation(s))",
+            format_table(header, rows),
+        ]
+    )
 
 
 def format_ablation(report: Mapping[str, Any]) -> str:

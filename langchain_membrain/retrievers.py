@@ -49,8 +49,13 @@ class MembrainRetriever(BaseRetriever):
         dataset: Scope dataset (instead of ``scope``).
         task: Scope task (instead of ``scope``).
         session: Scope session (instead of ``scope``; optional).
-        k: How many facts to return.
+        k: How many facts to return (without ``max_tokens``), or to search (with it).
         mode: Retrieval mode (``fast``, ``expand``, ``deep``, ``auto``).
+        max_tokens: Return the facts of ``Memory.context`` within this budget (cl100k tokens)
+            instead of the ``k`` best.
+        profile_ratio: With ``max_tokens``: the user profile's share of it. The first
+            document is then the profile block (``metadata["kind"] == "profile"``, the entry and
+            fact ids it holds), the same every turn.
 
     Example:
         >>> from membrain import Memory, Scope
@@ -71,6 +76,8 @@ class MembrainRetriever(BaseRetriever):
     session: str | None = None
     k: int = Field(default=10, ge=1)
     mode: str = RetrievalMode.EXPAND.value
+    max_tokens: int | None = Field(default=None, ge=1)
+    profile_ratio: float = Field(default=0.0, ge=0, le=1)
 
     @model_validator(mode="after")
     def _resolve_scope(self) -> MembrainRetriever:
@@ -84,6 +91,8 @@ class MembrainRetriever(BaseRetriever):
             scope = binding.resolve()
         self.scope = scope
         self.dataset, self.task, self.session = scope.dataset, scope.task, scope.session
+        if self.profile_ratio and self.max_tokens is None:
+            raise ValueError("profile_ratio takes a share of max_tokens: give max_tokens too")
         return self
 
     @field_validator("mode", mode="before")
@@ -94,13 +103,28 @@ class MembrainRetriever(BaseRetriever):
 
     def _search(self, query: str, k: int | None, mode: str | None) -> list[Document]:
         assert self.scope is not None  # set by the validator
-        hits = self.memory.search(
+        chosen = RetrievalMode.parse(mode) if mode is not None else self.mode
+        if self.max_tokens is None:
+            found = self.memory.search(query, scope=self.scope, mode=chosen, k=k or self.k)
+            return [hit_to_document(hit) for hit in found]
+        context = self.memory.context(
             query,
             scope=self.scope,
-            mode=RetrievalMode.parse(mode) if mode is not None else self.mode,
-            k=k if k is not None else self.k,
+            mode=chosen,
+            k=k or self.k,
+            max_tokens=self.max_tokens,
+            profile_ratio=self.profile_ratio,
         )
-        return [hit_to_document(hit) for hit in hits]
+        documents = [hit_to_document(hit) for hit in context.hits]
+        if not context.profile:
+            return documents
+        block = context.text.split("\n\n", 1)[0]
+        metadata = {
+            "kind": "profile",
+            "entry_ids": [e.id for e in context.profile],
+            "fact_ids": [i for e in context.profile for i in e.fact_ids],
+        }
+        return [Document(page_content=block, metadata=metadata), *documents]
 
     def _get_relevant_documents(
         self,

@@ -208,3 +208,26 @@ def test_memory_model_calls_are_child_runs_of_the_retriever(tmp_path: Path) -> N
     (retriever,) = [run for kind, run, _ in runs.seen if kind == "retriever"]
     chats = [parent for kind, _, parent in runs.seen if kind == "chat"]
     assert chats and set(chats) == {retriever}  # the rewrite call is traced under the retriever
+
+
+def test_a_budget_returns_the_context_and_the_profile_first(tmp_path: Path) -> None:
+    scope = Scope(dataset="sara", task="profiled")
+    with Memory(path=tmp_path / "m", dense=HashingEncoder(dim=64)) as mem:
+        mem.add(
+            [{"speaker": "Sara", "text": "I live in Porto.", "timestamp": "2024-01-02T10:00:00Z"}],
+            scope=scope,
+        )
+        retriever = MembrainRetriever(
+            memory=mem, scope=scope, max_tokens=300, profile_ratio=0.3, mode="fast"
+        )
+        profile, *facts = retriever.invoke("Where does Sara live?")
+        (entry,) = mem.profile(scope=scope)
+    assert profile.metadata == {
+        "kind": "profile",
+        "entry_ids": [entry.id],
+        "fact_ids": list(entry.fact_ids),
+    }
+    assert profile.page_content.startswith("## Profile\n- basic_info/residence: Sara lives in")
+    assert [d.id for d in facts] == list(entry.fact_ids)
+    with pytest.raises(ValidationError, match="give max_tokens"):
+        MembrainRetriever(memory=mem, scope=scope, profile_ratio=0.3)
