@@ -45,6 +45,10 @@ ATTRIBUTE_SUBTOPICS: dict[str, tuple[str, str]] = {
 }
 """Where each single-valued attribute the offline extractor reads goes in the profile."""
 
+MAX_SHOWN_FACTS = 30
+"""New facts about the user shown to the model per flush, at most (the latest): a bulk import
+would otherwise send them all in one prompt."""
+
 OFFLINE_AUTHOR = Actor(kind=ActorKind.EXTRACTOR, name="offline-profile")
 """Who writes the entries filled from single-valued attributes."""
 
@@ -271,7 +275,8 @@ class ProfileBook:
     ) -> list[ProfileEntry]:
         """Apply the changes ``writer`` proposes from new facts about the user; the versions.
 
-        Nothing happens when no new fact names a user. The changes are checked against the
+        Nothing happens when no new fact names a user; at most :data:`MAX_SHOWN_FACTS` of them
+        (the latest) are shown. The changes are checked against the
         store (cited facts active, topics not over their cap) before any is written.
 
         Raises:
@@ -284,7 +289,8 @@ class ProfileBook:
         ]
         if not about:
             return []
-        user = next(users[i] for i in about[0].entity_ids if i in users)
+        about = sorted(about, key=lambda f: (f.stated_at, f.recorded_at))[-MAX_SHOWN_FACTS:]
+        user = next(users[i] for i in about[-1].entity_ids if i in users)
         current = self.current(scope)
         shown = {f.id: ShownFact(f.id, f.text) for f in about}
         cited = [i for e in current if not e.stale for i in e.fact_ids if i not in shown]

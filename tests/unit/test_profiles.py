@@ -304,3 +304,22 @@ def test_a_schema_loads_from_toml_and_yaml(tmp_path: Path) -> None:
     broken.write_text('[[topics]]\nname = "Bad Name"\n')
     with pytest.raises(Exception, match="not a profile schema"):
         ProfileSchema.load(broken)
+
+
+def test_a_bulk_import_shows_the_model_only_the_latest_facts(tmp_path: Path) -> None:
+    turns = [
+        {"speaker": "Sara", "text": f"Note {n}.", "timestamp": f"2024-01-01T10:{n:02d}:00Z"}
+        for n in range(45)
+    ]
+
+    def facts(system: str, prompt: str) -> str:
+        notes = re.findall(r"Sara: Note (\d+)\.", prompt.split("Messages:")[-1].split("---")[-1])
+        items = [{"text": f"[Sara] wrote note {n}.", "fact_ts": NURSE["timestamp"]} for n in notes]
+        return json.dumps({"facts": items})
+
+    model = ScriptedChatModel(entities=['{"entities": ["Sara"]}'], facts=[facts])
+    with _memory(tmp_path / "store", model, batch_size=50) as mem:
+        assert len(mem.add(turns, scope=SCOPE).fact_ids) == 45
+    (prompt,) = [p for step, _, p in model.calls if step == "profile"]
+    shown = re.findall(r"^F\d+: Sara wrote note (\d+)\.", prompt, flags=re.MULTILINE)
+    assert sorted(map(int, shown)) == list(range(15, 45))  # the latest 30
