@@ -8,6 +8,8 @@ import pytest
 
 from membrain import InputError, Memory, Message, Scope
 from membrain.metadata import check_metadata, matches, metadata_filter
+from membrain.storage.base import Collection
+from membrain.store.filters import metadata_indexes
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")
@@ -111,3 +113,18 @@ def test_the_rules() -> None:
     assert not matches({"a": "y"}, conditions) and not matches({"a": "y", "b": True}, conditions)
     message = Message(speaker="A", text="hi", timestamp="2024-01-01", metadata={"k": [1, "2"]})
     assert message.metadata == {"k": [1, "2"]} and hash(message)
+
+
+def test_metadata_keys_are_indexed_by_the_type_of_their_values(tmp_path: Path) -> None:
+    with Memory(path=tmp_path / "m", dense=HashingEncoder(64)) as memory:
+        memory.add(CHAT, scope=SCOPE)
+        shard = memory.store.backend._shard(Collection.FACTS)  # type: ignore[attr-defined]
+        indexed = {k for k in shard.info().payload_schema if k.startswith("metadata.")}
+        fact = memory.facts(scope=SCOPE)[0]
+    assert indexed == {"metadata.project", "metadata.channel", "metadata.priority"}
+    odd = {"a": "x", "b": 3, "c": [1], "d": 1.5, "e": True, "f": {"g": 1}}
+    assert metadata_indexes([fact.model_copy(update={"metadata": odd})]) == {
+        "metadata.a": "keyword",
+        "metadata.b": "integer",
+        "metadata.c": "integer",
+    }

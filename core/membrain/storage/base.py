@@ -345,6 +345,7 @@ class BaseBackend(ABC):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._gate = ReadGate()
+        self._indexed: set[tuple[Collection, str]] = set()
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -482,6 +483,27 @@ class BaseBackend(ABC):
         with self._lock, self._errors("delete a scope"):
             for collection in Collection:
                 self._delete(collection, Filter.of(scope))
+
+    def index_field(self, collection: Collection, field: str, kind: str) -> None:
+        """Index payload ``field`` (``"keyword"`` or ``"integer"``) so filters on it stay fast.
+
+        For fields the records name at run time (a fact's ``metadata.<key>``); the fixed
+        fields are indexed when the collections open. Idempotent and cheap once done.
+
+        Raises:
+            InputError: an unknown kind.
+        """
+        if kind not in ("keyword", "integer"):
+            raise InputError(f"a payload index is keyword or integer, not {kind!r}")
+        if (collection, field) in self._indexed:
+            return
+        with self._lock, self._errors(f"index {collection.value}.{field}"):
+            self._index_field(collection, field, kind)
+            self._indexed.add((collection, field))
+
+    @abstractmethod
+    def _index_field(self, collection: Collection, field: str, kind: str) -> None:
+        """Create the index unless the collection has one on ``field`` already."""
 
     def compact(self, collections: Sequence[Collection]) -> None:
         """Rewrite collections so deleted points leave nothing on disk (payloads, vectors, log).

@@ -120,6 +120,17 @@ class QdrantClientBackend(BaseBackend):
                         name, field, field_schema=qm.PayloadSchemaType.DATETIME
                     )
 
+    def _index_field(self, collection: Collection, field: str, kind: str) -> None:
+        name = self._name(collection)
+        if field in (self._client.get_collection(name).payload_schema or {}):
+            return
+        schema = qm.PayloadSchemaType.KEYWORD if kind == "keyword" else qm.PayloadSchemaType.INTEGER
+        with warnings.catch_warnings():  # local mode: indexes do nothing there (see above)
+            warnings.filterwarnings(
+                "ignore", message="Payload indexes have no effect", category=UserWarning
+            )
+            self._client.create_payload_index(name, field, field_schema=schema)
+
     def _check_existing(self, name: str, dense_dim: int, marker: dict[str, str]) -> None:
         info = self._client.get_collection(name)
         vectors = info.config.params.vectors

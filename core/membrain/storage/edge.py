@@ -205,6 +205,12 @@ class EdgeBackend(BaseBackend):
                 shard.update(qe.UpdateOperation.create_field_index(name, params))
         return shard
 
+    def _index_field(self, collection: Collection, field: str, kind: str) -> None:
+        shard = self._shard(collection)
+        if field not in shard.info().payload_schema:
+            params = qe.KeywordIndexParams() if kind == "keyword" else qe.IntegerIndexParams()
+            shard.update(qe.UpdateOperation.create_field_index(field, params))
+
     def _shard(self, collection: Collection) -> Any:
         if self._closed:
             raise BackendError(f"the store at {self.path} is closed")

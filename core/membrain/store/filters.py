@@ -13,6 +13,7 @@ open ends are written as far-away times):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,7 @@ from membrain.metadata import MetadataFilter, matches
 from membrain.models import Fact, FactStatus, Precision, TimeSpan, Trust, utc
 from membrain.storage.base import TimeRange, Where
 
-__all__ = ["DERIVED_FACT_FIELDS", "FactFilter", "fact_payload"]
+__all__ = ["DERIVED_FACT_FIELDS", "FactFilter", "fact_payload", "metadata_indexes"]
 
 EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, tzinfo=UTC)
@@ -158,3 +159,23 @@ class FactFilter:
             if not (start < (self.covers.end or LATEST) and end > (self.covers.start or EARLIEST)):
                 return False
         return matches(fact.metadata, self.metadata)
+
+
+def metadata_indexes(facts: Sequence[Fact]) -> dict[str, str]:
+    """The payload index each metadata key of ``facts`` filters by: keyword or integer.
+
+    A key's first string or integer value decides (lists count by their items); other values
+    (floats, objects) are filtered without an index.
+    """
+    found: dict[str, str] = {}
+    for fact in facts:
+        for key, value in fact.metadata.items():
+            field = f"metadata.{key}"
+            if field in found:
+                continue
+            first = value[0] if isinstance(value, list) and value else value
+            if isinstance(first, str):
+                found[field] = "keyword"
+            elif isinstance(first, int) and not isinstance(first, bool):
+                found[field] = "integer"
+    return found

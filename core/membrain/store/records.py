@@ -33,7 +33,7 @@ from membrain.storage.base import (
     VectorQuery,
     point_uuid,
 )
-from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload
+from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload, metadata_indexes
 from membrain.store.journal import AuditJournal, Change, created, record_scope, without_erased
 from membrain.store.profiles import ProfileRecords
 from membrain.store.tree import TreeNode, TreeRecords
@@ -378,6 +378,8 @@ class RecordStore(TreeRecords, AuditJournal, ProfileRecords):
             )
             for f in facts
         ]
+        for field, kind in metadata_indexes(facts).items():
+            self.backend.index_field(Collection.FACTS, field, kind)
         with self._change(scope, cause, changes):
             self.backend.upsert(Collection.FACTS, scope, points)
         self._facts_written(scope, facts)
