@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
     (frozenset({"store"}),),
     (frozenset({"facts", "entities", "ledger", "profiling"}),),
     (frozenset({"retrieval"}), frozenset({"ingest"})),
-    (frozenset({"memory", "accountable"}),),
+    (frozenset({"memory", "accountable", "profile_ops"}),),
     (
         frozenset(
             {

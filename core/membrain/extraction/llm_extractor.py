@@ -23,15 +23,13 @@ accepted.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
-
-from membrain.errors import AnnotationError, ExtractionError
+from membrain.errors import AnnotationError
+from membrain.extraction.asking import Invalid, ask
 from membrain.extraction.base import (
     Discard,
     EntityDraft,
@@ -43,8 +41,7 @@ from membrain.extraction.base import (
     normalize_name,
 )
 from membrain.extraction.character import parse_response
-from membrain.extraction.jsonout import MalformedOutput, parse_json_object
-from membrain.extraction.llm import LLMCallError, LLMClient
+from membrain.extraction.llm import LLMClient
 from membrain.extraction.prompts import (
     DIVIDER,
     ENTITY_SCHEMA,
@@ -58,18 +55,8 @@ from membrain.temporal import check_times, find_annotations, find_times, format_
 
 __all__ = ["LLMExtractor", "render_known", "render_window"]
 
-log = logging.getLogger("membrain.extraction")
 
 _THOUGHT_MARK = "privately thought"
-
-
-class _Invalid(ValueError):
-    """The answer parsed but failed validation; ``problems`` go back to the model."""
-
-    def __init__(self, problems: list[str], raw: str) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
-        self.raw = raw
 
 
 def _stamp(moment: datetime) -> str:
@@ -119,11 +106,6 @@ def render_known(known: Sequence[KnownFact]) -> str:
         f"K{n}: {' '.join(k.text.split())} (stated {utc(k.stated_at).date().isoformat()})"
         for n, k in enumerate(known, 1)
     )
-
-
-def _feedback(problems: list[str]) -> str:
-    listed = "\n".join(f"- {p}" for p in problems[:12])
-    return f"\nYour previous answer could not be used:\n{listed}\nAnswer again, fixing these.\n"
 
 
 @dataclass
@@ -227,51 +209,18 @@ class LLMExtractor:
         check: Callable[[dict[str, Any], str, bool], Any],
         message_ids: tuple[str, ...],
     ) -> Any:
-        key = "entities" if step == "entity" else "facts"
-        feedback = ""
-        raw = ""
-
-        def wait(state: RetryCallState) -> float:
-            failed = state.outcome.exception() if state.outcome else None
-            if isinstance(failed, LLMCallError):
-                return float(self._backoff * 2 ** (state.attempt_number - 1))
-            return 0.0
-
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            retry=retry_if_exception_type((MalformedOutput, _Invalid, LLMCallError)),
-            wait=wait,
-            reraise=True,
+        return ask(
+            self.client,
+            system,
+            prompt,
+            check,
+            key="entities" if step == "entity" else "facts",
+            schema=ENTITY_SCHEMA if step == "entity" else FACT_SCHEMA,
+            what=f"{step} extraction",
+            attempts=self._max_attempts,
+            backoff=self._backoff,
+            message_ids=message_ids,
         )
-        try:
-            for attempt in retrying:
-                with attempt:
-                    final = attempt.retry_state.attempt_number >= self._max_attempts
-                    schema = ENTITY_SCHEMA if step == "entity" else FACT_SCHEMA
-                    reply = self.client.call(system, prompt(feedback), schema=schema)
-                    raw = reply.text
-                    try:
-                        data = reply.parsed or parse_json_object(raw, required_key=key)
-                        if key not in data:
-                            raise MalformedOutput(f"missing key '{key}'", raw)
-                        return check(data, raw, final)
-                    except MalformedOutput as exc:
-                        feedback = _feedback([f"the answer was unusable ({exc.reason})"])
-                        log.info("%s extraction: %s, retrying", step, exc.reason)
-                        raise
-                    except _Invalid as exc:
-                        feedback = _feedback(exc.problems)
-                        log.info("%s extraction invalid: %s", step, exc)
-                        raise
-        except (MalformedOutput, _Invalid, LLMCallError) as exc:
-            reason = getattr(exc, "reason", None) or str(exc)
-            raise ExtractionError(
-                f"{step} extraction failed after {self._max_attempts} attempts: {reason}",
-                raw_output=raw,
-                message_ids=message_ids,
-                retryable=True,
-            ) from exc
-        raise AssertionError("unreachable: tenacity either returns or reraises")
 
     # -- checks ------------------------------------------------------------------------------
     def _check_entities(
@@ -279,7 +228,7 @@ class LLMExtractor:
     ) -> tuple[list[EntityDraft], list[Discard]]:
         items = data["entities"]
         if not isinstance(items, list):
-            raise _Invalid(["'entities' must be a list of names"], str(data))
+            raise Invalid(["'entities' must be a list of names"], str(data))
         described = data.get("descriptions")
         descriptions = described if isinstance(described, dict) else {}
         first = target[0].id or "" if target else ""
@@ -315,7 +264,7 @@ class LLMExtractor:
     ) -> _FactCheck:
         items = data["facts"]
         if not isinstance(items, list):
-            raise _Invalid(["'facts' must be a list of {text, fact_ts} objects"], raw)
+            raise Invalid(["'facts' must be a list of {text, fact_ts} objects"], raw)
         known = {normalize_name(n): n for n in names}
         for name in in_known:  # the listed spelling wins over a known fact's
             known.setdefault(normalize_name(name), name)
@@ -323,7 +272,7 @@ class LLMExtractor:
         for number, item in enumerate(items, 1):
             self._check_fact(number, item, target, known, known_facts, result)
         if result.problems or (result.contradictions and not final):
-            raise _Invalid(result.problems + result.contradictions, raw)
+            raise Invalid(result.problems + result.contradictions, raw)
         return result
 
     def _check_fact(

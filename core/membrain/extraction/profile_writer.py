@@ -22,11 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
-
-from membrain.errors import ExtractionError
-from membrain.extraction.jsonout import MalformedOutput, parse_json_object
-from membrain.extraction.llm import LLMCallError, LLMClient
+from membrain.extraction.asking import Invalid, ask
+from membrain.extraction.llm import LLMClient
 from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry, ProfileSchema
 from membrain.temporal import plain_text
 
@@ -82,12 +79,6 @@ class ProfileChange:
     remove: bool = False
 
 
-class _Invalid(ValueError):
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
 class LLMProfileWriter:
     """Proposes profile changes with one model call per flush (see the module docstring).
 
@@ -123,33 +114,16 @@ class LLMProfileWriter:
         """
         refs = {f"F{n}": fact.id for n, fact in enumerate(facts, 1)}
         base = _prompt(user, schema, current, facts)
-        feedback, raw = "", ""
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            retry=retry_if_exception_type((MalformedOutput, _Invalid, LLMCallError)),
-            reraise=True,
+        return ask(
+            self.client,
+            SYSTEM,
+            lambda said: base + said,
+            lambda data, raw, final: _checked(data, schema, refs),
+            key="profile",
+            schema=SCHEMA,
+            what="profile update",
+            attempts=self._max_attempts,
         )
-        try:
-            for attempt in retrying:
-                with attempt:
-                    reply = self.client.call(SYSTEM, base + feedback, schema=SCHEMA)
-                    raw = reply.text
-                    try:
-                        data = reply.parsed or parse_json_object(raw, required_key="profile")
-                        return _checked(data, schema, refs)
-                    except MalformedOutput as exc:
-                        feedback = _feedback([f"the answer was unusable ({exc.reason})"])
-                        raise
-                    except _Invalid as exc:
-                        feedback = _feedback(exc.problems)
-                        raise
-        except (MalformedOutput, _Invalid, LLMCallError) as exc:
-            reason = getattr(exc, "reason", None) or str(exc)
-            raise ExtractionError(
-                f"profile update failed after {self._max_attempts} attempts: {reason}",
-                raw_output=raw,
-            ) from exc
-        raise AssertionError("unreachable: tenacity either returns or reraises")
 
 
 def _prompt(
@@ -198,17 +172,12 @@ def _entry_line(entry: ProfileEntry, refs: dict[str, str]) -> str:
     return f"- {entry.topic}/{entry.subtopic}: {entry.text} (facts: {cited}){stale}"
 
 
-def _feedback(problems: list[str]) -> str:
-    listed = "\n".join(f"- {p}" for p in problems[:12])
-    return f"\nYour previous answer could not be used:\n{listed}\nAnswer again, fixing these.\n"
-
-
 def _checked(
     data: dict[str, Any], schema: ProfileSchema, refs: dict[str, str]
 ) -> list[ProfileChange]:
     items = data.get("profile")
     if not isinstance(items, list):
-        raise _Invalid(['"profile" must be a list'])
+        raise Invalid(['"profile" must be a list'])
     problems: list[str] = []
     changes: list[ProfileChange] = []
     for n, item in enumerate(items, 1):
@@ -240,5 +209,5 @@ def _checked(
         ids = tuple(dict.fromkeys(refs[c] for c in cited))
         changes.append(ProfileChange(topic, subtopic, " ".join(text.split()), ids, remove))
     if problems:
-        raise _Invalid(problems)
+        raise Invalid(problems)
     return changes

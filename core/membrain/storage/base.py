@@ -485,13 +485,10 @@ class BaseBackend(ABC):
                 self._delete(collection, Filter.of(scope))
 
     def index_field(self, collection: Collection, field: str, kind: str) -> None:
-        """Index payload ``field`` (``"keyword"`` or ``"integer"``) so filters on it stay fast.
+        """Index payload ``field``, a ``"keyword"`` or ``"integer"`` one named at run time, once.
 
-        For fields the records name at run time (a fact's ``metadata.<key>``); the fixed
-        fields are indexed when the collections open. Idempotent and cheap once done.
-
-        Raises:
-            InputError: an unknown kind.
+        (A fact's ``metadata.<key>``; fixed fields are indexed at opening.) Raises InputError
+        for another kind.
         """
         if kind not in ("keyword", "integer"):
             raise InputError(f"a payload index is keyword or integer, not {kind!r}")
