@@ -57,6 +57,7 @@ from membrain.server.guards import (
     membrain_error,
     validation_error,
 )
+from membrain.server.inspector import mount_inspector
 from membrain.server.keys import Grant, KeyRing, Role
 from membrain.server.schemas import (
     AddRequest,
@@ -548,6 +549,7 @@ def create_app(
 
     app.include_router(router)
     app.include_router(listing)
+    mount_inspector(app, memory, keys)  # the web inspector at /ui, behind the same keys
     for extension in extensions:
         app.include_router(extension)
     app.add_exception_handler(MembrainError, membrain_error)
