@@ -24,6 +24,29 @@ KERNEL = "membrain-test"
 CELL_TIMEOUT = 120
 
 EXPECTED: dict[str, list[str]] = {
+    "accountable_memory.ipynb": [
+        # Lisbon -> Berlin: the move supersedes the old belief
+        "active      Big news: Sara moved to Berlin last month.",
+        "superseded  Sara lives in Lisbon with Sara's partner Joao.",
+        'replaced: ["Sara lives in Lisbon with Sara\'s partner Joao."]',
+        "superseded  by extractor:offline-1",
+        # the dispute and its review
+        "dispute ['Sara adopted a cat named Miso.']",
+        "open items: 0",
+        "status: retracted",
+        "Miso in search: False",
+        # the purge: content gone, ids and actor kept
+        "facts erased: 1 messages erased: 1",
+        "still stored: False",
+        "purged fact by reviewer:ana (Sara asked)",
+        "the fact's id is kept: True",
+        # the timeline's rows, then the audit trail
+        "superseded 2023-01 -> 2024-04  Sara lives in Lisbon with Sara's partner Joao.",
+        "active     2024-04 -> 2024-05  Big news: Sara moved to Berlin last month.",
+        "<IPython.core.display.Image object>",  # the timeline drawn (a PNG output)
+        "retracted        reviewer:ana         the shelter has no record",
+        "review_resolved  reviewer:ana         the shelter has no record",
+    ],
     "langchain_chat_memory.ipynb": [
         # the chat loop and the transcript read back from MemBrain
         "Assistant: Congratulations!",
