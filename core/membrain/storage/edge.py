@@ -70,6 +70,8 @@ def _native(where: Filter) -> qe.Filter:
 def _vector(value: Sequence[float] | SparseVector) -> Any:
     if isinstance(value, SparseVector):
         return qe.SparseVector(list(value.indices), list(value.values))
+    if isinstance(value, list):  # the encoders' own: already floats, no copy
+        return value
     return [float(x) for x in value]
 
 
