@@ -25,6 +25,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from membrain import RemoteMemory, Scope
 from membrain.server import add_key
@@ -135,6 +137,19 @@ def browser() -> Iterator[WebDriver]:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def until_url(browser: WebDriver, part: str) -> None:
+    """Wait for the page a click or a form led to."""
+    WebDriverWait(browser, 15).until(expected_conditions.url_contains(part))
+
+
+def until_shown(browser: WebDriver, css: str, words: str) -> None:
+    """Wait until the element ``css`` of the new page holds ``words``."""
+    located = (By.CSS_SELECTOR, css)
+    WebDriverWait(browser, 15).until(
+        expected_conditions.text_to_be_present_in_element(located, words)
+    )
+
+
 def shoot(browser: WebDriver, site: Site, name: str) -> None:
     """Photograph the whole page at a laptop and a phone width."""
     for label, width in WIDTHS.items():
@@ -155,7 +170,7 @@ def sign_in(browser: WebDriver, site: Site, name: str) -> None:
     assert "/ui/signin" in browser.current_url
     browser.find_element(By.ID, "key").send_keys(site.keys[name])
     browser.find_element(By.CSS_SELECTOR, "form.signin button").click()
-    assert f"signed in as {name}" in browser.find_element(By.CSS_SELECTOR, ".who").text
+    until_shown(browser, ".who", f"signed in as {name}")
 
 
 def page(browser: WebDriver, site: Site, path: str, scope: Scope, **query: str) -> None:
@@ -200,7 +215,7 @@ def test_sign_in_exchanges_the_key_for_a_strict_http_only_cookie(
     shoot(browser, site, "signin")
     browser.find_element(By.ID, "key").send_keys("mb_not-a-key")
     browser.find_element(By.CSS_SELECTOR, "form.signin button").click()
-    assert "not known" in text(browser, ".error")
+    until_shown(browser, ".error", "not known")
 
     sign_in(browser, site, "ana")
     (cookie,) = [c for c in browser.get_cookies() if c["name"] == "membrain_session"]
@@ -229,8 +244,10 @@ def test_the_scopes_page_counts_what_the_key_may_see(browser: WebDriver, site: S
 def test_sara_s_timeline_shows_lisbon_replaced_by_berlin(browser: WebDriver, site: Site) -> None:
     sign_in(browser, site, "ana")
     browser.find_element(By.LINK_TEXT, "sara / assistant").click()
+    until_url(browser, "/ui/scope")
     shoot(browser, site, "scope")
     browser.find_element(By.LINK_TEXT, "Sara").click()
+    until_url(browser, "/ui/entity")
     assert text(browser, "h1") == "Sara"
     rows = browser.find_elements(By.CSS_SELECTOR, "figure.timeline svg g.row")
     assert len(rows) == 2
@@ -252,7 +269,7 @@ def test_sara_s_timeline_shows_lisbon_replaced_by_berlin(browser: WebDriver, sit
     target = parse_qs(urlparse(str(link.get_dom_attribute("href"))).query)
     assert target["id"] == [site.facts["berlin"]]  # the superseded bar leads to its replacement
     bars["superseded"].click()
-    assert site.facts["berlin"] in browser.current_url
+    until_url(browser, site.facts["berlin"])
     assert "moved to Berlin" in text(browser, "h1")
     chain = text(browser, "ol.chain")
     assert "Lisbon" in chain and "replaced by" in chain
@@ -280,8 +297,7 @@ def test_a_reviewer_rejects_a_disputed_fact_and_it_leaves_queue_and_search(
     shoot(browser, site, "review")
     miso.find_element(By.TAG_NAME, "textarea").send_keys("the shelter has no record of it")
     miso.find_element(By.CSS_SELECTOR, "button.reject").click()
-
-    assert "Done: rejected" in text(browser, ".notice")
+    until_shown(browser, ".notice", "Done: rejected")
     remaining = browser.find_elements(By.CSS_SELECTOR, "li.item")
     assert len(remaining) == 1 and "Miso" not in remaining[0].text
 
@@ -316,10 +332,12 @@ def test_a_read_key_sees_no_buttons_and_forged_posts_are_refused(
     fields = {"dataset": "sara", "task": "support", "item": item_id, "decision": "accept"}
 
     post_form(browser, fields)  # no CSRF token
+    until_shown(browser, ".error", "security token")
     assert text(browser, ".error .code") == "403" and "security token" in text(browser, ".error")
     page(browser, site, "review", SUPPORT)
     csrf = browser.find_element(By.CSS_SELECTOR, 'form[action="/ui/signout"] input[name="csrf"]')
     post_form(browser, {**fields, "csrf": str(csrf.get_attribute("value"))})  # its own token
+    until_shown(browser, ".error", "role read")
     assert text(browser, ".error .code") == "403" and "role read" in text(browser, ".error")
     with session_client(browser, site) as client:
         refused = client.post("/ui/review", data={**fields, "csrf": "forged"})
@@ -359,10 +377,11 @@ def test_pages_are_keyboard_navigable_and_sign_out_ends_the_session(
         if browser.switch_to.active_element.text == "Berlin":
             break
     browser.switch_to.active_element.send_keys(Keys.ENTER)
+    until_url(browser, "/ui/entity")
     assert text(browser, "h1") == "Berlin"
 
     browser.find_element(By.CSS_SELECTOR, 'form[action="/ui/signout"] button').click()
-    assert "/ui/signin" in browser.current_url
+    until_url(browser, "/ui/signin")
     browser.get(f"{site.url}/ui/")
     assert "/ui/signin" in browser.current_url
     names = {p.name for p in site.screens.iterdir()}
