@@ -217,6 +217,8 @@ def test_belief_changes_are_audited_with_their_actor(mem: Memory, life: dict[str
         AuditAction.EXTRACTION_FAILED,
         AuditAction.DISMISSED,
         AuditAction.SCOPE_DELETED,  # written in the dataset's erasure log
+        AuditAction.PROFILE_SET,  # profile changes: tests/unit/test_profiles.py
+        AuditAction.PROFILE_REMOVED,
     }
 
     def one(action: str) -> list[tuple[tuple[str, ...], str]]:

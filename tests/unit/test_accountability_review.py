@@ -219,7 +219,7 @@ def test_a_time_contradiction_is_kept_disputed_and_queued(
 ) -> None:
     model = switch.current = story_model(ARM)
     result = mem.add([ARM.message()], scope=scope)
-    assert steps(model) == ["entities", "facts", "facts", "facts"]
+    assert steps(model) == ["entities", "facts", "facts", "facts", "profile"]
     assert not result.errors
     (arm,) = result.fact_ids
     stored = fact(mem, scope, arm)
