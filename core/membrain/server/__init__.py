@@ -1,6 +1,7 @@
 """MemBrain as a service: the memory behind an HTTP API with per-dataset API keys.
 
-Needs the ``server`` extra (``pip install 'membrain-memory[server]'``: FastAPI and uvicorn).
+Needs the ``server`` extra (``pip install 'membrain-memory[server]'``: FastAPI, uvicorn and
+Jinja2, which renders the inspector's pages at ``/ui``).
 Nothing else in :mod:`membrain` imports this package, so the core works without them.
 
 Example:
@@ -13,6 +14,7 @@ from membrain.errors import MissingDependencyError
 
 try:
     import fastapi  # noqa: F401
+    import jinja2  # noqa: F401
     import uvicorn  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependencyError(exc.name or "fastapi", "server") from exc
