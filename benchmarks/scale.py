@@ -245,7 +245,13 @@ def add_one(mem: Memory, scope: Scope, count: int) -> float:
 
 
 def _disk(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes the files under ``path`` take on disk (blocks: engines preallocate sparse files)."""
+    return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file())
+
+
+def _disk_by_part(path: Path) -> dict[str, float]:
+    """MB on disk per collection (and the lexical index)."""
+    return {p.name: _disk(p) / 2**20 for p in sorted(path.iterdir()) if p.is_dir()}
 
 
 def _rss_mb() -> float:
@@ -289,6 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "facts_per_s": new / built if built else float("nan"),
                     "peak_rss_mb": _rss_mb(),
                     "disk_mb": _disk(Path(folder)) / 2**20,
+                    "disk_mb_by_part": _disk_by_part(Path(folder)),
                     "search_large": search_times(mem, LARGE, questions),
                     "search_small": search_times(mem, small, questions),
                     "add_one_large_ms": add_one(mem, LARGE, level),
@@ -310,9 +317,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- the report ---------------------------------------------------------------------------------
 def format_level(e: dict[str, Any]) -> str:
+    parts = ", ".join(f"{name} {mb:,.0f}" for name, mb in e["disk_mb_by_part"].items())
     return (
         f"{e['facts']:,} facts: built in {e['build_s']:.0f} s ({e['facts_per_s']:,.0f} facts/s), "
-        f"peak RSS {e['peak_rss_mb']:,.0f} MB, disk {e['disk_mb']:,.0f} MB"
+        f"peak RSS {e['peak_rss_mb']:,.0f} MB, disk {e['disk_mb']:,.0f} MB ({parts})"
     )
 
 
