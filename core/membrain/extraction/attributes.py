@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
 
 from membrain.temporal import plain_text
 
@@ -264,11 +264,15 @@ _RULES = _rules()
 
 def claims(text: str) -> list[Claim]:
     """The single-valued attributes a fact text (SPEC format or plain) states."""
-    return _read(text)[0]
+    return list(_read(text)[0])
 
 
-def _read(text: str) -> tuple[list[Claim], int]:
-    """The claims of ``text``, and how many of its content words they leave unread."""
+@lru_cache(maxsize=1 << 15)
+def _read(text: str) -> tuple[tuple[Claim, ...], int]:
+    """The claims of ``text``, and how many of its content words they leave unread.
+
+    Cached: a tenant's known facts are read again by every message that may replace them.
+    """
     found: dict[tuple[str, str, str, bool], Claim] = {}
     plain = plain_text(text)
     read: set[str] = set()
@@ -279,7 +283,7 @@ def _read(text: str) -> tuple[list[Claim], int]:
             if key not in found or claim.strong:
                 found[key] = claim
     words = {w.casefold() for w in _WORD.findall(plain)} - _FILLER
-    return list(found.values()), len(words - read)
+    return tuple(found.values()), len(words - read)
 
 
 def _clauses(text: str) -> Iterator[str]:
