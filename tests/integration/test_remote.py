@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from membrain import (
     ConflictError,
     FactStatus,
     InputError,
+    Memory,
     NotFoundError,
     RetrievalMode,
     Scope,
@@ -28,6 +31,8 @@ from membrain import (
 )
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
 from membrain.server import Role
+from membrain.testing import HashingEncoder
+from membrain.transfer import export_scope, import_scope
 
 SARA = Scope(dataset="sara", task="assistant")
 STANDARD = Scope(dataset="sara", task="standard")
@@ -275,6 +280,25 @@ def test_the_profile_is_served_with_the_memorys_checks(served: Served) -> None:
     assert served.memory.profile(scope=scope) == []
     with served.remote("tom-writer") as remote, pytest.raises(RemoteAccessError):
         remote.profile(scope=scope)
+
+
+def test_a_served_export_is_copied_under_another_user_with_its_audit(
+    served: Served, tmp_path: Path
+) -> None:
+    scope, (old, new) = seeded(served, "exported")
+    with served.remote() as remote:
+        remote.supersede(old, [new], scope=scope, reason="moved")
+        lines = [json.dumps(record) for record in export_scope(remote, scope)]
+    copy = Scope(dataset="auth0|sara-copy", task="exported")
+    with Memory(path=tmp_path / "local", dense=HashingEncoder(dim=64)) as local:
+        counts = import_scope(local, copy, lines)
+        facts = {f.text: f for f in local.facts(scope=copy, include_inactive=True)}
+        events = local.audit(scope=copy)
+    assert counts["fact"] == len(facts) and not {f.id for f in facts.values()} & {old, new}
+    superseded = [e for e in events if e.action.value == "superseded" and e.details.get("imported")]
+    assert superseded and superseded[0].reason == "moved"
+    assert str(superseded[0].actor).startswith("api:")  # the server named the key, kept
+    assert any(f.status is FactStatus.SUPERSEDED for f in facts.values())
 
 
 def test_delete_dataset_needs_an_admin_key_of_it(served: Served) -> None:
