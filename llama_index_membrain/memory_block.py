@@ -122,24 +122,16 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         return await asyncio.to_thread(self.memory.add, batch, scope=self.scope, extract=extract)
 
     async def _context(self, question: str) -> Context:
+        arguments: dict[str, Any] = {
+            "scope": self.scope,
+            "max_tokens": self.max_tokens,
+            "mode": self.mode,
+            "k": self.k,
+            "profile_ratio": self.profile_ratio,
+        }
         if isinstance(self.memory, Memory):
-            return await AsyncMemory.from_memory(self.memory).context(
-                question,
-                scope=self.scope,
-                max_tokens=self.max_tokens,
-                mode=self.mode,
-                k=self.k,
-                profile_ratio=self.profile_ratio,
-            )
-        return await asyncio.to_thread(
-            self.memory.context,
-            question,
-            scope=self.scope,
-            max_tokens=self.max_tokens,
-            mode=self.mode,
-            k=self.k,
-            profile_ratio=self.profile_ratio,
-        )
+            return await AsyncMemory.from_memory(self.memory).context(question, **arguments)
+        return await asyncio.to_thread(self.memory.context, question, **arguments)
 
     async def _aput(self, messages: list[ChatMessage], **block_kwargs: Any) -> None:
         """Write the messages leaving the FIFO as evidence and extract facts from them now."""
