@@ -278,6 +278,20 @@ def test_recall_node_puts_context_for_the_latest_human_message(
     assert "Miso" in only_thread(state, config)["memory_context"]
 
 
+def test_recall_node_opens_with_the_user_profile_in_its_share(
+    memory: Memory, config: RunnableConfig, scope: Scope
+) -> None:
+    memory.profile_put("preferences", "communication", "Sara likes short answers.", scope=scope)
+    recall = make_recall_node(memory=memory, max_tokens=300, profile_ratio=0.3)
+    state = {"messages": [HumanMessage("How should you answer me?", id="q")]}
+    first = recall(state, config)["memory_context"]
+    again = recall({"messages": [HumanMessage("Anything else?", id="r")]}, config)
+    assert first.startswith("## Profile\n- preferences/communication: Sara likes short answers.")
+    assert again["memory_context"].split("\n\n")[0] == first.split("\n\n")[0]
+    plain = make_recall_node(memory=memory, max_tokens=300)(state, config)["memory_context"]
+    assert "## Profile" not in plain
+
+
 def test_recall_flushes_the_turns_of_its_scope_before_reading(
     memory: Memory, writer: BackgroundWriter, config: RunnableConfig, scope: Scope
 ) -> None:
