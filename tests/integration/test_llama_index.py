@@ -435,3 +435,19 @@ def test_memory_model_calls_are_spans_under_the_retriever(tmp_path: Path) -> Non
     chats = [i for i in parents if i.startswith("MockLLM.chat")]
     assert chats, "the query rewrite called the model"
     assert all((parents[c] or "").startswith("MembrainRetriever._retrieve") for c in chats)
+
+
+@pytest.mark.asyncio
+async def test_memory_block_opens_with_the_profile_and_keeps_it_when_truncated(
+    memory: Memory,
+) -> None:
+    scope = Scope(dataset="okabe", task="profiled_chat")
+    block = MembrainMemoryBlock(
+        memory=memory, scope=scope, user_name="Okabe", max_tokens=400, profile_ratio=0.3
+    )
+    await block.aput([ChatMessage(role="user", content="I live in Akihabara.")])
+    await block.aput([ChatMessage(role="user", content="I keep a red notebook in the lab.")])
+    text = await block.aget([ChatMessage(role="user", content="Where is the red notebook?")])
+    assert text.startswith("## Profile\n- basic_info/residence: Okabe lives in Akihabara.")
+    smaller = await block.atruncate(text, 20)
+    assert smaller is not None and smaller.startswith("## Profile\n")
