@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from membrain.checks import MAX_REASON_CHARS, UtcDatetime
 from membrain.errors import ConfigurationError, InputError
@@ -52,6 +52,10 @@ def _check_name(value: object, what: str) -> str:
             f"a profile {what} is 1-48 lowercase letters, digits or '_', got {value!r:.60}"
         )
     return value
+
+
+TopicName = Annotated[str, AfterValidator(lambda value: _check_name(value, "topic"))]
+SubtopicName = Annotated[str, AfterValidator(lambda value: _check_name(value, "subtopic"))]
 
 
 class ProfileEntry(Record):
@@ -94,13 +98,8 @@ class ProfileSubtopic(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
+    name: SubtopicName
     description: str = ""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _check_name(value, "subtopic")
 
 
 class ProfileTopic(BaseModel):
@@ -108,15 +107,10 @@ class ProfileTopic(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
+    name: TopicName
     description: str = ""
     subtopics: tuple[ProfileSubtopic, ...] = ()
     cap: int = Field(default=8, ge=1, le=100)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _check_name(value, "topic")
 
 
 class ProfileSchema(BaseModel):

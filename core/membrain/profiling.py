@@ -251,15 +251,15 @@ class ProfileBook:
             for key, ended in ends.items():
                 chosen[key] = (fact, ended)
         cause = Cause(OFFLINE_AUTHOR, "stated by the user")
+        held = {e.key: e.id for e in self._store.profile_versions(scope)} if chosen else {}
         written = []
         for (topic, subtopic), (fact, ended) in chosen.items():
             try:
                 if ended:
                     written.append(self.forget(scope, topic, subtopic, cause, [fact.id]))
                 else:
-                    before = self._store.profile_versions(scope, topic=topic, subtopic=subtopic)
                     entry = self.put(scope, topic, subtopic, timeless(fact.text), [fact.id], cause)
-                    if not before or before[-1].id != entry.id:  # the same again writes nothing
+                    if held.get((topic, subtopic)) != entry.id:  # the same again writes nothing
                         written.append(entry)
             except (InputError, NotFoundError):
                 continue  # a full topic, an entry already gone: the profile stays as it is

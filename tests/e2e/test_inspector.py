@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
+from unit.writer_clock import wait_until
 
 from membrain import RemoteMemory, Scope
 from membrain.server import add_key
@@ -101,16 +101,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
+
+            def answers() -> bool:
                 assert server.poll() is None, (root / "serve.log").read_text()
                 try:
-                    if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
-                        break
+                    return httpx.get(f"{url}/api/health", timeout=2).status_code == 200
                 except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "membrain serve did not start"
-                time.sleep(0.2)
+                    return False
+
+            if not wait_until(answers, timeout=120):  # a hang guard, not a speed check
+                pytest.fail("membrain serve did not answer /api/health")
             screens = root / "screens"
             screens.mkdir()
             served = Site(url=url, keys=keys, facts={}, screens=screens)
