@@ -12,18 +12,22 @@ one is the only superseded fact in the scope. Only a superseded fact among the f
 merely the closest of the few superseded facts.
 
 It runs only for searches of current beliefs, when the scope has superseded facts (see
-:meth:`membrain.retrieval.search.Searcher.plan`).
+:meth:`membrain.retrieval.search.Searcher.plan`; :class:`SupersededScopes` keeps the answer).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+
 from membrain.indexing import question_dense_text
-from membrain.models import Fact, FactStatus
+from membrain.listeners import RecordListener
+from membrain.models import Fact, FactStatus, Scope
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.storage.base import DENSE, SPARSE
-from membrain.store import FactFilter
+from membrain.store import FactFilter, RecordStore
 
-__all__ = ["ReplacedPath"]
+__all__ = ["ReplacedPath", "SupersededScopes"]
 
 MATCH_TOP = 3
 """How high a superseded fact must rank among all facts to bring its replacement."""
@@ -78,3 +82,54 @@ def _current(ctx: SearchContext, old: Fact) -> list[str]:
             elif fact.status is FactStatus.ACTIVE:
                 current.append(fact.id)
     return current
+
+
+class SupersededScopes(RecordListener):
+    """Whether each scope holds superseded facts: counted once, kept until its facts change.
+
+    Kept only for a store this process alone writes (an embedded one); a store that other
+    processes write is counted on every search. Subscribe it to the store it answers for.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[Scope, bool] = {}
+        self._changes = 0
+
+    def any(self, store: RecordStore, scope: Scope) -> bool:
+        """Whether ``scope`` holds a superseded fact."""
+        with self._lock:
+            known, changes = self._known.get(scope), self._changes
+        if known is not None:
+            return known
+        found = store.count_facts(scope, FactFilter(status=FactStatus.SUPERSEDED)) > 0
+        with self._lock:
+            if store.exclusive and changes == self._changes:  # no write since the count
+                self._known[scope] = found
+        return found
+
+    def facts_written(self, scope: Scope, facts: Sequence[Fact]) -> None:
+        """Facts of the scope changed: count again."""
+        self._forget(scope)
+
+    def scope_deleted(self, scope: Scope) -> None:
+        """The scope's records are gone: count again."""
+        self._forget(scope)
+
+    def records_purged(
+        self,
+        scope: Scope,
+        *,
+        facts: Sequence[str],
+        messages: Sequence[str],
+        entities: Sequence[str],
+    ) -> None:
+        """Facts may be gone: count again."""
+        self._forget(scope)
+
+    def _forget(self, scope: Scope) -> None:
+        with self._lock:
+            self._changes += 1
+            tenant = (scope.dataset, scope.task)
+            for kept in [s for s in self._known if (s.dataset, s.task) == tenant]:
+                del self._known[kept]

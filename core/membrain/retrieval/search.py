@@ -34,20 +34,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from membrain.models import Fact, FactStatus, RetrievalMode
+from membrain.models import Fact, RetrievalMode
 from membrain.retrieval.asked import AskedPath
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.current import asks_now, current_first
 from membrain.retrieval.followup import asks
-from membrain.retrieval.replaced import ReplacedPath
+from membrain.retrieval.replaced import ReplacedPath, SupersededScopes
 from membrain.retrieval.rerank import RERANK_DEPTH, Candidate, Reranker, applies_to
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.signals import turn_signals
 from membrain.retrieval.turn_paths import TurnPath
 from membrain.retrieval.turns import Timeline
-from membrain.retrieval.vector_paths import PathQuery, run_query, vector_paths
+from membrain.retrieval.vector_paths import PathQuery, run_queries, vector_paths
 from membrain.storage.base import RRF_K
-from membrain.store import FactFilter, ScoredFact
+from membrain.store import RecordStore, ScoredFact
 
 __all__ = [
     "MODE_PATHS",
@@ -166,6 +166,7 @@ class Searcher:
     ) -> None:
         self._reranker = reranker
         self._timeline: Timeline | None = None
+        self._superseded: SupersededScopes | None = None
         self._extra: dict[str, RetrievalPath] = {
             "replaced": ReplacedPath(),
             "asked": AskedPath(),
@@ -223,8 +224,7 @@ class Searcher:
             b for b in _BOOSTS if (b == "when" and ctx.asks_when) or (b != "when" and ctx.times)
         ]
         if ctx.view.believed_at is None and ctx.past is None and "replaced" not in ctx.extra:
-            superseded = FactFilter(status=FactStatus.SUPERSEDED)
-            ctx.extra["replaced"] = ctx.store.count_facts(ctx.scope, superseded) > 0
+            ctx.extra["replaced"] = self._superseded_in(ctx.store).any(ctx.store, ctx.scope)
         if ctx.extra.get("replaced"):
             boosts.insert(0, "replaced")
         if mode in (RetrievalMode.EXPAND, RetrievalMode.DEEP):
@@ -333,6 +333,12 @@ class Searcher:
             for i, ((f, score, paths), row) in enumerate(zip(ranked, signals, strict=True))
         ]
 
+    def _superseded_in(self, store: RecordStore) -> SupersededScopes:
+        if self._superseded is None:
+            self._superseded = SupersededScopes()
+            store.subscribe(self._superseded)
+        return self._superseded
+
     def timeline(self, ctx: SearchContext) -> Timeline:
         """The message timeline of the store (one per searcher, told of every change)."""
         if self._timeline is None:
@@ -377,11 +383,12 @@ class Searcher:
         texts = [q.text for q in queries.values() if q is not None and q.text is not None]
         raw = [ctx.question] if any(n in _RAW_QUESTION for n in names) else []
         ctx.embed_ahead([*texts, *raw])
+        # The Qdrant paths as one batch: the engine plans their lookups together.
+        batched = run_queries(ctx, {n: q for n, q in queries.items() if q is not None})
         rankings: dict[str, list[Ranked]] = {}
         for name in names:
             if name in queries:
-                query = queries[name]
-                found = [] if query is None else run_query(ctx, query)
+                found = batched.get(name, [])
             elif name in self._extra:
                 found = self._extra[name].run(ctx)
             else:

@@ -19,7 +19,7 @@ mode's Qdrant paths can also be sent as one fused request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from membrain.embeddings import SparseVector
@@ -30,7 +30,7 @@ from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites
 from membrain.storage.base import DENSE, SPARSE
 from membrain.store import FactFilter
 
-__all__ = ["PathQuery", "VectorPath", "run_query", "vector_paths"]
+__all__ = ["PathQuery", "VectorPath", "run_queries", "run_query", "vector_paths"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +69,28 @@ class VectorPath:
 
 def run_query(ctx: SearchContext, query: PathQuery) -> list[Ranked]:
     """The facts ``query`` finds, best first (a dense text is embedded unless it already is)."""
-    vector = query.vector if query.text is None else ctx.dense_vector(query.text)
-    if vector is None:
-        raise ValueError("a path query names a sparse vector or a dense text")
+    vector = _vector(ctx, query)
     found = ctx.store.rank_facts(
         ctx.scope, query.using, vector, limit=ctx.limit, where=query.where or ctx.view
     )
     return [Ranked(fact_id, score) for fact_id, score in found]
+
+
+def run_queries(ctx: SearchContext, queries: Mapping[str, PathQuery]) -> dict[str, list[Ranked]]:
+    """What each of ``queries`` finds, best first, by name: one call to the engine for all."""
+    lookups = [(q.using, _vector(ctx, q), q.where or ctx.view) for q in queries.values()]
+    found = ctx.store.rank_facts_batch(ctx.scope, lookups, limit=ctx.limit) if lookups else []
+    return {
+        name: [Ranked(fact_id, score) for fact_id, score in ranked]
+        for name, ranked in zip(queries, found, strict=True)
+    }
+
+
+def _vector(ctx: SearchContext, query: PathQuery) -> SparseVector | list[float]:
+    vector = query.vector if query.text is None else ctx.dense_vector(query.text)
+    if vector is None:
+        raise ValueError("a path query names a sparse vector or a dense text")
+    return vector
 
 
 def _dense(ctx: SearchContext, text: str, where: FactFilter | None = None) -> PathQuery:

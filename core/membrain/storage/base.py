@@ -1,4 +1,4 @@
-"""The storage backend protocol and the records that cross it.
+"""The storage backend protocol (the records that cross it: :mod:`membrain.storage.points`).
 
 A backend is a handful of batch operations over named collections. Every operation takes a
 :class:`~membrain.models.Scope`; the backend stores the scope's tenant key (and session) on every
@@ -13,15 +13,28 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, ClassVar
 
 from membrain.arguments import DENSE, SPARSE, check_scope
-from membrain.embeddings import SparseVector
-from membrain.errors import BackendError, InputError, MembrainError, ScopeError
+from membrain.errors import BackendError, InputError, MembrainError
 from membrain.models import Scope
+from membrain.storage.points import (
+    RRF_K,
+    Collection,
+    Condition,
+    Filter,
+    Point,
+    ScoredPoint,
+    TimeRange,
+    VectorQuery,
+    Where,
+    check_condition_value,
+    check_payload_values,
+    is_point_id,
+    point_uuid,
+    scope_conditions,
+    scope_payload,
+)
 
 __all__ = [
     "DENSE",
@@ -45,223 +58,6 @@ __all__ = [
     "point_uuid",
     "scope_payload",
 ]
-
-RRF_K = 2
-"""The reciprocal rank fusion constant of every fusion, in the engines and in retrieval.
-
-Qdrant's default. On the LoCoMo dev split (3 conversations) k=2 gave recall@10 0.730 against
-0.677 for the textbook k=60, which flattens the ranks.
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class TimeRange:
-    """A datetime range condition on a payload field holding an ISO 8601 time."""
-
-    gte: datetime | None = None
-    lt: datetime | None = None
-    gt: datetime | None = None
-    lte: datetime | None = None
-
-    def iso(self) -> dict[str, str]:
-        """The set bounds as RFC 3339 strings, by operator."""
-        bounds = {"gte": self.gte, "lt": self.lt, "gt": self.gt, "lte": self.lte}
-        return {
-            k: v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") for k, v in bounds.items() if v
-        }
-
-
-Where = Mapping[str, "str | int | Sequence[str] | TimeRange"]
-"""Payload filter: field -> value (equality), list of accepted values, or a :class:`TimeRange`.
-
-No boolean values: Qdrant Edge matches no point on an unindexed boolean field, so a boolean
-condition would silently return nothing; backends raise :class:`~membrain.errors.InputError`.
-"""
-
-
-def check_condition_value(key: str, value: object) -> None:
-    """Refuse a boolean filter value (see :data:`Where`)."""
-    if isinstance(value, bool):
-        raise InputError(
-            f"filter on {key!r} uses a boolean; store and filter a keyword value instead"
-        )
-
-
-class Collection(StrEnum):
-    """The collections MemBrain keeps."""
-
-    MESSAGES = "messages"
-    FACTS = "facts"
-    ENTITIES = "entities"
-    TREE = "tree"
-    """Nodes of the hierarchical entity tree (retrieval path C)."""
-    AUDIT = "audit"
-    """The append-only audit log of every mutation (:mod:`membrain.audit`)."""
-    PROFILE = "profile"
-    """Versions of the user profile's entries (:mod:`membrain.profile`), append-only."""
-
-
-INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
-    Collection.MESSAGES: ("status",),
-    Collection.FACTS: ("status", "entity_ids", "sources", "precision", "trust"),
-    Collection.ENTITIES: ("name_key", "alias_keys"),
-    Collection.TREE: ("level", "parent", "children"),
-    Collection.AUDIT: ("action", "targets", "state"),
-    Collection.PROFILE: ("topic", "subtopic", "fact_ids"),
-}
-"""Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
-
-DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
-    Collection.FACTS: (
-        "valid_from",
-        "valid_to",
-        "stated_at",
-        "recorded_at",
-        "believed_until",
-        "valid_start",
-        "valid_end",
-        "revised_at",
-    ),
-    Collection.AUDIT: ("at",),
-}
-"""Datetime payload fields indexed per collection (time-aware search filters on them)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """A record to store: id, JSON payload and its vectors.
-
-    ``id`` is a UUID string (derive it with :meth:`Scope.record_id`). Ids are global to a
-    collection: the same id written under two scopes is one point, owned by the last writer.
-    The ``tenant`` and ``session`` payload fields are always set from the scope.
-    """
-
-    id: str
-    payload: Mapping[str, Any]
-    dense: Sequence[float] | None = None
-    sparse: SparseVector | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredPoint:
-    """A stored record returned by a read, with its score for ranked reads."""
-
-    id: str
-    payload: dict[str, Any]
-    score: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class VectorQuery:
-    """One ranked lookup: a vector against one named vector of a collection."""
-
-    using: str
-    vector: Sequence[float] | SparseVector
-    limit: int = 50
-    weight: float = 1.0
-    where: Where = field(default_factory=dict)
-
-
-SCOPE_FIELDS = ("tenant", "session")
-"""Payload fields the backend owns: written from the scope, never from caller values."""
-
-
-def check_payload_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``values`` as a dict, refusing the scope fields (they would move points out of scope).
-
-    Raises:
-        ScopeError: ``values`` sets ``tenant`` or ``session``.
-    """
-    clash = sorted(set(values) & set(SCOPE_FIELDS))
-    if clash:
-        raise ScopeError(
-            f"payload fields {clash} bind a point to its scope and cannot be set; "
-            "write the point again under the other scope instead"
-        )
-    return dict(values)
-
-
-def is_point_id(text: str) -> bool:
-    """Whether ``text`` is a UUID string, the form every point id takes."""
-    try:
-        uuid.UUID(text)
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return True
-
-
-def point_uuid(point_id: str) -> uuid.UUID:
-    """The UUID a point id stands for (every backend stores UUID ids).
-
-    Raises:
-        InputError: ``point_id`` is not a UUID string.
-    """
-    try:
-        return uuid.UUID(point_id)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InputError(
-            f"point ids are UUID strings (see Scope.record_id), got {point_id!r}"
-        ) from exc
-
-
-def scope_payload(scope: Scope) -> dict[str, Any]:
-    """The payload fields that bind a point to its scope."""
-    return {"tenant": scope.key, "session": scope.session or ""}
-
-
-def scope_conditions(scope: Scope) -> dict[str, str]:
-    """Equality conditions every read of ``scope`` must carry."""
-    conditions = {"tenant": scope.key}
-    if scope.session:
-        conditions["session"] = scope.session
-    return conditions
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    """One condition of a :class:`Filter`, engine-neutral.
-
-    ``kind`` is ``"match"`` (``value`` equals), ``"any"`` (``value`` is a list of accepted
-    values), ``"range"`` (``value`` is a :class:`TimeRange`) or ``"ids"`` (``value`` is a tuple
-    of point UUIDs; ``key`` is empty).
-    """
-
-    kind: str
-    key: str
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Filter:
-    """A conjunction of conditions: the scope's, then every ``where``'s, then ids."""
-
-    conditions: tuple[Condition, ...]
-
-    @classmethod
-    def of(
-        cls, scope: Scope | None, *wheres: Where | None, ids: Sequence[str] | None = None
-    ) -> Filter:
-        """The filter of ``scope`` AND every condition of every ``where`` (AND the ids).
-
-        ``scope`` is ``None`` only for :meth:`BaseBackend.tenants`, which reads no record.
-
-        Raises:
-            InputError: A condition uses a boolean value, or an id is not a UUID string.
-        """
-        bound = scope_conditions(scope) if scope is not None else {}
-        found = [Condition("match", key, value) for key, value in bound.items()]
-        for where in wheres:
-            for key, value in (where or {}).items():
-                check_condition_value(key, value)
-                if isinstance(value, TimeRange):
-                    found.append(Condition("range", key, value))
-                elif isinstance(value, str | int):
-                    found.append(Condition("match", key, value))
-                else:
-                    found.append(Condition("any", key, list(value)))
-        if ids is not None:
-            found.append(Condition("ids", "", tuple(point_uuid(i) for i in ids)))
-        return cls(tuple(found))
 
 
 class ReadGate:
@@ -304,13 +100,6 @@ class ReadGate:
             with self._cond:
                 self._swapping = False
                 self._cond.notify_all()
-
-
-def scored(point: Any) -> ScoredPoint:
-    """A :class:`ScoredPoint` from an engine's point (``id``, ``payload``, optional ``score``)."""
-    return ScoredPoint(
-        id=str(point.id), payload=dict(point.payload or {}), score=float(getattr(point, "score", 0))
-    )
 
 
 class BaseBackend(ABC):
@@ -417,6 +206,28 @@ class BaseBackend(ABC):
         Each query comes with its own filter (``where`` and the query's own ``where``).
         ``payload``: the whole payload, none, or only these top-level fields.
         """
+
+    def _query_batch(
+        self,
+        collection: Collection,
+        lookups: Sequence[tuple[VectorQuery, Filter]],
+        payload: bool | Sequence[str],
+    ) -> list[list[ScoredPoint]]:
+        """One ranked list per lookup (its ``limit`` points by similarity, its filter applied).
+
+        This default runs the lookups one by one; engines that plan a batch override it.
+        """
+        return [
+            self._query(collection, own, [(q, own)], q.limit, RRF_K, payload) for q, own in lookups
+        ]
+
+    def _fetch(self, collection: Collection, ids: Sequence[uuid.UUID]) -> list[ScoredPoint]:
+        """The points with these ids, whatever their scope (the caller keeps its scope's).
+
+        This default scrolls a filter on the ids; engines with a lookup by id override it.
+        """
+        where = Filter((Condition("ids", "", tuple(ids)),))
+        return self._scroll(collection, where, len(ids), None)[0]
 
     def _compact(self, collection: Collection) -> None:
         """Drop what deleted points left on disk (payloads, vectors, log) in ``collection``.
@@ -536,12 +347,12 @@ class BaseBackend(ABC):
         check_scope(scope)
         if not ids:
             return []
-        where = Filter.of(scope, ids=ids)
+        wanted = [point_uuid(i) for i in ids]
         with self._gate.reading(), self._errors(f"read {collection.value}"):
-            records, _ = self._scroll(collection, where, len(ids), None)
-        found = {p.id: p for p in records}
-        wanted = [str(point_uuid(i)) for i in ids]
-        return [found[i] for i in wanted if i in found]
+            records = self._fetch(collection, list(dict.fromkeys(wanted)))
+        bound = scope_conditions(scope).items()
+        found = {p.id: p for p in records if all(p.payload.get(k) == v for k, v in bound)}
+        return [found[i] for i in (str(u) for u in wanted) if i in found]
 
     def scroll(
         self,
@@ -565,6 +376,27 @@ class BaseBackend(ABC):
         condition = Filter.of(scope, where)
         with self._gate.reading(), self._errors(f"count {collection.value}"):
             return self._count(collection, condition)
+
+    def query_batch(
+        self,
+        collection: Collection,
+        scope: Scope,
+        queries: Sequence[VectorQuery],
+        *,
+        where: Where | None = None,
+        payload: bool | Sequence[str] = False,
+    ) -> list[list[ScoredPoint]]:
+        """One ranked list of ``scope``'s points per query, in one call to the engine.
+
+        Each list holds the query's ``limit`` best points by similarity, under ``where`` and the
+        query's own ``where``. ``payload`` as in :meth:`query` (none by default).
+        """
+        check_scope(scope)
+        if not queries:
+            return []
+        lookups = [(q, Filter.of(scope, where, q.where)) for q in queries]
+        with self._gate.reading(), self._errors(f"query {collection.value}"):
+            return self._query_batch(collection, lookups, payload)
 
     def query(
         self,

@@ -19,12 +19,10 @@ from qdrant_client import models as qm
 
 from membrain.embeddings import SparseVector
 from membrain.errors import ConfigurationError
-from membrain.storage.base import (
+from membrain.storage.base import DENSE, SPARSE, BaseBackend
+from membrain.storage.points import (
     DATETIME_FIELDS,
-    DENSE,
     INDEXED_FIELDS,
-    SPARSE,
-    BaseBackend,
     Collection,
     Filter,
     Point,
@@ -221,6 +219,32 @@ class QdrantClientBackend(BaseBackend):
                 with_payload=selected,
             )
         return [scored(p) for p in response.points]
+
+    def _query_batch(
+        self,
+        collection: Collection,
+        lookups: Sequence[tuple[VectorQuery, Filter]],
+        payload: bool | Sequence[str],
+    ) -> list[list[ScoredPoint]]:
+        selected: Any = payload if isinstance(payload, bool) else list(payload)
+        requests = [
+            qm.QueryRequest(
+                query=_vector(q.vector),
+                using=q.using,
+                filter=_native(own),
+                limit=q.limit,
+                with_payload=selected,
+            )
+            for q, own in lookups
+        ]
+        responses = self._client.query_batch_points(self._name(collection), requests=requests)
+        return [[scored(p) for p in r.points] for r in responses]
+
+    def _fetch(self, collection: Collection, ids: Sequence[uuid.UUID]) -> list[ScoredPoint]:
+        found = self._client.retrieve(
+            self._name(collection), ids=[str(i) for i in ids], with_payload=True
+        )
+        return [scored(r) for r in found]
 
     def _compact(self, collection: Collection) -> None:
         """No-op: the client cannot make Qdrant rewrite its storage; what remains, and where.

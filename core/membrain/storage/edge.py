@@ -28,12 +28,11 @@ import qdrant_edge as qe
 
 from membrain.embeddings import SparseVector
 from membrain.errors import BackendError, ConfigurationError
-from membrain.storage.base import (
+from membrain.storage.base import DENSE, SPARSE, BaseBackend
+from membrain.storage.owner import FolderLock
+from membrain.storage.points import (
     DATETIME_FIELDS,
-    DENSE,
     INDEXED_FIELDS,
-    SPARSE,
-    BaseBackend,
     Collection,
     Filter,
     Point,
@@ -41,7 +40,6 @@ from membrain.storage.base import (
     VectorQuery,
     scored,
 )
-from membrain.storage.owner import FolderLock
 
 __all__ = ["EdgeBackend", "holds_store", "open_edge_backend"]
 
@@ -324,6 +322,9 @@ class EdgeBackend(BaseBackend):
         records, next_offset = self._shard(collection).scroll(request)
         return [scored(r) for r in records], str(next_offset) if next_offset else None
 
+    def _fetch(self, collection: Collection, ids: Sequence[uuid.UUID]) -> list[ScoredPoint]:
+        return [scored(r) for r in self._shard(collection).retrieve(list(ids), True, False)]
+
     def _tenants(self, collection: Collection, where: Filter) -> list[str]:
         request = qe.FacetRequest(key="tenant", limit=1_000_000, exact=True, filter=_native(where))
         return [str(hit.value) for hit in self._shard(collection).facet(request).hits]
@@ -368,6 +369,25 @@ class EdgeBackend(BaseBackend):
                 with_payload=selected,
             )
         return [scored(p) for p in self._shard(collection).query(request)]
+
+    def _query_batch(
+        self,
+        collection: Collection,
+        lookups: Sequence[tuple[VectorQuery, Filter]],
+        payload: bool | Sequence[str],
+    ) -> list[list[ScoredPoint]]:
+        selected: Any = payload if isinstance(payload, bool) else list(payload)
+        requests = [
+            qe.QueryRequest(
+                limit=q.limit,
+                query=qe.Query.Nearest(_vector(q.vector), using=q.using),
+                filter=_native(own),
+                with_payload=selected,
+            )
+            for q, own in lookups
+        ]
+        found = self._shard(collection).query_batch(qe.QueryBatchRequest(requests))
+        return [[scored(p) for p in points] for points in found]
 
 
 _registry_lock = threading.Lock()

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from membrain.audit import AuditAction, Cause
-from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
+from membrain.embeddings import DenseEncoder, SparseEncoder
 from membrain.errors import InputError
 from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.inputs import MonotonicClock
@@ -36,11 +36,11 @@ from membrain.storage.base import (
 from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload, metadata_indexes
 from membrain.store.journal import AuditJournal, Change, created, record_scope, without_erased
 from membrain.store.profiles import ProfileRecords
+from membrain.store.ranked import RankedReads, Vector
 from membrain.store.tree import TreeNode, TreeRecords
 
 __all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode"]
 
-Vector = Sequence[float] | SparseVector
 Discards = Mapping[str, Sequence[tuple[str, str]]]
 """Message id -> what extraction discarded from it, as ``(reason, text)`` pairs."""
 
@@ -109,7 +109,7 @@ def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-class RecordStore(TreeRecords, AuditJournal, ProfileRecords):
+class RecordStore(RankedReads, TreeRecords, AuditJournal, ProfileRecords):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
     Args:
@@ -282,47 +282,6 @@ class RecordStore(TreeRecords, AuditJournal, ProfileRecords):
         points = self.backend.query(Collection.MESSAGES, scope, queries, limit=limit)
         return [(self._message(scope, p), p.score) for p in points]
 
-    def message_similarity(
-        self,
-        scope: Scope,
-        using: str,
-        vector: Vector,
-        *,
-        ids: Sequence[str] | None = None,
-        limit: int = 0,
-    ) -> dict[str, float]:
-        """The similarity of ``vector`` to messages' ``using`` vector, by message id.
-
-        With ``ids``, of these messages (one missing from the answer shares nothing with a
-        sparse ``vector``, or is not stored); otherwise of the ``limit`` most similar.
-        """
-        return self._similarity(Collection.MESSAGES, scope, using, vector, ids, limit)
-
-    def fact_similarity(
-        self, scope: Scope, using: str, vector: Vector, *, ids: Sequence[str]
-    ) -> dict[str, float]:
-        """The similarity of ``vector`` to each of these facts' ``using`` vector, by fact id."""
-        return self._similarity(Collection.FACTS, scope, using, vector, ids, 0)
-
-    def _similarity(
-        self,
-        collection: Collection,
-        scope: Scope,
-        using: str,
-        vector: Vector,
-        ids: Sequence[str] | None,
-        limit: int,
-    ) -> dict[str, float]:
-        unique = None if ids is None else list(dict.fromkeys(ids))
-        size = limit if unique is None else len(unique)
-        if size < 1:
-            return {}
-        query = VectorQuery(using, vector, limit=size)
-        points = self.backend.query(
-            collection, scope, [query], limit=size, ids=unique, payload=False
-        )
-        return {p.id: p.score for p in points}
-
     @staticmethod
     def _message(scope: Scope, point: ScoredPoint) -> StoredMessage:
         payload = dict(point.payload)
@@ -453,52 +412,6 @@ class RecordStore(TreeRecords, AuditJournal, ProfileRecords):
         """
         points = self._ranked(scope, using, vector, limit, where, payload=True)
         return [ScoredFact(scope, p) for p in points]
-
-    def rank_facts(
-        self,
-        scope: Scope,
-        using: str,
-        vector: Vector,
-        *,
-        limit: int,
-        where: FactFilter | None = None,
-    ) -> list[tuple[str, float]]:
-        """Fact ids ranked as :meth:`query_facts` ranks them, with their scores.
-
-        No payload is read: a search ranks far more candidates than it returns, and reads the
-        records of those it returns (:meth:`get_facts`) once, however many paths found them.
-        """
-        points = self._ranked(scope, using, vector, limit, where, payload=False)
-        return [(p.id, p.score) for p in points]
-
-    def _ranked(
-        self,
-        scope: Scope,
-        using: str,
-        vector: Vector,
-        limit: int,
-        where: FactFilter | None,
-        *,
-        payload: bool,
-    ) -> list[ScoredPoint]:
-        query = VectorQuery(using, vector, limit=limit)
-        condition = (where or FactFilter()).where()
-        return self.backend.query(
-            Collection.FACTS, scope, [query], limit=limit, where=condition, payload=payload
-        )
-
-    def cited_messages(
-        self, scope: Scope, using: str, vector: Vector, *, limit: int, where: FactFilter
-    ) -> list[tuple[str, float, tuple[str, ...]]]:
-        """Facts ranked as :meth:`query_facts` ranks them, as (id, score, cited message ids).
-
-        No fact is built: for paths that only place facts by the messages they cite.
-        """
-        query = VectorQuery(using, vector, limit=limit)
-        points = self.backend.query(
-            Collection.FACTS, scope, [query], limit=limit, where=where.where(), payload=["sources"]
-        )
-        return [(p.id, p.score, tuple(p.payload.get("sources") or ())) for p in points]
 
     @staticmethod
     def _fact(scope: Scope, point: ScoredPoint) -> Fact:
