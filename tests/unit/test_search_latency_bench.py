@@ -53,10 +53,19 @@ def test_tiny_run_reports_every_mode(tmp_path: Path, capsys: pytest.CaptureFixtu
     for mode in report["modes"]:
         lat = report["latency_ms"][mode]
         assert lat["p99"] >= lat["p95"] >= lat["p50"] > 0
-        assert lat["ratio_p50_to_raw_query"] > 0
+        assert all(lat[r] > 0 for r in bench.RATIOS)
+        floor = (
+            report["baseline_ms"]["embed_query"]["p50"]
+            + report["baseline_ms"]["raw_dense_query"]["p50"]
+        )
+        assert lat["ratio_p50_to_floor"] == pytest.approx(lat["p50"] / floor)
         assert {"A", "B"} <= set(report["paths_ran"][mode])
     assert {"B2", "B3"} <= set(report["paths_ran"]["expand"])
-    for key in ("raw_dense_query", "embed_query"):
+    for mode, target in report["floor_targets"].items():
+        ratio = report["latency_ms"][mode]["ratio_p50_to_floor"]
+        assert target["holds"] is (ratio <= bench.FLOOR_TARGETS[mode])
+    assert set(report["floor_targets"]) == {"fast", "expand"}
+    for key in ("raw_dense_query", "embed_query", "minimal_search"):
         base = report["baseline_ms"][key]
         assert base["p95"] >= base["p50"] > 0
     for mode in report["modes"]:
@@ -70,6 +79,7 @@ def test_tiny_run_reports_every_mode(tmp_path: Path, capsys: pytest.CaptureFixtu
     printed = capsys.readouterr().out
     assert "p50 ms" in printed and "raw dense query" in printed
     assert "fast-mode p95 < 50 ms" in printed
+    assert "target expand p50 <= 2.5x the floor" in printed and "embed, then raw query" in printed
 
 
 def test_parse_args_rejects_unknown_mode() -> None:
