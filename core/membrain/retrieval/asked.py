@@ -3,8 +3,9 @@
 In a chat with an assistant a question produces no fact (it asks, it does not state;
 :mod:`membrain.extraction.dialogue_acts`), so the answer follow-up of :mod:`.followup`, which
 starts from a question *fact*, has nothing to start from when the assistant asked "Where are
-you moving?" and the user answered "Austin!". This path searches the stored messages (BM25 and
-dense, fused) for the question, keeps those discarded as questions, and returns, at each one's
+you moving?" and the user answered "Austin!". This path takes the stored messages that best
+match the question (BM25 and dense, fused: the lookups of :func:`~.turn_paths.best_messages`,
+shared with the turn paths), keeps those discarded as questions, and returns, at each one's
 rank, the facts of the next message stated after it (the reply), as the follow-up does.
 
 It runs in ``expand`` and ``deep``. Where questions stay facts (a chat between named people,
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.followup import replies
-from membrain.storage.base import DENSE, SPARSE
+from membrain.retrieval.turn_paths import best_messages, fused_messages
 
 __all__ = ["AskedPath"]
 
@@ -31,16 +32,10 @@ class AskedPath:
 
     def run(self, ctx: SearchContext) -> list[Ranked]:
         """The replies' facts, ranked by their question's rank."""
-        found = ctx.store.search_messages(
-            ctx.scope,
-            ctx.question,
-            using=(SPARSE, DENSE),
-            limit=MESSAGES,
-            candidates=ctx.limit,
-            dense=ctx.dense_vector(ctx.question),
-        )
+        ranked = fused_messages(best_messages(ctx))[:MESSAGES]
+        found = ctx.store.get_messages(ctx.scope, ranked)
         out: dict[str, Ranked] = {}
-        for rank, (stored, _) in enumerate(found):
+        for rank, stored in enumerate(found):
             if not any(note.startswith(_ASKED) for note in stored.discarded):
                 continue
             said = stored.message.timestamp

@@ -6,8 +6,8 @@ conversation session.
 A fact is one clause of a turn, so the turn (with its image caption) often shares words with the
 question that the fact lost; a short reply ("I really admire his work ethic") is about the turn
 before it, a question is answered by the turn after it; and the evidence of a question often
-clusters in one session. For the candidates of one search this is five vector lookups, each
-over the scope's records and none of them a model call:
+clusters in one session. For the candidates of one search this is five vector lookups in three
+calls to the engine, each over the scope's records and none of them a model call:
 
 * the question's dense similarity to each candidate fact (ids given);
 * its dense and BM25 similarity to the candidates' messages and the turns just before and after
@@ -63,8 +63,7 @@ def turn_signals(
     top_sparse, top_dense = best_messages(ctx)
     turns = timeline.turns(scope, [*sources, *top_sparse, *top_dense])
     around = [*sources, *_neighbours(turns, sources)]
-    dense = store.message_similarity(scope, DENSE, asked, ids=around)
-    lexical = store.message_similarity(scope, SPARSE, sparse, ids=around)
+    dense, lexical = store.similar_messages(scope, [(DENSE, asked), (SPARSE, sparse)], ids=around)
     of_fact = store.fact_similarity(scope, DENSE, neutral, ids=[f.id for f in facts])
     session_dense = _by_session(top_dense, turns)
     session_lexical = _by_session(top_sparse, turns)

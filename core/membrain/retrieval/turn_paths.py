@@ -26,7 +26,7 @@ from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.turns import Timeline
 from membrain.storage.base import DENSE, RRF_K, SPARSE
 
-__all__ = ["MESSAGES", "TurnPath", "best_messages"]
+__all__ = ["MESSAGES", "TurnPath", "best_messages", "fused_messages"]
 
 MESSAGES = 50
 """Best-matching messages read per lookup (BM25 and dense)."""
@@ -43,10 +43,10 @@ def best_messages(ctx: SearchContext) -> tuple[dict[str, float], dict[str, float
     if found is None:
         sparse = ctx.store.sparse.embed_query(ctx.question)
         asked = ctx.dense_vector(ctx.question)
-        found = (
-            ctx.store.message_similarity(ctx.scope, SPARSE, sparse, limit=MESSAGES),
-            ctx.store.message_similarity(ctx.scope, DENSE, asked, limit=MESSAGES),
+        lexical, dense = ctx.store.similar_messages(
+            ctx.scope, [(SPARSE, sparse), (DENSE, asked)], limit=MESSAGES
         )
+        found = (lexical, dense)
         ctx.extra[_KEY] = found
     return found  # type: ignore[return-value]
 
@@ -75,7 +75,7 @@ def _turn_facts(ctx: SearchContext, timeline: Timeline) -> dict[str, list[Ranked
     found = ctx.extra.get(_FACTS_KEY)
     if found is not None:
         return found  # type: ignore[return-value]
-    matched = _fused(best_messages(ctx))
+    matched = fused_messages(best_messages(ctx))
     turns = timeline.turns(ctx.scope, matched)
     replies = [n for m in matched if m in turns and (n := turns[m].next) is not None]
     ranks = {name: _ranks(ids) for name, ids in (("turn", matched), ("reply", replies))}
@@ -112,8 +112,8 @@ def _placed(
     return [Ranked(fact_id, 1.0 / (i + 1)) for i, (_, _, fact_id) in enumerate(placed)]
 
 
-def _fused(rankings: Sequence[dict[str, float]]) -> list[str]:
-    """Message ids by reciprocal rank fusion of ``rankings`` (each best first)."""
+def fused_messages(rankings: Sequence[dict[str, float]]) -> list[str]:
+    """Message ids by reciprocal rank fusion of ``rankings`` (each best first), as Qdrant fuses."""
     scores: dict[str, float] = {}
     for ranking in rankings:
         for position, message in enumerate(ranking):

@@ -73,6 +73,7 @@ from membrain.server.schemas import (
     ForgetRequest,
     HealthResponse,
     MessageSearchRequest,
+    ModelResponse,
     Profile,
     ProfileForgetRequest,
     ProfilePutRequest,
@@ -303,8 +304,8 @@ def create_app(
             body.message_ids, scope=access.scope, by=access.actor, reason=body.reason
         )
 
-    @router.post("/search", openapi_extra=needs(Role.READ))
-    def search(body: SearchRequest, access: Granted) -> SearchResponse:
+    @router.post("/search", response_model=SearchResponse, openapi_extra=needs(Role.READ))
+    def search(body: SearchRequest, access: Granted) -> ModelResponse:
         """The ``k`` facts that best answer the question, with their sources."""
         result = memory.search(
             body.query,
@@ -318,12 +319,12 @@ def create_app(
             rerank=body.rerank,
             filters=body.filters,
         )
-        return SearchResponse.of(result)
+        return ModelResponse(SearchResponse.of(result))
 
-    @router.post("/context", openapi_extra=needs(Role.READ))
-    def context(body: ContextRequest, access: Granted) -> Context:
+    @router.post("/context", response_model=Context, openapi_extra=needs(Role.READ))
+    def context(body: ContextRequest, access: Granted) -> ModelResponse:
         """A cited context block for the question that fits ``max_tokens``."""
-        return memory.context(
+        found = memory.context(
             body.query,
             scope=access.scope,
             max_tokens=body.max_tokens,
@@ -336,6 +337,7 @@ def create_app(
             valid_at=body.valid_at,
             filters=body.filters,
         )
+        return ModelResponse(found)
 
     @router.post("/messages/search", openapi_extra=needs(Role.READ))
     def search_messages(body: MessageSearchRequest, access: Granted) -> list[EvidenceHitBody]:

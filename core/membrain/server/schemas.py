@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from starlette.responses import Response
 
 from membrain.arguments import DENSE, SPARSE
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
@@ -35,6 +36,7 @@ __all__ = [
     "ExtractRequest",
     "ForgetRequest",
     "HealthResponse",
+    "ModelResponse",
     "MessageSearchRequest",
     "Profile",
     "ProfileForgetRequest",
@@ -343,3 +345,21 @@ class ErrorBody(BaseModel):
 
     error: str
     type: str
+
+
+class ModelResponse(Response):
+    """A model's JSON, encoded once by pydantic.
+
+    For the busiest answers (search, context): FastAPI would dump the returned model to Python
+    values, validate them against the response model again and encode them (1.4 ms for ten
+    search hits, against 0.05 ms for the model's own JSON). Routes returning it name their
+    ``response_model`` so the schema is unchanged.
+    """
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        """``content`` (a pydantic model) as JSON bytes."""
+        if not isinstance(content, BaseModel):
+            raise TypeError(f"ModelResponse renders a pydantic model, not {type(content).__name__}")
+        return content.model_dump_json().encode("utf-8")

@@ -384,17 +384,21 @@ class BaseBackend(ABC):
         queries: Sequence[VectorQuery],
         *,
         where: Where | None = None,
+        ids: Sequence[str] | None = None,
         payload: bool | Sequence[str] = False,
     ) -> list[list[ScoredPoint]]:
         """One ranked list of ``scope``'s points per query, in one call to the engine.
 
         Each list holds the query's ``limit`` best points by similarity, under ``where`` and the
-        query's own ``where``. ``payload`` as in :meth:`query` (none by default).
+        query's own ``where`` (and among ``ids`` when given). ``payload`` as in :meth:`query`
+        (none by default).
         """
         check_scope(scope)
         if not queries:
             return []
-        lookups = [(q, Filter.of(scope, where, q.where)) for q in queries]
+        if ids is not None and not ids:
+            return [[] for _ in queries]
+        lookups = [(q, Filter.of(scope, where, q.where, ids=ids)) for q in queries]
         with self._gate.reading(), self._errors(f"query {collection.value}"):
             return self._query_batch(collection, lookups, payload)
 

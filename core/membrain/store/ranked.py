@@ -43,6 +43,23 @@ class RankedReads:
         """
         return self._similarity(Collection.MESSAGES, scope, using, vector, ids, limit)
 
+    def similar_messages(
+        self,
+        scope: Scope,
+        lookups: Sequence[tuple[str, Vector]],
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 0,
+    ) -> list[dict[str, float]]:
+        """:meth:`message_similarity` of each ``(using, vector)``, in one call to the engine."""
+        unique = None if ids is None else list(dict.fromkeys(ids))
+        size = limit if unique is None else len(unique)
+        if size < 1:
+            return [{} for _ in lookups]
+        queries = [VectorQuery(using, vector, limit=size) for using, vector in lookups]
+        found = self.backend.query_batch(Collection.MESSAGES, scope, queries, ids=unique)
+        return [{p.id: p.score for p in points} for points in found]
+
     def fact_similarity(
         self, scope: Scope, using: str, vector: Vector, *, ids: Sequence[str]
     ) -> dict[str, float]:
