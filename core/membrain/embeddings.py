@@ -131,7 +131,9 @@ class FastEmbedEncoder:
 
     Args:
         model_name: A fastembed model name; ``None`` for the packaged offline model.
-        batch_size: Texts per ONNX run.
+        batch_size: Texts per ONNX run. Small runs of texts of similar length pad least: the
+            facts and messages of a LoCoMo conversation embedded at 80 texts/s in runs of 64,
+            110 in runs of 32, 140-150 in runs of 8, 4 or 2 (2 cores, as ingest calls it).
         threads: ONNX Runtime intra-op threads (``None`` lets ONNX Runtime decide).
 
     Example:
@@ -143,7 +145,7 @@ class FastEmbedEncoder:
     _register_lock = threading.Lock()
 
     def __init__(
-        self, model_name: str | None = None, *, batch_size: int = 64, threads: int | None = None
+        self, model_name: str | None = None, *, batch_size: int = 8, threads: int | None = None
     ) -> None:
         try:
             from fastembed import TextEmbedding
