@@ -56,8 +56,10 @@ def test_tiny_run_reports_served_and_embedded_rows(
 def test_ops_limit_bounds_the_run(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     argv = ["--server", "thread", "--encoder", "hashing", "--clients", "2", "--ops", "10"]
+    argv += ["--rounds", "3"]  # 4 + 3 + 3 operations, alternating served and embedded
     assert bench.main([*argv, "--seconds", "30", "--generated", "--json", str(out)], log=False) == 0
     report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["rounds"] == 3
     assert [row["ops"] for row in report["rows"]] == [10, 10]
     assert all(row["error_total"] == 0 for row in report["rows"])
 
@@ -72,6 +74,13 @@ def test_every_client_replays_the_same_operations() -> None:
     ids = [m.source_id for m in added]
     assert len(ids) == len(set(ids)), "a replayed conversation must get new message ids"
     assert ops[0].kind == "add"  # nothing to search before the first add
+
+
+def test_rounds_must_cover_every_client() -> None:
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--rounds", "0", "--generated"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--clients", "4", "--ops", "6", "--rounds", "2", "--generated"])
 
 
 def test_hashing_encoder_needs_the_thread_server() -> None:
