@@ -11,11 +11,16 @@ Any object with the :class:`DenseEncoder` shape can replace the dense model, for
 another fastembed model on a machine with network. :func:`as_dense_encoder` adapts a LangChain
 ``Embeddings``, a LlamaIndex ``BaseEmbedding`` or a fastembed model name to that shape (by duck
 typing: the core never imports either framework).
+
+ONNX Runtime's usage telemetry is turned off (``ORT_DISABLE_TELEMETRY=1`` unless the environment
+sets it): loading the packaged model otherwise looks up ``mobile.events.data.microsoft.com``,
+and an offline memory sends nothing anywhere.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +44,8 @@ __all__ = [
 DEFAULT_DENSE_MODEL = "membrain/all-MiniLM-L6-v2-int8"
 _MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_DIR = Path(__file__).parent / "data" / "minilm"
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before any ONNX Runtime session exists
 
 
 @dataclass(frozen=True, slots=True)

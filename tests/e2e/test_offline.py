@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,19 @@ def test_ingest_and_search_with_sockets_disabled(socket_disabled: None, tmp_path
         assert "Miso" in hits[0].fact.text
         hits = mem.search("Where are croissants sold?", scope=scope, k=1)
         assert "croissants" in hits[0].fact.text
+
+
+def test_onnx_runtime_telemetry_is_off_unless_the_environment_says_otherwise() -> None:
+    """ONNX Runtime's telemetry is native code (no socket guard sees it): its switch is checked."""
+    code = "import os, membrain.embeddings; print(os.environ['ORT_DISABLE_TELEMETRY'])"
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+
+    def seen(environment: dict[str, str]) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=environment, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert seen(env) == "1"
+    assert seen({**env, "ORT_DISABLE_TELEMETRY": "0"}) == "0"
