@@ -220,12 +220,19 @@ class EdgeBackend(BaseBackend):
             raise BackendError("ensure_collections() must run before any other call") from None
 
     def optimize(self) -> None:
-        """Build HNSW and merge segments for everything written so far."""
+        """Build HNSW and merge segments for everything written so far.
+
+        Each shard is flushed after its optimisation: Qdrant Edge deletes the segments a merge
+        replaced only on a flush, so without it every optimisation left a full copy of the
+        shard behind (the facts shard of a 92,000-fact store held 14 merged segments, 570,000
+        vectors, until the store was closed).
+        """
         with self._lock, self._errors("optimize"):
             if self._closed:
                 raise BackendError(f"the store at {self.path} is closed")
             for shard in self._shards.values():
                 shard.optimize()
+                shard.flush()
             self._written_since_optimize = 0
 
     def close(self) -> None:
