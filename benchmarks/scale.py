@@ -62,6 +62,8 @@ from membrain.storage.base import DENSE, Collection, VectorQuery
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10_dev.json")
 MODES = ("fast", "expand", "deep")
 BATCH = 1000
+PROGRESS = 50_000
+"""Facts written between two progress lines while a level builds."""
 EXTRACTOR = "synthetic-scale-v1"
 START = datetime(2023, 1, 1, 9, 0, tzinfo=UTC)
 LARGE = Scope(dataset="scale-large", task="bench")
@@ -254,6 +256,17 @@ def _disk_by_part(path: Path) -> dict[str, float]:
     return {p.name: _disk(p) / 2**20 for p in sorted(path.iterdir()) if p.is_dir()}
 
 
+def _progress(written: int, started: float, folder: Path) -> None:
+    """A line on stderr while a level builds: how far, how fast, memory and disk so far."""
+    elapsed = time.perf_counter() - started
+    print(
+        f"  {written:,} facts written, {elapsed:,.0f} s into the level, peak RSS "
+        f"{_rss_mb():,.0f} MB, disk {_disk(folder) / 2**20:,.0f} MB",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -278,9 +291,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for level in args.levels:
                 started = time.perf_counter()
+                reported = sum(have.values()) // PROGRESS
                 for scope, want in plan(level, args.tenants).items():
                     grow(mem, scope, have.get(scope, 0), want, pool, rng)
                     have[scope] = max(have.get(scope, 0), want)
+                    if sum(have.values()) // PROGRESS > reported:
+                        reported = sum(have.values()) // PROGRESS
+                        _progress(sum(have.values()), started, Path(folder))
                 mem.optimize()
                 built = time.perf_counter() - started
                 new = level - (levels[-1]["facts"] if levels else 0)
