@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_locomo import write_tiny_locomo
 
 from benchmarks import ingest_bound as bench
 from membrain.testing import HashingEncoder
@@ -20,25 +21,7 @@ _TURNS = [
 
 @pytest.fixture
 def locomo_file(tmp_path: Path) -> Path:
-    session = [
-        {"speaker": speaker, "dia_id": f"D1:{i}", "text": text}
-        for i, (speaker, text) in enumerate(_TURNS, 1)
-    ]
-    data = [
-        {
-            "sample_id": "tiny",
-            "conversation": {
-                "speaker_a": "Caroline",
-                "speaker_b": "Melanie",
-                "session_1_date_time": "1:56 pm on 8 May, 2023",
-                "session_1": session,
-            },
-            "qa": [],
-        }
-    ]
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
+    return write_tiny_locomo(tmp_path / "tiny.json", _TURNS)
 
 
 def test_the_recorder_sees_every_document_and_the_bound_follows(

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_locomo import write_tiny_locomo
 
 from benchmarks import scale as bench
 
@@ -19,30 +20,15 @@ _TURNS = [
 ]
 
 
+QUESTIONS = [
+    {"question": "What did Caroline plan to apply to?", "evidence": ["D1:3"]},
+    {"question": "What is Melanie's book club reading?", "evidence": ["D1:4"]},
+]
+
+
 @pytest.fixture
 def locomo_file(tmp_path: Path) -> Path:
-    session = [
-        {"speaker": speaker, "dia_id": f"D1:{i}", "text": text}
-        for i, (speaker, text) in enumerate(_TURNS, 1)
-    ]
-    data = [
-        {
-            "sample_id": "tiny",
-            "conversation": {
-                "speaker_a": "Caroline",
-                "speaker_b": "Melanie",
-                "session_1_date_time": "1:56 pm on 8 May, 2023",
-                "session_1": session,
-            },
-            "qa": [
-                {"question": "What did Caroline plan to apply to?", "evidence": ["D1:3"]},
-                {"question": "What is Melanie's book club reading?", "evidence": ["D1:4"]},
-            ],
-        }
-    ]
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
+    return write_tiny_locomo(tmp_path / "tiny.json", _TURNS, QUESTIONS)
 
 
 def test_two_levels_grow_one_store_and_report_each(
