@@ -407,6 +407,10 @@ class Ingestor(RecordListener):
             return extract(
                 target, context, participants, known=lambda names: self.facts_about(scope, names)
             )
+        if run.known_by == "claim":
+            return extract(
+                target, context, participants, known=lambda keys: self.facts_claiming(scope, keys)
+            )
         return extract(
             target,
             context,
@@ -426,6 +430,15 @@ class Ingestor(RecordListener):
             self._store.iter_facts(scope, FactFilter(entity_ids=ids)),
             key=lambda f: (f.stated_at, f.id),
         )[-MAX_KNOWN_ABOUT:]
+        return [KnownFact(id=f.id, text=f.text, stated_at=f.stated_at) for f in facts]
+
+    def facts_claiming(self, scope: Scope, keys: Sequence[str]) -> list[KnownFact]:
+        """The scope's active facts stating one of the attributes ``keys``, oldest first.
+
+        ``keys`` are :func:`~membrain.extraction.attributes.claim_key` keys
+        (``"maya|residence"``); one indexed lookup, however many facts the scope holds.
+        """
+        facts = sorted(self._store.facts_claiming(scope, keys), key=lambda f: (f.stated_at, f.id))
         return [KnownFact(id=f.id, text=f.text, stated_at=f.stated_at) for f in facts]
 
     def known_facts(
@@ -546,7 +559,7 @@ class _Run:
 
 
 def _known_facts_by(extractor: Extractor) -> str | None:
-    """``"entity"`` or ``"similarity"``: how the extractor wants known facts; ``None``: not."""
+    """How the extractor wants known facts (``"claim"``, ``"entity"``, ``"similarity"``), if."""
     takes_known = "known" in inspect.signature(extractor.extract).parameters
     if not takes_known or not getattr(extractor, "wants_known_facts", True):
         return None

@@ -28,7 +28,15 @@ from functools import lru_cache, partial
 
 from membrain.temporal import plain_text
 
-__all__ = ["SINGLE_VALUED", "Claim", "Replacement", "claims", "replaced"]
+__all__ = [
+    "SINGLE_VALUED",
+    "Claim",
+    "Replacement",
+    "claim_key",
+    "claims",
+    "held_keys",
+    "replaced",
+]
 
 SINGLE_VALUED = ("residence", "employer", "occupation", "partner", "diet", "car", "phone")
 """The attributes a person holds one value of at a time."""
@@ -265,6 +273,22 @@ _RULES = _rules()
 def claims(text: str) -> list[Claim]:
     """The single-valued attributes a fact text (SPEC format or plain) states."""
     return list(_read(text)[0])
+
+
+def claim_key(subject: str, attribute: str) -> str:
+    """The key of one attribute of one subject (``"maya|residence"``): what a lookup matches."""
+    return f"{subject}|{attribute}"
+
+
+def held_keys(text: str) -> list[str]:
+    """The keys of the values ``text`` states (not ends): what a later fact may replace in it.
+
+    A known fact is replaced only through one of these (:func:`replaced`), so an index of them
+    finds every fact a new one may replace.
+    """
+    return list(
+        dict.fromkeys(claim_key(c.subject, c.attribute) for c in claims(text) if not c.ends)
+    )
 
 
 @lru_cache(maxsize=1 << 15)

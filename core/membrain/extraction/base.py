@@ -72,7 +72,8 @@ class Discard:
 
 
 KnownLookup = Callable[[Sequence[str]], Sequence[KnownFact]]
-"""The known facts of a batch, looked up from the names of the entities it mentions."""
+"""The known facts of a batch, looked up from the names of the entities it mentions (or the
+attribute keys it states, for an extractor that sets ``known_facts_by = "claim"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,9 @@ class Extractor(Protocol):
     and that does not set a class attribute ``wants_known_facts = False``. By default the lookup
     returns the facts closest to the batch's messages (a short list for a prompt); an extractor
     that sets ``known_facts_by = "entity"`` gets every active fact naming the entities it passes
-    (the latest 2,000), to compare with rules.
+    (the latest 2,000), to compare with rules; one that sets ``known_facts_by = "claim"`` passes
+    attribute keys (:func:`membrain.extraction.attributes.claim_key`, ``"maya|residence"``) and
+    gets every active fact stating a value of one of them, from an index.
     """
 
     @property

@@ -204,8 +204,9 @@ class OfflineExtractor:
         '[Sara] adopted a cat [yesterday::2024-03-14]!'
     """
 
-    known_facts_by = "entity"
-    """Known facts are looked up by the subjects of the attributes a batch states, all of them."""
+    known_facts_by = "claim"
+    """Known facts are looked up by the attributes a batch states (subject and attribute): all
+    the active facts stating a value of one of them, one indexed lookup."""
 
     @property
     def id(self) -> str:
@@ -347,10 +348,14 @@ def _with_replacements(
     drafts: list[FactDraft], known: Sequence[KnownFact] | KnownLookup
 ) -> list[FactDraft]:
     """``drafts`` with the known facts each one replaces (see :func:`attributes.replaced`)."""
-    subjects = {c.subject for d in drafts for c in attributes.claims(d.text)}
-    if not subjects:
+    keys = {
+        attributes.claim_key(c.subject, c.attribute)
+        for d in drafts
+        for c in attributes.claims(d.text)
+    }
+    if not keys:
         return drafts
-    facts = known(sorted(subjects)) if callable(known) else known
+    facts = known(sorted(keys)) if callable(known) else known
     pairs = [(k.id, k.text, k.stated_at) for k in facts]
     out = []
     for draft in drafts:

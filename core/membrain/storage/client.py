@@ -44,6 +44,8 @@ def _native(where: Filter) -> qm.Filter:
             conditions.append(qm.FieldCondition(key=c.key, range=qm.DatetimeRange(**bounds)))
         elif c.kind == "any":
             conditions.append(qm.FieldCondition(key=c.key, match=qm.MatchAny(any=c.value)))
+        elif c.kind == "empty":
+            conditions.append(qm.IsEmptyCondition(is_empty=qm.PayloadField(key=c.key)))
         else:
             conditions.append(qm.FieldCondition(key=c.key, match=qm.MatchValue(value=c.value)))
     return qm.Filter(must=conditions)

@@ -60,6 +60,8 @@ def _native(where: Filter) -> qe.Filter:
             conditions.append(qe.FieldCondition(c.key, range=qe.RangeDateTime(**c.value.iso())))
         elif c.kind == "any":
             conditions.append(qe.FieldCondition(c.key, match=qe.MatchAny(c.value)))
+        elif c.kind == "empty":
+            conditions.append(qe.IsEmptyCondition(c.key))
         else:
             conditions.append(qe.FieldCondition(c.key, match=qe.MatchValue(c.value)))
     return qe.Filter(must=conditions)

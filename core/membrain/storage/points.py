@@ -24,6 +24,7 @@ __all__ = [
     "Collection",
     "Condition",
     "Filter",
+    "Missing",
     "Point",
     "ScoredPoint",
     "TimeRange",
@@ -64,8 +65,14 @@ class TimeRange:
         }
 
 
-Where = Mapping[str, "str | int | Sequence[str] | TimeRange"]
-"""Payload filter: field -> value (equality), list of accepted values, or a :class:`TimeRange`.
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """A condition that a payload field is absent, null or an empty list."""
+
+
+Where = Mapping[str, "str | int | Sequence[str] | TimeRange | Missing"]
+"""Payload filter: field -> value (equality), list of accepted values, a :class:`TimeRange`, or
+:class:`Missing`.
 
 No boolean values: Qdrant Edge matches no point on an unindexed boolean field, so a boolean
 condition would silently return nothing; backends raise :class:`~membrain.errors.InputError`.
@@ -96,7 +103,7 @@ class Collection(StrEnum):
 
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.MESSAGES: ("status",),
-    Collection.FACTS: ("status", "entity_ids", "sources", "precision", "trust"),
+    Collection.FACTS: ("status", "entity_ids", "sources", "precision", "trust", "claims"),
     Collection.ENTITIES: ("name_key", "alias_keys"),
     Collection.TREE: ("level", "parent", "children"),
     Collection.AUDIT: ("action", "targets", "state"),
@@ -215,8 +222,9 @@ class Condition:
     """One condition of a :class:`Filter`, engine-neutral.
 
     ``kind`` is ``"match"`` (``value`` equals), ``"any"`` (``value`` is a list of accepted
-    values), ``"range"`` (``value`` is a :class:`TimeRange`) or ``"ids"`` (``value`` is a tuple
-    of point UUIDs; ``key`` is empty).
+    values), ``"range"`` (``value`` is a :class:`TimeRange`), ``"empty"`` (the field is
+    :class:`Missing`; ``value`` is ``None``) or ``"ids"`` (``value`` is a tuple of point UUIDs;
+    ``key`` is empty).
     """
 
     kind: str
@@ -248,6 +256,8 @@ class Filter:
                 check_condition_value(key, value)
                 if isinstance(value, TimeRange):
                     found.append(Condition("range", key, value))
+                elif isinstance(value, Missing):
+                    found.append(Condition("empty", key, None))
                 elif isinstance(value, str | int):
                     found.append(Condition("match", key, value))
                 else:

@@ -9,6 +9,11 @@ open ends are written as far-away times):
 * ``valid_start`` / ``valid_end``: the valid time with open or unknown ends made infinite;
 * ``revised_at``: the record time of the latest write of the fact (creation or change), which
   derived indexes use to find what changed since they last caught up (``revised_after``).
+
+And ``claims``, the keys of the single-valued attributes the text states
+(:func:`membrain.extraction.attributes.held_keys`, ``"maya|residence"``), so the facts a new
+statement may replace are one indexed lookup; a fact stating none holds :data:`NO_CLAIMS`, so a
+fact written before the field existed is told by its absence.
 """
 
 from __future__ import annotations
@@ -19,16 +24,27 @@ from datetime import UTC, datetime
 from typing import Any
 
 from membrain.errors import InputError
+from membrain.extraction.attributes import held_keys
 from membrain.metadata import MetadataFilter, matches
 from membrain.models import Fact, FactStatus, Precision, TimeSpan, Trust, utc
 from membrain.storage.base import TimeRange, Where
 
-__all__ = ["DERIVED_FACT_FIELDS", "FactFilter", "fact_payload", "metadata_indexes"]
+__all__ = [
+    "DERIVED_FACT_FIELDS",
+    "NO_CLAIMS",
+    "FactFilter",
+    "fact_claims",
+    "fact_payload",
+    "metadata_indexes",
+]
 
 EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, tzinfo=UTC)
-DERIVED_FACT_FIELDS = ("believed_until", "valid_start", "valid_end", "revised_at")
+DERIVED_FACT_FIELDS = ("believed_until", "valid_start", "valid_end", "revised_at", "claims")
 """Payload fields the store derives from a fact (dropped when the fact is read)."""
+
+NO_CLAIMS = "-"
+"""The ``claims`` of a fact stating no single-valued attribute."""
 
 _READABLE = (FactStatus.ACTIVE, FactStatus.SUPERSEDED, FactStatus.FORGOTTEN)
 
@@ -47,7 +63,13 @@ def fact_payload(fact: Fact, revised_at: datetime | None = None) -> dict[str, An
     data["believed_until"] = _iso(fact.believed_until or LATEST)
     data["valid_start"] = _iso(fact.valid_from or EARLIEST)
     data["valid_end"] = _iso(fact.valid_to or LATEST)
+    data["claims"] = fact_claims(fact.text)
     return data
+
+
+def fact_claims(text: str) -> list[str]:
+    """The ``claims`` payload of a fact of this text (never empty)."""
+    return held_keys(text) or [NO_CLAIMS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +91,8 @@ class FactFilter:
         stated_before: Only facts stated before this moment (exclusive).
         timed: Only facts with a resolved time.
         revised_after: Only facts written (created or changed) after this record time.
+        claims: Only facts stating a value of one of these attributes of a subject (keys of
+            :func:`membrain.extraction.attributes.claim_key`).
         metadata: Only facts whose metadata meets these key conditions
             (:func:`membrain.metadata.metadata_filter`).
     """
@@ -85,6 +109,7 @@ class FactFilter:
     stated_before: datetime | None = None
     timed: bool = False
     revised_after: datetime | None = None
+    claims: tuple[str, ...] = ()
     metadata: MetadataFilter = ()
 
     @classmethod
@@ -136,6 +161,8 @@ class FactFilter:
             where["precision"] = [p.value for p in Precision]
         if self.revised_after is not None:
             where["revised_at"] = TimeRange(gt=self.revised_after)
+        if self.claims:
+            where["claims"] = list(self.claims)
         for key, wanted in self.metadata:
             where[f"metadata.{key}"] = list(wanted) if isinstance(wanted, tuple) else wanted
         return where

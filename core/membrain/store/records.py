@@ -28,12 +28,19 @@ from membrain.storage.base import (
     SPARSE,
     Backend,
     Collection,
+    Missing,
     Point,
     ScoredPoint,
     VectorQuery,
     point_uuid,
 )
-from membrain.store.filters import DERIVED_FACT_FIELDS, FactFilter, fact_payload, metadata_indexes
+from membrain.store.filters import (
+    DERIVED_FACT_FIELDS,
+    FactFilter,
+    fact_claims,
+    fact_payload,
+    metadata_indexes,
+)
 from membrain.store.journal import AuditJournal, Change, created, record_scope, without_erased
 from membrain.store.profiles import ProfileRecords
 from membrain.store.ranked import RankedReads, Vector
@@ -129,6 +136,7 @@ class RecordStore(RankedReads, TreeRecords, AuditJournal, ProfileRecords):
         self.sparse = sparse
         self._listeners: list[RecordListener] = []
         self._ticks = MonotonicClock()
+        self._claims_indexed: set[tuple[str, str | None]] = set()
         self.exclusive = backend.exclusive
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
@@ -386,6 +394,36 @@ class RecordStore(RankedReads, TreeRecords, AuditJournal, ProfileRecords):
         condition = where.where() if where is not None else None
         for point in self._scroll(Collection.FACTS, scope, condition):
             yield self._fact(scope, point)
+
+    def facts_claiming(self, scope: Scope, keys: Sequence[str]) -> list[Fact]:
+        """The scope's active facts stating a value of one of ``keys`` (subject|attribute).
+
+        One indexed lookup. Facts stored before the ``claims`` field existed get it first, once
+        per scope and process (a derived index field, like ``revised_at``: not audited).
+        """
+        if not keys:
+            return []
+        self._index_claims(scope)
+        return list(self.iter_facts(scope, FactFilter(claims=tuple(keys))))
+
+    def _index_claims(self, scope: Scope) -> None:
+        if (scope.key, scope.session) in self._claims_indexed:
+            return
+        done: set[str] = set()
+        while True:
+            page, _ = self.backend.scroll(
+                Collection.FACTS, scope, where={"claims": Missing()}, limit=1_000
+            )
+            if not page or done.issuperset(p.id for p in page):
+                break
+            done.update(p.id for p in page)
+            by_claims: dict[tuple[str, ...], list[str]] = {}
+            for point in page:
+                key = tuple(fact_claims(str(point.payload.get("text", ""))))
+                by_claims.setdefault(key, []).append(point.id)
+            for claims, ids in by_claims.items():
+                self.backend.set_payload(Collection.FACTS, scope, ids, {"claims": list(claims)})
+        self._claims_indexed.add((scope.key, scope.session))
 
     def first_facts(self, scope: Scope, where: FactFilter, *, limit: int) -> list[Fact]:
         """At most ``limit`` facts ``where`` admits, in storage order (one round trip)."""
