@@ -18,6 +18,7 @@ from membrain.storage.base import (
     SPARSE,
     Backend,
     Collection,
+    Missing,
     Point,
     VectorQuery,
 )
@@ -199,6 +200,9 @@ WHERE_CASES: list[tuple[dict[str, Any], set[str]]] = [
     ({"status": "active", "entity_ids": ["e-bird", "e-fish"]}, {"fish"}),
     ({"status": "missing"}, set()),
     ({"key": "bird"}, {"bird"}),
+    ({"entity_ids": Missing()}, {"lecture"}),  # an empty list counts as missing
+    ({"claims": Missing()}, set(CORPUS)),  # a field no point has
+    ({"entity_ids": Missing(), "status": "active"}, set()),
 ]
 
 
