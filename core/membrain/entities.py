@@ -93,8 +93,12 @@ class EntityResolver:
         *,
         recorded_at: datetime,
     ) -> Resolution:
-        """Map every draft's name to an entity id, creating entities where none matches."""
-        known = list(self._store.iter_entities(scope))
+        """Map every draft's name to an entity id, creating entities where none matches.
+
+        Reads only the entities the drafts' names may resolve to (indexed lookups by key, first
+        word and spelling: :meth:`RecordStore.entity_candidates`), however many the scope has.
+        """
+        known = self._store.entity_candidates(scope, [d.name for d in drafts])
         by_key: dict[str, Entity] = {}
         for entity in known:
             for name in (entity.name, *entity.aliases):
@@ -201,14 +205,14 @@ class EntityResolver:
         contained = [e for e in known if _contained(key, e)]
         if len(contained) == 1:
             return contained[0]
-        if contained or not known:
+        if contained or not self._store.has_entities(scope):
             return None
         vector = self._store.dense.embed_query(entity_text(draft.name, draft.description))
         found = self._store.query_entities(scope, vector, limit=2)
         if found and found[0][1] >= self._dense_threshold:
             if len(found) > 1 and found[1][1] >= self._dense_threshold:
                 return None
-            return next((e for e in known if e.id == found[0][0].id), None)
+            return found[0][0]
         return None
 
     def _ask(

@@ -104,7 +104,7 @@ class Collection(StrEnum):
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.MESSAGES: ("status",),
     Collection.FACTS: ("status", "entity_ids", "sources", "precision", "trust", "claims"),
-    Collection.ENTITIES: ("name_key", "alias_keys"),
+    Collection.ENTITIES: ("name_key", "alias_keys", "first_words", "spellings"),
     Collection.TREE: ("level", "parent", "children"),
     Collection.AUDIT: ("action", "targets", "state"),
     Collection.PROFILE: ("topic", "subtopic", "fact_ids"),

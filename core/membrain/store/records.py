@@ -22,7 +22,6 @@ from membrain.indexing import entity_text, fact_dense_text, fact_sparse_text, me
 from membrain.inputs import MonotonicClock
 from membrain.listeners import RecordListener
 from membrain.models import Entity, Fact, MessageStatus, Scope, StoredMessage
-from membrain.names import normalize_name
 from membrain.storage.base import (
     DENSE,
     SPARSE,
@@ -34,6 +33,7 @@ from membrain.storage.base import (
     VectorQuery,
     point_uuid,
 )
+from membrain.store.entity_names import ENTITY_NAME_FIELDS, EntityNameReads, name_fields
 from membrain.store.filters import (
     DERIVED_FACT_FIELDS,
     FactFilter,
@@ -80,7 +80,7 @@ class ScoredFact:
         return f"ScoredFact(id={self.id!r}, score={self.score})"
 
 
-_ENTITY_KEYS = ("name_key", "alias_keys")
+_ENTITY_KEYS = ENTITY_NAME_FIELDS
 _SCOPE_KEYS = ("tenant", "session")
 
 
@@ -116,7 +116,7 @@ def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-class RecordStore(RankedReads, TreeRecords, AuditJournal, ProfileRecords):
+class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, ProfileRecords):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
     Args:
@@ -137,6 +137,7 @@ class RecordStore(RankedReads, TreeRecords, AuditJournal, ProfileRecords):
         self._listeners: list[RecordListener] = []
         self._ticks = MonotonicClock()
         self._claims_indexed: set[tuple[str, str | None]] = set()
+        self._names_indexed: set[tuple[str, str | None]] = set()
         self.exclusive = backend.exclusive
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
@@ -502,14 +503,7 @@ class RecordStore(RankedReads, TreeRecords, AuditJournal, ProfileRecords):
     def _write_entities(self, scope: Scope, entities: Sequence[Entity]) -> None:
         points = self._points(
             [e.id for e in entities],
-            [
-                _payload(
-                    e,
-                    name_key=normalize_name(e.name),
-                    alias_keys=[normalize_name(a) for a in e.aliases],
-                )
-                for e in entities
-            ],
+            [_payload(e, **name_fields(e.name, e.aliases)) for e in entities],
             [entity_text(e.name, e.description) for e in entities],
         )
         self.backend.upsert(Collection.ENTITIES, scope, points)

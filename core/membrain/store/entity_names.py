@@ -1,0 +1,116 @@
+"""The names of entities as indexed keys: resolving a name reads its candidates, not the scope.
+
+Part of :class:`membrain.store.RecordStore`. Entity resolution
+(:class:`membrain.entities.EntityResolver`) matches a new name to a known entity by its key, by
+a near spelling (one typo) or by containment (``Jon`` and ``Jon Snow``). Each entity point holds
+indexed keyword fields that answer those three questions with lookups:
+
+* ``name_key`` and ``alias_keys``: the normalised name and aliases (an exact match);
+* ``first_words``: the first word of the name and of each alias (containment starts there);
+* ``spellings``: the name's key and every form of it with one character deleted. Two keys one
+  insertion, deletion, substitution or swap of adjacent letters apart share one of these. That
+  is every pair the resolver's typo ratio (92) accepts between names of 12 letters or fewer; two
+  longer names further apart (two deletions, or three edits past 19 letters) are missed.
+
+An entity written before these fields existed gets them on the scope's first lookup (derived
+fields, like the facts' ``claims``: not audited).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from membrain.models import Entity
+from membrain.names import normalize_name
+from membrain.scope import Scope
+from membrain.storage.base import Backend, Collection, Missing, ScoredPoint
+
+__all__ = ["ENTITY_NAME_FIELDS", "EntityNameReads", "name_fields", "spellings"]
+
+ENTITY_NAME_FIELDS = ("name_key", "alias_keys", "first_words", "spellings")
+"""Payload fields derived from an entity's names (dropped when the entity is read)."""
+
+_PAGE = 1_000
+
+
+def spellings(key: str) -> list[str]:
+    """``key`` and each form of it with one character deleted."""
+    return list(dict.fromkeys([key, *(key[:i] + key[i + 1 :] for i in range(len(key)))]))
+
+
+def name_fields(name: str, aliases: Sequence[str]) -> dict[str, Any]:
+    """The indexed name fields of an entity called ``name`` (and ``aliases``)."""
+    keys = [normalize_name(n) for n in (name, *aliases)]
+    return {
+        "name_key": keys[0],
+        "alias_keys": keys[1:],
+        "first_words": list(dict.fromkeys(k.split()[0] for k in keys if k)),
+        "spellings": spellings(keys[0]),
+    }
+
+
+class EntityNameReads:
+    """Entity lookups by name (see :class:`membrain.store.RecordStore`)."""
+
+    backend: Backend
+    _names_indexed: set[tuple[str, str | None]]
+
+    def entity_candidates(self, scope: Scope, names: Iterable[str]) -> list[Entity]:
+        """Every entity of the scope that one of ``names`` may resolve to, by its indexes.
+
+        Those whose name or an alias has the key of one of ``names``, or shares its first
+        word, and those whose name is within one typo of it (see the module).
+        """
+        keys = [k for k in dict.fromkeys(normalize_name(n) for n in names) if k]
+        if not keys:
+            return []
+        self._index_names(scope)
+        wheres: list[dict[str, Any]] = [
+            {"name_key": keys},
+            {"alias_keys": keys},
+            {"first_words": list(dict.fromkeys(k.split()[0] for k in keys))},
+            {"spellings": list(dict.fromkeys(s for k in keys for s in spellings(k)))},
+        ]
+        found: dict[str, Entity] = {}
+        for where in wheres:
+            for point in self._read_all(scope, where):
+                if point.id not in found:
+                    found[point.id] = self._entity(scope, point)
+        return list(found.values())
+
+    def has_entities(self, scope: Scope) -> bool:
+        """Whether the scope holds any entity (one point read)."""
+        page, _ = self.backend.scroll(Collection.ENTITIES, scope, limit=1)
+        return bool(page)
+
+    def _read_all(self, scope: Scope, where: dict[str, Any]) -> Iterable[ScoredPoint]:
+        offset: str | None = None
+        while True:
+            page, offset = self.backend.scroll(
+                Collection.ENTITIES, scope, where=where, limit=_PAGE, offset=offset
+            )
+            yield from page
+            if offset is None:
+                return
+
+    def _index_names(self, scope: Scope) -> None:
+        if (scope.key, scope.session) in self._names_indexed:
+            return
+        done: set[str] = set()
+        while True:
+            page, _ = self.backend.scroll(
+                Collection.ENTITIES, scope, where={"spellings": Missing()}, limit=_PAGE
+            )
+            if not page or done.issuperset(p.id for p in page):
+                break
+            done.update(p.id for p in page)
+            for point in page:
+                entity = self._entity(scope, point)
+                fields = name_fields(entity.name, entity.aliases)
+                self.backend.set_payload(Collection.ENTITIES, scope, [point.id], fields)
+        self._names_indexed.add((scope.key, scope.session))
+
+    @staticmethod
+    def _entity(scope: Scope, point: ScoredPoint) -> Entity:
+        raise NotImplementedError
