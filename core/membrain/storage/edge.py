@@ -3,7 +3,9 @@
 Each collection is one Edge shard in a folder under the store's path. Edge builds HNSW and
 optimised segments only when :meth:`EdgeBackend.optimize` runs; the backend calls it once the
 number of vectors written since the last optimisation passes ``optimize_threshold``, and callers
-may call it after a bulk load.
+may call it after a bulk load. Segments are kept many and bounded (:data:`SEGMENTS`,
+:data:`SEGMENT_KB`), so an optimisation indexes what was written since the last one instead of
+merging it into one large segment and indexing that again.
 
 An Edge shard allows one owner per folder, so backends are shared per resolved path: every
 ``open_edge_backend(path)`` in a process returns the same thread-safe object.
@@ -43,6 +45,16 @@ from membrain.storage.points import (
 
 __all__ = ["EdgeBackend", "holds_store", "open_edge_backend"]
 
+SEGMENTS = 32
+"""Segments a shard may hold before the engine merges the smallest ones.
+
+Qdrant's default on a 2-core machine is 2, so every optimisation merged the new points into one
+large segment and rebuilt its HNSW index: an optimisation cost more the larger the shard, and a
+load the square of its size (``benchmarks/scale.py``, 20,000 to 100,000 facts: 68% of the time
+in optimisations, 247 facts/s; with 32 segments of at most :data:`SEGMENT_KB`, 691 facts/s).
+"""
+SEGMENT_KB = 100_000
+"""The size (KB) a merge stops at: the engine never merges large segments together again."""
 _META = "membrain.json"
 _FORMAT = 1
 _COPY_PAGE = 1_000
@@ -193,6 +205,9 @@ class EdgeBackend(BaseBackend):
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            optimizers=qe.EdgeOptimizersConfig(
+                default_segment_number=SEGMENTS, max_segment_size=SEGMENT_KB
+            ),
         )
         if folder.exists() and any(folder.iterdir()):
             shard = qe.EdgeShard.load(str(folder), config)
