@@ -29,6 +29,8 @@ What it measures at each level, in the same run:
 * the lexical catch-up: the first ``deep`` search after the level's writes (it brings path D's
   tantivy index up to date) against its steady p50.
 
+Each level's figures are printed as soon as it is measured, the whole table at the end.
+
 Figures are ratios within one run where they compare (a mode to its floor); absolute times on a
 shared machine are noise. RSS is the peak of the whole process (it never goes down).
 """
@@ -320,7 +322,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "first_deep_ms": catch_up,
                 }
                 levels.append(entry)
-                print(format_level(entry), flush=True)
+                print(format_level(entry), format_search([entry]), sep="\n", flush=True)
         finally:
             mem.close()
     return {
@@ -366,12 +368,26 @@ def format_report(report: dict[str, Any]) -> str:
         ]
         for e in levels
     ]
-    search_header = ["facts", "tenant", "floor p50", *(f"{m} p50 / p95 (x floor)" for m in MODES)]
-    search_rows = []
+    return "\n".join(
+        [
+            f"Scale ({report['tenants']} small tenants and one large; {report['queries']} "
+            f"questions; {report['pool_turns']:,} LoCoMo turns recombined)",
+            format_table(header, rows),
+            "",
+            "Search latency (ms) per tenant",
+            format_search(levels),
+        ]
+    )
+
+
+def format_search(levels: Sequence[dict[str, Any]]) -> str:
+    """The search table of ``levels``: per level and tenant, each mode against the floor."""
+    header = ["facts", "tenant", "floor p50", *(f"{m} p50 / p95 (x floor)" for m in MODES)]
+    rows = []
     for e in levels:
         for tenant, key in (("large", "search_large"), ("small", "search_small")):
             s = e[key]
-            search_rows.append(
+            rows.append(
                 [
                     f"{e['facts']:,}",
                     f"{tenant} ({e[f'{tenant}_tenant_facts']:,})",
@@ -382,16 +398,7 @@ def format_report(report: dict[str, Any]) -> str:
                     ),
                 ]
             )
-    return "\n".join(
-        [
-            f"Scale ({report['tenants']} small tenants and one large; {report['queries']} "
-            f"questions; {report['pool_turns']:,} LoCoMo turns recombined)",
-            format_table(header, rows),
-            "",
-            "Search latency (ms) per tenant",
-            format_table(search_header, search_rows),
-        ]
-    )
+    return format_table(header, rows)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
