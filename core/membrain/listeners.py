@@ -43,6 +43,12 @@ class RecordListener:
         The records given are the facts' complete current state.
         """
 
+    def facts_unsure(self, scope: Scope) -> None:
+        """A write of the scope's facts failed midway: some may be stored and never announced.
+
+        An index that trusts having heard every change must check the store again.
+        """
+
     def entities_written(self, scope: Scope, entities: Sequence[Entity]) -> None:
         """Entities were stored or changed (new aliases, description versions)."""
 

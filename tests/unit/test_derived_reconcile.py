@@ -186,3 +186,69 @@ def test_an_entity_the_tree_never_heard_of_is_placed_on_the_next_process(
         hits = reopened.search("golden retriever Rex", scope=SCOPE, mode="deep")
         assert rex.id in reopened.store.tree_ids(SCOPE)
         assert "C" in next(h.paths for h in hits if "Rex" in h.fact.text)
+
+
+def _sync(mem: Memory) -> int:
+    """Reconcile path D's index for SCOPE as a deep search does; how many facts it re-read."""
+    return int(mem._searcher._extra["D"].sync(SCOPE))  # type: ignore[attr-defined]
+
+
+def test_writes_the_index_heard_are_not_read_back(tmp_path: Path) -> None:
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        _say(mem, NURSE, 0)
+        assert _sync(mem) == 1  # a new index: built from the store
+        _say(mem, REX, 1)
+        rex = _fact_id(mem, "Rex")
+        mem.forget([_fact_id(mem, "nurse")], scope=SCOPE)
+        assert _sync(mem) == 0  # every change since reached it as a listener
+        assert _lexical(mem, "retriever") == [rex]
+        assert _lexical(mem, "nurse") == []
+
+
+def test_a_failed_index_write_makes_the_next_reconciliation_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        _say(mem, NURSE, 0)
+        _sync(mem)
+
+        def broken(*_: object, **__: object) -> int:
+            raise RuntimeError("disk full")
+
+        monkeypatch.setattr(LexicalIndex, "_stage", broken)
+        with pytest.raises(Exception, match="disk full"):
+            _say(mem, REX, 1)
+        monkeypatch.undo()
+        mem.extract_pending(scope=SCOPE)
+        assert _sync(mem) == 2  # rebuilt: nothing it missed is trusted
+        assert _lexical(mem, "retriever") == [_fact_id(mem, "Rex")]
+
+
+def test_a_fact_write_failing_midway_makes_the_next_reconciliation_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        _say(mem, REX, 0)
+        _say(mem, NURSE, 1)
+        _sync(mem)
+        backend = mem.store.backend
+        real = type(backend).set_payload
+        calls = 0
+
+        def second_fails(self: object, *args: object, **kwargs: object) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                raise RuntimeError("engine stopped")
+            real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(type(backend), "set_payload", second_fails)
+        ids = [_fact_id(mem, "Rex"), _fact_id(mem, "nurse")]
+        with pytest.raises(Exception, match="engine stopped"):
+            mem.forget(ids, scope=SCOPE)
+        monkeypatch.undo()
+        stored = {f.id: f.status for f in mem.facts(scope=SCOPE, include_inactive=True)}
+        assert _sync(mem) == len(stored)  # rebuilt from the store, whatever landed
+        for word, fact_id in (("retriever", ids[0]), ("nurse", ids[1])):
+            found = fact_id in _lexical(mem, word)
+            assert found is (stored[fact_id] is FactStatus.ACTIVE), word

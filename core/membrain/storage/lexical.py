@@ -216,6 +216,8 @@ class LexicalIndex(RecordListener):
         self._lock = threading.RLock()
         self._schema = _schema()
         self.created = True
+        self._in_step: set[str] = set()
+        self._unsure: set[str] = set()
         with _engine(f"open the lexical index at {path}"):
             if path is None:
                 self._index = tantivy.Index(self._schema)
@@ -290,6 +292,22 @@ class LexicalIndex(RecordListener):
         """Index facts the record store wrote or changed (see :meth:`add`)."""
         self.add(scope, facts)
 
+    def facts_unsure(self, scope: Scope) -> None:
+        """A fact write failed midway: the tenant is rebuilt when next reconciled."""
+        with self._lock:
+            self._doubt(scope.without_session().key)
+
+    def _doubt(self, tenant: str) -> None:
+        self._in_step.discard(tenant)
+        self._unsure.add(tenant)
+
+    def unsure(self, scope: Scope) -> bool:
+        """Whether a write of the tenant failed here since it was last rebuilt.
+
+        Then rebuild it: its mark may vouch for a change this index never heard of.
+        """
+        return scope.without_session().key in self._unsure
+
     def scope_deleted(self, scope: Scope) -> None:
         """Drop the documents of a deleted scope (see :meth:`delete_scope`)."""
         self.delete_scope(scope)
@@ -307,6 +325,14 @@ class LexicalIndex(RecordListener):
         Both land in one commit: the mark never vouches for documents not written.
         """
         self._write(scope, facts, drop_scope=False, mark=mark)
+
+    def in_step(self, scope: Scope) -> bool:
+        """Whether this object set the tenant's mark and every write of it since succeeded.
+
+        Then, in a process that owns the store (every change reaches this index as a listener),
+        the documents match the store and a reconciliation need read nothing.
+        """
+        return scope.without_session().key in self._in_step
 
     def mark(self, scope: Scope) -> datetime | None:
         """The record time up to which the tenant's documents match the store (``None``: never).
@@ -347,6 +373,7 @@ class LexicalIndex(RecordListener):
             BackendError: tantivy failed.
         """
         with self._lock, _engine("erase the lexical index"):
+            self._in_step.clear()  # every mark goes too: each tenant is rebuilt when next read
             writer = self._live_writer()
             writer.delete_all_documents()
             writer.commit()
@@ -364,6 +391,7 @@ class LexicalIndex(RecordListener):
         drop_scope: bool,
         mark: datetime | None = None,
     ) -> None:
+        tenant = scope.without_session().key
         with self._lock, _engine(f"index facts of {scope.key!r}"):
             writer = self._live_writer()
             try:
@@ -374,8 +402,13 @@ class LexicalIndex(RecordListener):
                 if pending:
                     self._commit()
             except BaseException:
+                self._doubt(tenant)
                 writer.rollback()  # nothing half-written reaches a later commit
                 raise
+            if mark is not None and drop_scope and scope.session is None:
+                self._unsure.discard(tenant)
+            if mark is not None and tenant not in self._unsure:
+                self._in_step.add(tenant)
 
     def _stage_mark(self, writer: tantivy.IndexWriter, scope: Scope, mark: datetime) -> None:
         writer.delete_documents_by_query(

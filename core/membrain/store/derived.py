@@ -14,6 +14,11 @@ reconciles it by content version, not by counting:
 4. deleted facts leave no revision behind: if the index then counts another number of facts
    than the store, the tenant is rebuilt.
 
+Step 3 reads nothing when the process owns the store (no other writer) and the index, since it
+last set the tenant's mark, took every write of the tenant as a listener without a failure
+(:meth:`LexicalIndex.in_step`): then only the mark moves. After a bulk load the first ``deep``
+search no longer reads back every fact just written (``benchmarks/scale.py``, "first deep").
+
 An index without a mark (new, of an older schema, erased or rebuilt after damage) is rebuilt.
 
 Example:
@@ -55,11 +60,16 @@ class LexicalSync:
         tenant = scope.without_session()
         mark = self.index.mark(tenant)
         new_mark = self.store.now() - OVERLAP
-        if mark is None:
+        if mark is None or self.index.unsure(tenant):
             return self._rebuild(tenant, new_mark)
-        changed = list(self.store.iter_facts(tenant, FactFilter(status=None, revised_after=mark)))
-        if changed:
-            self.index.catch_up(tenant, changed, mark=new_mark)
+        changed: list[Fact] = []
+        if self.store.exclusive and self.index.in_step(tenant):
+            self.index.catch_up(tenant, (), mark=new_mark)  # it heard of every change since
+        else:
+            where = FactFilter(status=None, revised_after=mark)
+            changed = list(self.store.iter_facts(tenant, where))
+            if changed:
+                self.index.catch_up(tenant, changed, mark=new_mark)
         if self.index.count(tenant) != self.store.count_facts(tenant):
             return self._rebuild(tenant, new_mark)
         return len(changed)

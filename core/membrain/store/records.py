@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from membrain.audit import AuditAction, Cause
@@ -348,7 +349,7 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         ]
         for field, kind in metadata_indexes(facts).items():
             self.backend.index_field(Collection.FACTS, field, kind)
-        with self._change(scope, cause, changes):
+        with self._announcing(scope), self._change(scope, cause, changes):
             self.backend.upsert(Collection.FACTS, scope, points)
         self._facts_written(scope, facts)
 
@@ -377,14 +378,26 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
             "fields": {i: {k: p[k] for k in _UPDATED_FACT_FIELDS} for i, p in payloads.items()},
         }
         about = tuple(targets) if targets is not None else tuple(f.id for f in facts)
-        with self._change(scope, cause, [Change(action, about, {}, redo)]):
+        with self._announcing(scope), self._change(scope, cause, [Change(action, about, {}, redo)]):
             for fact_id, payload in payloads.items():
                 self.backend.set_payload(Collection.FACTS, scope, [fact_id], payload)
         self._facts_written(scope, facts)
 
     def _facts_written(self, scope: Scope, facts: Sequence[Fact]) -> None:
-        for listener in self._listeners:
-            listener.facts_written(scope, facts)
+        with self._announcing(scope):
+            for listener in self._listeners:
+                listener.facts_written(scope, facts)
+
+    @contextmanager
+    def _announcing(self, scope: Scope) -> Iterator[None]:
+        """Tell every listener the scope's facts are unsure if the block fails midway."""
+        try:
+            yield
+        except BaseException:
+            for listener in self._listeners:
+                with suppress(Exception):
+                    listener.facts_unsure(scope)
+            raise
 
     def get_facts(self, scope: Scope, ids: Sequence[str]) -> list[Fact]:
         """Facts by id, in the order asked (missing ids skipped)."""
