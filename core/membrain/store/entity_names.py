@@ -24,7 +24,8 @@ from typing import Any
 from membrain.models import Entity
 from membrain.names import normalize_name
 from membrain.scope import Scope
-from membrain.storage.base import Backend, Collection, Missing, ScoredPoint
+from membrain.storage.base import Backend, Collection, ScoredPoint
+from membrain.store.backfill import fill_missing
 
 __all__ = ["ENTITY_NAME_FIELDS", "EntityNameReads", "name_fields", "spellings"]
 
@@ -32,6 +33,7 @@ ENTITY_NAME_FIELDS = ("name_key", "alias_keys", "first_words", "spellings")
 """Payload fields derived from an entity's names (dropped when the entity is read)."""
 
 _PAGE = 1_000
+"""Points per read of the candidates."""
 
 
 def spellings(key: str) -> list[str]:
@@ -95,22 +97,14 @@ class EntityNameReads:
                 return
 
     def _index_names(self, scope: Scope) -> None:
-        if (scope.key, scope.session) in self._names_indexed:
-            return
-        done: set[str] = set()
-        while True:
-            page, _ = self.backend.scroll(
-                Collection.ENTITIES, scope, where={"spellings": Missing()}, limit=_PAGE
-            )
-            if not page or done.issuperset(p.id for p in page):
-                break
-            done.update(p.id for p in page)
-            for point in page:
-                entity = self._entity(scope, point)
-                fields = name_fields(entity.name, entity.aliases)
-                self.backend.set_payload(Collection.ENTITIES, scope, [point.id], fields)
-        self._names_indexed.add((scope.key, scope.session))
+        if (scope.key, scope.session) not in self._names_indexed:
+            fill_missing(self.backend, Collection.ENTITIES, scope, "spellings", _names_of)
+            self._names_indexed.add((scope.key, scope.session))
 
     @staticmethod
     def _entity(scope: Scope, point: ScoredPoint) -> Entity:
         raise NotImplementedError
+
+
+def _names_of(point: ScoredPoint) -> dict[str, Any]:
+    return name_fields(str(point.payload["name"]), list(point.payload.get("aliases") or ()))

@@ -28,12 +28,12 @@ from membrain.storage.base import (
     SPARSE,
     Backend,
     Collection,
-    Missing,
     Point,
     ScoredPoint,
     VectorQuery,
     point_uuid,
 )
+from membrain.store.backfill import fill_missing
 from membrain.store.entity_names import ENTITY_NAME_FIELDS, EntityNameReads, name_fields
 from membrain.store.filters import (
     DERIVED_FACT_FIELDS,
@@ -421,23 +421,15 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         return list(self.iter_facts(scope, FactFilter(claims=tuple(keys))))
 
     def _index_claims(self, scope: Scope) -> None:
-        if (scope.key, scope.session) in self._claims_indexed:
-            return
-        done: set[str] = set()
-        while True:
-            page, _ = self.backend.scroll(
-                Collection.FACTS, scope, where={"claims": Missing()}, limit=1_000
+        if (scope.key, scope.session) not in self._claims_indexed:
+            fill_missing(
+                self.backend,
+                Collection.FACTS,
+                scope,
+                "claims",
+                lambda p: {"claims": fact_claims(str(p.payload.get("text", "")))},
             )
-            if not page or done.issuperset(p.id for p in page):
-                break
-            done.update(p.id for p in page)
-            by_claims: dict[tuple[str, ...], list[str]] = {}
-            for point in page:
-                key = tuple(fact_claims(str(point.payload.get("text", ""))))
-                by_claims.setdefault(key, []).append(point.id)
-            for claims, ids in by_claims.items():
-                self.backend.set_payload(Collection.FACTS, scope, ids, {"claims": list(claims)})
-        self._claims_indexed.add((scope.key, scope.session))
+            self._claims_indexed.add((scope.key, scope.session))
 
     def first_facts(self, scope: Scope, where: FactFilter, *, limit: int) -> list[Fact]:
         """At most ``limit`` facts ``where`` admits, in storage order (one round trip)."""
