@@ -30,8 +30,10 @@ What it does:
 
 Reported per mode: p50 / p95 / p99 (ms); the ratio of its p50 to the raw dense query's p50, to
 the **floor** (the embedding's p50 plus the raw query's p50) and to the minimal search's p50;
-and the paths that ran (the union of ``MemoryHit.paths`` keys over every timed search: a path
-that ran but contributed none of the top 10 of any question is not listed). Whether ``fast``
+the time it spent embedding query texts (p50, and how many texts a search embedded on average:
+``expand`` embeds its rewrites with the question in one call); and the paths that ran (the
+union of ``MemoryHit.paths`` keys over every timed search: a path that ran but contributed none
+of the top 10 of any question is not listed). Whether ``fast``
 stays within 1.5x the floor and ``expand`` within 2.5x (:data:`FLOOR_TARGETS`), and whether
 fast-mode p95 is below 50 ms at 10,000 facts: measurements, not assertions. Also the build time
 (embedding and writing) and the ``optimize()`` time. A second
@@ -50,6 +52,7 @@ import json
 import os
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -61,7 +64,7 @@ from typing import Any
 
 from benchmarks.locomo_eval import format_table, percentile
 from membrain import Memory
-from membrain.embeddings import DenseEncoder
+from membrain.embeddings import DenseEncoder, embed_queries
 from membrain.extraction.base import FactDraft, entity_refs
 from membrain.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
 from membrain.models import (
@@ -487,6 +490,8 @@ BASELINES = ("embed_query", "raw_dense_query", "minimal_search")
 """Timed beside the modes: the query embedding, one raw dense query, the two in sequence."""
 RATIOS = ("ratio_p50_to_raw_query", "ratio_p50_to_floor", "ratio_p50_to_minimal_search")
 FLOOR_TARGETS = {"fast": 1.5, "expand": 2.5}
+IN_ENCODER, TEXTS = ":in_encoder", ":texts"
+"""Suffixes of the per-search series: ms spent embedding queries, and how many texts."""
 """The most a mode's p50 may be, as a multiple of the floor (embedding p50 + raw query p50)."""
 UNRERANKED = "-fused"
 """Suffix of a mode timed with the reranker off (``expand-fused``), for a same-run ratio."""
@@ -497,6 +502,46 @@ def _search(mem: Memory, mode: str, question: str) -> Any:
     off: dict[str, Any] = {"rerank": False} if mode.endswith(UNRERANKED) else {}
     plain = mode.removesuffix(UNRERANKED)
     return mem.search(question, scope=SCOPE, mode=plain, k=K, reference=REFERENCE, **off)
+
+
+class QueryTimer:
+    """The store's dense encoder, timing the query embeddings a search asks for."""
+
+    def __init__(self, inner: DenseEncoder) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.texts = 0
+
+    @property
+    def name(self) -> str:
+        """The wrapped encoder's name."""
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        """The wrapped encoder's dimension."""
+        return self.inner.dim
+
+    def reset(self) -> None:
+        """Start counting again."""
+        self.seconds, self.texts = 0.0, 0
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed documents (not timed: a search embeds none)."""
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query, timed."""
+        return self.embed_queries([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed queries in one call where the encoder can, timed."""
+        started = time.perf_counter()
+        try:
+            return embed_queries(self.inner, texts)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.texts += len(texts)
 
 
 def _minimal_search(mem: Memory, question: str) -> None:
@@ -520,7 +565,10 @@ def _time_interleaved(
         for mode in modes:
             _search(mem, mode, question)
         _minimal_search(mem, question)
+    timer = store.dense if isinstance(store.dense, QueryTimer) else None
     times: dict[str, list[float]] = {m: [] for m in (*modes, *BASELINES)}
+    times.update({f"{m}{IN_ENCODER}": [] for m in modes})
+    times.update({f"{m}{TEXTS}": [] for m in modes})
     seen: dict[str, set[str]] = {m: set() for m in modes}
     empty = dict.fromkeys(modes, 0)
     errors: dict[str, str] = {}
@@ -528,6 +576,8 @@ def _time_interleaved(
         for mode in modes:
             if mode in errors:
                 continue
+            if timer is not None:
+                timer.reset()
             t0 = time.perf_counter()
             try:
                 hits = _search(mem, mode, question)
@@ -535,6 +585,9 @@ def _time_interleaved(
                 errors[mode] = f"{type(exc).__name__}: {exc}"
                 continue
             times[mode].append((time.perf_counter() - t0) * 1000)
+            if timer is not None:
+                times[f"{mode}{IN_ENCODER}"].append(timer.seconds * 1000)
+                times[f"{mode}{TEXTS}"].append(float(timer.texts))
             empty[mode] += not hits
             for hit in hits:
                 seen[mode].update(hit.paths)
@@ -598,6 +651,7 @@ def run(
         optimize_s = time.perf_counter() - started
         stored = store.count_facts(SCOPE)
 
+        store.dense = QueryTimer(store.dense)
         load_before = os.getloadavg()[0]
         say(
             f"{len(modes)} modes and the baselines, {warmup} warm-up + {len(questions)} timed "
@@ -610,6 +664,13 @@ def run(
     embed = _stats(timings.pop("embed_query"))
     minimal = _stats(timings.pop("minimal_search"))
     floor = embed["p50"] + raw["p50"]
+    in_encoder = {
+        m: {
+            "p50": percentile(timings.pop(f"{m}{IN_ENCODER}"), 50),
+            "texts": statistics.fmean(timings.pop(f"{m}{TEXTS}") or [float("nan")]),
+        }
+        for m in modes
+    }
     timings = {m: t for m, t in timings.items() if m not in errors}
     kinds = [question_kind(q) for q in questions]
     by_kind = {
@@ -643,6 +704,7 @@ def run(
     return {
         "latency_ms": latency,
         "baseline_ms": {"raw_dense_query": raw, "embed_query": embed, "minimal_search": minimal},
+        "in_encoder_ms": in_encoder,
         "floor_ms": floor,
         "floor_targets": {
             mode: _floor_target(latency[mode]["ratio_p50_to_floor"], bound)
@@ -694,14 +756,18 @@ def format_report(report: dict[str, Any]) -> str:
         "p50 / raw query",
         "p50 / floor",
         "p50 / minimal search",
+        "embedding queries p50 ms (texts)",
         "paths that ran",
     ]
     rows = []
+    in_encoder = report.get("in_encoder_ms", {})
     for mode in report["modes"]:
         lat = report["latency_ms"][mode]
         if mode in report["errors"]:
-            rows.append([mode, "-", "-", "-", "-", "-", "-", f"FAILED: {report['errors'][mode]}"])
+            failed = f"FAILED: {report['errors'][mode]}"
+            rows.append([mode, "-", "-", "-", "-", "-", "-", "-", failed])
             continue
+        spent = in_encoder.get(mode)
         rows.append(
             [
                 mode,
@@ -709,6 +775,7 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{lat['p95']:.1f}",
                 f"{lat['p99']:.1f}",
                 *(f"{lat[r]:.1f}x" for r in RATIOS),
+                "-" if spent is None else f"{spent['p50']:.1f} ({spent['texts']:.1f})",
                 " ".join(report["paths_ran"][mode]) or "-",
             ]
         )
@@ -729,6 +796,7 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{base['p50'] / baselines['raw_dense_query']['p50']:.1f}x",
                 f"{base['p50'] / report['floor_ms']:.1f}x",
                 f"{base['p50'] / baselines['minimal_search']['p50']:.1f}x",
+                "-",
                 "-",
             ]
         )

@@ -61,6 +61,10 @@ def test_tiny_run_reports_every_mode(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert lat["ratio_p50_to_floor"] == pytest.approx(lat["p50"] / floor)
         assert {"A", "B"} <= set(report["paths_ran"][mode])
     assert {"B2", "B3"} <= set(report["paths_ran"]["expand"])
+    spent = report["in_encoder_ms"]
+    assert spent["fast"]["texts"] >= 1 and spent["expand"]["texts"] > spent["fast"]["texts"]
+    for mode in report["modes"]:
+        assert 0 < spent[mode]["p50"] < report["latency_ms"][mode]["p50"]
     for mode, target in report["floor_targets"].items():
         ratio = report["latency_ms"][mode]["ratio_p50_to_floor"]
         assert target["holds"] is (ratio <= bench.FLOOR_TARGETS[mode])
