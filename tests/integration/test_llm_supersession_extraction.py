@@ -246,6 +246,7 @@ def test_offline_extractor_replaces_the_known_value_of_the_same_attribute() -> N
     assert moved.replaces == ("fact-lisbon",)  # the residence; the job is another attribute
     looked_up: list[list[str]] = []
     lookup = OfflineExtractor().extract(
-        [MESSAGE], [], ["Sara"], known=lambda names: looked_up.append(list(names)) or KNOWN
+        [MESSAGE], [], ["Sara"], known=lambda keys: looked_up.append(list(keys)) or KNOWN
     )
-    assert looked_up == [["sara"]] and lookup.facts == with_known.facts
+    # looked up by the attribute the batch states (subject|attribute), one indexed lookup
+    assert looked_up == [["sara|residence"]] and lookup.facts == with_known.facts
