@@ -200,7 +200,10 @@ def test_writes_the_index_heard_are_not_read_back(tmp_path: Path) -> None:
         _say(mem, REX, 1)
         rex = _fact_id(mem, "Rex")
         mem.forget([_fact_id(mem, "nurse")], scope=SCOPE)
+        index: LexicalIndex = mem._lexical
+        mark = index.mark(SCOPE)
         assert _sync(mem) == 0  # every change since reached it as a listener
+        assert index.mark(SCOPE) == mark  # and no commit just to move a recent mark
         assert _lexical(mem, "retriever") == [rex]
         assert _lexical(mem, "nurse") == []
 

@@ -16,8 +16,9 @@ reconciles it by content version, not by counting:
 
 Step 3 reads nothing when the process owns the store (no other writer) and the index, since it
 last set the tenant's mark, took every write of the tenant as a listener without a failure
-(:meth:`LexicalIndex.in_step`): then only the mark moves. After a bulk load the first ``deep``
-search no longer reads back every fact just written (``benchmarks/scale.py``, "first deep").
+(:meth:`LexicalIndex.in_step`): then only the mark moves, at most once a minute. After a bulk
+load the first ``deep`` search no longer reads back every fact just written
+(``benchmarks/scale.py``, "first deep").
 
 An index without a mark (new, of an older schema, erased or rebuilt after damage) is rebuilt.
 
@@ -36,11 +37,16 @@ from membrain.storage.lexical import LexicalIndex
 from membrain.store.filters import FactFilter
 from membrain.store.records import RecordStore
 
-__all__ = ["OVERLAP", "LexicalSync"]
+__all__ = ["MARK_EVERY", "OVERLAP", "LexicalSync"]
 
 OVERLAP = timedelta(seconds=5)
 """How far before a reconciliation its mark is set: changes stamped that close to it are read
 again next time, in case their write was still landing (or a writer's clock runs behind)."""
+
+
+MARK_EVERY = timedelta(minutes=1)
+"""How stale a mark may grow while the index hears every change: moving it is a commit, and a
+mark only spares a later process (or this one after a failure) reading changes again."""
 
 
 class LexicalSync:
@@ -64,7 +70,9 @@ class LexicalSync:
             return self._rebuild(tenant, new_mark)
         changed: list[Fact] = []
         if self.store.exclusive and self.index.in_step(tenant):
-            self.index.catch_up(tenant, (), mark=new_mark)  # it heard of every change since
+            # It heard every change since: only the mark moves, now and then (a commit).
+            if new_mark - mark > MARK_EVERY:
+                self.index.catch_up(tenant, (), mark=new_mark)
         else:
             where = FactFilter(status=None, revised_after=mark)
             changed = list(self.store.iter_facts(tenant, where))
