@@ -71,6 +71,36 @@ def test_the_timeline_links_turns_within_a_session_and_hears_new_messages(
     assert timeline.turns(SCOPE, ["not-a-message"]) == {}
 
 
+def test_new_messages_extend_the_kept_timeline_without_reading_the_scope_again(
+    store: RecordStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = [(0, "Maya", "Hi"), (1, "Jon", "Hello"), (2, "Maya", "Bye"), (120, "Jon", "Back")]
+    ids = _messages(store, said)
+    timeline = Timeline(store)
+    store.subscribe(timeline)
+    timeline.turns(SCOPE, ids)
+    reads = 0
+    iter_messages = store.iter_messages
+
+    def counted(scope: Scope) -> Iterator[StoredMessage]:
+        nonlocal reads
+        reads += 1
+        return iter_messages(scope)
+
+    monkeypatch.setattr(store, "iter_messages", counted)
+    later = [(121, "Maya", "Welcome back"), (122, "Jon", "Thanks"), (400, "Maya", "Morning")]
+    ids += _messages(store, later)
+    extended = timeline.turns(SCOPE, ids)
+    assert reads == 0  # the conversation went on: the kept timeline was extended
+    fresh = Timeline(store).turns(SCOPE, ids)
+    assert extended == fresh  # as a full read orders them, sessions included
+    assert extended[ids[4]].previous == ids[3] and extended[ids[6]].session == 2
+
+    ids += _messages(store, [(60, "Jon", "An earlier message, stored late")])
+    assert timeline.turns(SCOPE, ids) == Timeline(store).turns(SCOPE, ids)
+    assert reads == 3  # one stored before the last kept one: the timeline is read again
+
+
 def test_a_short_reply_is_found_by_the_words_of_the_turn_it_answers(store: RecordStore) -> None:
     asked, replied, other = _messages(
         store,

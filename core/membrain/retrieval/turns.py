@@ -5,8 +5,10 @@ it (a short reply is about what it answers), the turn after it (the reply to a q
 the session it belongs to. A **session** is a run of messages of one stored session with no
 pause longer than :data:`SESSION_GAP` between consecutive messages.
 
-The timeline of a scope is read once (one scroll of its messages) and kept until the record
-store announces a change to that scope's messages. A message id the kept timeline does not know
+The timeline of a scope is read once (one scroll of its messages) and kept. New messages the
+record store announces that come after the kept ones in time (a conversation going on) extend
+it; any other change to the scope's messages (one stored earlier than the last kept, a purge)
+drops it, to be read again when next needed. A message id the kept timeline does not know
 (written by another process) reads it again; one still missing then (erased by retention) does
 not, until the next change.
 """
@@ -49,6 +51,8 @@ class Timeline(RecordListener):
         self._lock = threading.Lock()
         self._turns: dict[Scope, dict[str, Turn]] = {}
         self._absent: dict[Scope, set[str]] = {}
+        self._last: dict[Scope, StoredMessage | None] = {}
+        """The latest message of each kept timeline (where new ones join it)."""
 
     def turns(self, scope: Scope, ids: Sequence[str]) -> dict[str, Turn]:
         """The turn of each of these messages (ids not stored in ``scope`` are left out)."""
@@ -57,21 +61,28 @@ class Timeline(RecordListener):
             absent = self._absent.setdefault(scope, set())
             unknown = known is None or any(i not in known and i not in absent for i in ids)
         if known is None or unknown:
-            known = self._read(scope)
+            known, last = self._read(scope)
             with self._lock:
                 self._turns[scope] = known
+                self._last[scope] = last
                 # Cited messages erased by retention are not read again until the next change.
                 self._absent[scope] = {i for i in ids if i not in known}
         return {i: known[i] for i in ids if i in known}
 
-    def _read(self, scope: Scope) -> dict[str, Turn]:
-        ordered = sorted(
-            self._store.iter_messages(scope),
-            key=lambda m: (m.message.timestamp, m.message.source_id or "", m.id),
-        )
+    def _read(self, scope: Scope) -> tuple[dict[str, Turn], StoredMessage | None]:
         turns: dict[str, Turn] = {}
-        session = -1
-        before: StoredMessage | None = None
+        last = self._join(turns, None, sorted(self._store.iter_messages(scope), key=_order))
+        return turns, last
+
+    def _join(
+        self,
+        turns: dict[str, Turn],
+        last: StoredMessage | None,
+        ordered: Sequence[StoredMessage],
+    ) -> StoredMessage | None:
+        """Add ``ordered`` (in time order, all after ``last``) to ``turns``; the new last."""
+        session = turns[last.id].session if last is not None else -1
+        before = last
         for message in ordered:
             if before is None or self._breaks(before, message):
                 session += 1
@@ -80,7 +91,8 @@ class Timeline(RecordListener):
             if before is not None:
                 turns[before.id] = Turn(turns[before.id].previous, message.id, session)
             before = message
-        return turns
+            last = message
+        return last
 
     def _breaks(self, before: StoredMessage, message: StoredMessage) -> bool:
         pause = message.message.timestamp - before.message.timestamp
@@ -90,12 +102,28 @@ class Timeline(RecordListener):
         tenant = scope.without_session()
         with self._lock:
             for kept in [s for s in self._turns if s.without_session() == tenant]:
-                del self._turns[kept]
-                self._absent.pop(kept, None)
+                self._drop(kept)
+
+    def _drop(self, kept: Scope) -> None:
+        del self._turns[kept]
+        self._absent.pop(kept, None)
+        self._last.pop(kept, None)
 
     def messages_written(self, scope: Scope, messages: Sequence[StoredMessage]) -> None:
-        """New messages: the scope's timeline is read again when next needed."""
-        self._forget(scope)
+        """New messages: they extend the timelines they follow; others are read again."""
+        tenant = scope.without_session()
+        ordered = sorted(messages, key=_order)
+        with self._lock:
+            for kept in [s for s in self._turns if s.without_session() == tenant]:
+                if kept.session is not None and kept.session != scope.session:
+                    continue  # messages of another session: not in this timeline
+                turns, last = self._turns[kept], self._last.get(kept)
+                follows = not ordered or last is None or _order(ordered[0]) > _order(last)
+                if follows and not any(m.id in turns for m in ordered):
+                    self._last[kept] = self._join(turns, last, ordered)
+                    self._absent[kept] = set()
+                else:
+                    self._drop(kept)
 
     def scope_deleted(self, scope: Scope) -> None:
         """The scope is gone: so is its timeline."""
@@ -112,3 +140,8 @@ class Timeline(RecordListener):
         """Purged messages leave the timeline."""
         if messages:
             self._forget(scope)
+
+
+def _order(message: StoredMessage) -> tuple[object, ...]:
+    """Where a message sits in time (ties: its source id, then its id)."""
+    return (message.message.timestamp, message.message.source_id or "", message.id)
