@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.locomo_eval import format_table
+from benchmarks.wrapped import WrappedEncoder
 from membrain import Memory, Scope
 from membrain.embeddings import DenseEncoder
 from membrain.loaders import Conversation, load_conversations
@@ -46,23 +47,13 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo
 DEFAULT_DATA = DEFAULT_DATA / "locomo10_dev.json"
 
 
-class RecordingEncoder:
+class RecordingEncoder(WrappedEncoder):
     """A dense encoder that records the documents it embeds and the time it takes."""
 
     def __init__(self, inner: DenseEncoder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.texts: list[str] = []
         self.seconds = 0.0
-
-    @property
-    def name(self) -> str:
-        """The wrapped encoder's name (stores built with it stay readable)."""
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        """The wrapped encoder's dimension."""
-        return self.inner.dim
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed, recording the texts and the time."""
@@ -72,10 +63,6 @@ class RecordingEncoder:
         finally:
             self.seconds += time.perf_counter() - started
             self.texts.extend(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed a query (not recorded: queries are not documents)."""
-        return self.inner.embed_query(text)
 
 
 def ingest_once(conversation: Conversation, encoder: DenseEncoder) -> dict[str, float]:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.locomo_eval import format_table, percentile
+from benchmarks.wrapped import WrappedEncoder
 from membrain import Memory
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
 from membrain.extraction.base import FactDraft
@@ -72,29 +73,18 @@ LARGE = Scope(dataset="scale-large", task="bench")
 
 
 # -- encoders that embed a text once ------------------------------------------------------------
-class OnceDense:
+class OnceDense(WrappedEncoder):
     """A dense encoder that embeds each distinct text once (the pool repeats its turns)."""
 
     def __init__(self, inner: DenseEncoder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._seen: dict[str, list[float]] = {}
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         missing = list(dict.fromkeys(t for t in texts if t not in self._seen))
         if missing:
             self._seen.update(zip(missing, self.inner.embed_documents(missing), strict=True))
         return [self._seen[t] for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 class OnceSparse:

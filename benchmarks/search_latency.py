@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.locomo_eval import format_table, percentile
+from benchmarks.wrapped import WrappedEncoder
 from membrain import Memory
 from membrain.embeddings import DenseEncoder, embed_queries
 from membrain.extraction.base import FactDraft, entity_refs
@@ -504,31 +505,17 @@ def _search(mem: Memory, mode: str, question: str) -> Any:
     return mem.search(question, scope=SCOPE, mode=plain, k=K, reference=REFERENCE, **off)
 
 
-class QueryTimer:
+class QueryTimer(WrappedEncoder):
     """The store's dense encoder, timing the query embeddings a search asks for."""
 
     def __init__(self, inner: DenseEncoder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.seconds = 0.0
         self.texts = 0
-
-    @property
-    def name(self) -> str:
-        """The wrapped encoder's name."""
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        """The wrapped encoder's dimension."""
-        return self.inner.dim
 
     def reset(self) -> None:
         """Start counting again."""
         self.seconds, self.texts = 0.0, 0
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed documents (not timed: a search embeds none)."""
-        return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query, timed."""
