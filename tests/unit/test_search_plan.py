@@ -26,7 +26,9 @@ def _counting(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def _said(mem: Memory, scope: Scope, text: str, day: int) -> str:
     at = datetime(2024, 3, day, 9, tzinfo=UTC)
-    (fact_id, *_) = mem.add([Message(speaker="Sara", text=text, timestamp=at)], scope=scope).fact_ids
+    (fact_id, *_) = mem.add(
+        [Message(speaker="Sara", text=text, timestamp=at)], scope=scope
+    ).fact_ids
     return str(fact_id)
 
 
