@@ -205,7 +205,7 @@ class EntityResolver:
         contained = [e for e in known if _contained(key, e)]
         if len(contained) == 1:
             return contained[0]
-        if contained or not self._store.has_entities(scope):
+        if contained or not (known or self._store.has_entities(scope)):
             return None
         vector = self._store.dense.embed_query(entity_text(draft.name, draft.description))
         found = self._store.query_entities(scope, vector, limit=2)

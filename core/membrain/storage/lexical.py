@@ -216,8 +216,10 @@ class LexicalIndex(RecordListener):
         self._lock = threading.RLock()
         self._schema = _schema()
         self.created = True
-        self._in_step: set[str] = set()
+        self._marked: set[str] = set()
+        """Tenants whose mark this object set (by a reconciliation)."""
         self._unsure: set[str] = set()
+        """Tenants a write of which failed here since they were last rebuilt."""
         with _engine(f"open the lexical index at {path}"):
             if path is None:
                 self._index = tantivy.Index(self._schema)
@@ -295,11 +297,7 @@ class LexicalIndex(RecordListener):
     def facts_unsure(self, scope: Scope) -> None:
         """A fact write failed midway: the tenant is rebuilt when next reconciled."""
         with self._lock:
-            self._doubt(scope.without_session().key)
-
-    def _doubt(self, tenant: str) -> None:
-        self._in_step.discard(tenant)
-        self._unsure.add(tenant)
+            self._unsure.add(scope.without_session().key)
 
     def unsure(self, scope: Scope) -> bool:
         """Whether a write of the tenant failed here since it was last rebuilt.
@@ -332,7 +330,8 @@ class LexicalIndex(RecordListener):
         Then, in a process that owns the store (every change reaches this index as a listener),
         the documents match the store and a reconciliation need read nothing.
         """
-        return scope.without_session().key in self._in_step
+        tenant = scope.without_session().key
+        return tenant in self._marked and tenant not in self._unsure
 
     def mark(self, scope: Scope) -> datetime | None:
         """The record time up to which the tenant's documents match the store (``None``: never).
@@ -373,7 +372,7 @@ class LexicalIndex(RecordListener):
             BackendError: tantivy failed.
         """
         with self._lock, _engine("erase the lexical index"):
-            self._in_step.clear()  # every mark goes too: each tenant is rebuilt when next read
+            self._marked.clear()  # every mark goes too: each tenant is rebuilt when next read
             writer = self._live_writer()
             writer.delete_all_documents()
             writer.commit()
@@ -402,13 +401,13 @@ class LexicalIndex(RecordListener):
                 if pending:
                     self._commit()
             except BaseException:
-                self._doubt(tenant)
+                self._unsure.add(tenant)
                 writer.rollback()  # nothing half-written reaches a later commit
                 raise
-            if mark is not None and drop_scope and scope.session is None:
-                self._unsure.discard(tenant)
-            if mark is not None and tenant not in self._unsure:
-                self._in_step.add(tenant)
+            if mark is not None:
+                self._marked.add(tenant)
+                if drop_scope and scope.session is None:
+                    self._unsure.discard(tenant)
 
     def _stage_mark(self, writer: tantivy.IndexWriter, scope: Scope, mark: datetime) -> None:
         writer.delete_documents_by_query(

@@ -3,7 +3,7 @@
 A store written by an older version lacks an indexed field a newer one derives at write time
 (the facts' ``claims``, the entities' name keys). The lookup that needs the field first gives it
 to every point of the scope missing it (one filtered read per page, one write per distinct
-value), then trusts the index.
+value), then trusts the index: :class:`Backfill` does it once per scope, field and process.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from membrain.scope import Scope
 from membrain.storage.base import Backend, Collection, Missing, ScoredPoint
 
-__all__ = ["fill_missing"]
+__all__ = ["Backfill", "fill_missing"]
 
 _PAGE = 1_000
 
@@ -44,3 +44,24 @@ def fill_missing(
             alike.setdefault(key, (values, []))[1].append(point.id)
         for values, ids in alike.values():
             backend.set_payload(collection, scope, ids, values)
+
+
+class Backfill:
+    """Runs :func:`fill_missing` once per collection, field and scope in this process."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._done: set[tuple[Collection, str, str, str | None]] = set()
+
+    def ensure(
+        self,
+        collection: Collection,
+        scope: Scope,
+        field: str,
+        derive: Callable[[ScoredPoint], dict[str, Any]],
+    ) -> None:
+        """Give ``field`` to the scope's points without it, unless done here already."""
+        key = (collection, field, scope.key, scope.session)
+        if key not in self._done:
+            fill_missing(self._backend, collection, scope, field, derive)
+            self._done.add(key)

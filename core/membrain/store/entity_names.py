@@ -18,22 +18,19 @@ fields, like the facts' ``claims``: not audited).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from membrain.models import Entity
 from membrain.names import normalize_name
 from membrain.scope import Scope
-from membrain.storage.base import Backend, Collection, ScoredPoint
-from membrain.store.backfill import fill_missing
+from membrain.storage.base import Backend, Collection, ScoredPoint, Where
+from membrain.store.backfill import Backfill
 
 __all__ = ["ENTITY_NAME_FIELDS", "EntityNameReads", "name_fields", "spellings"]
 
 ENTITY_NAME_FIELDS = ("name_key", "alias_keys", "first_words", "spellings")
 """Payload fields derived from an entity's names (dropped when the entity is read)."""
-
-_PAGE = 1_000
-"""Points per read of the candidates."""
 
 
 def spellings(key: str) -> list[str]:
@@ -56,7 +53,10 @@ class EntityNameReads:
     """Entity lookups by name (see :class:`membrain.store.RecordStore`)."""
 
     backend: Backend
-    _names_indexed: set[tuple[str, str | None]]
+    _backfill: Backfill
+    # the record store's own
+    _entity: Callable[[Scope, ScoredPoint], Entity]
+    _scroll: Callable[[Collection, Scope, Where | None], Iterator[ScoredPoint]]
 
     def entity_candidates(self, scope: Scope, names: Iterable[str]) -> list[Entity]:
         """Every entity of the scope that one of ``names`` may resolve to, by its indexes.
@@ -67,7 +67,7 @@ class EntityNameReads:
         keys = [k for k in dict.fromkeys(normalize_name(n) for n in names) if k]
         if not keys:
             return []
-        self._index_names(scope)
+        self._backfill.ensure(Collection.ENTITIES, scope, "spellings", _names_of)
         wheres: list[dict[str, Any]] = [
             {"name_key": keys},
             {"alias_keys": keys},
@@ -76,7 +76,7 @@ class EntityNameReads:
         ]
         found: dict[str, Entity] = {}
         for where in wheres:
-            for point in self._read_all(scope, where):
+            for point in self._scroll(Collection.ENTITIES, scope, where):
                 if point.id not in found:
                     found[point.id] = self._entity(scope, point)
         return list(found.values())
@@ -85,25 +85,6 @@ class EntityNameReads:
         """Whether the scope holds any entity (one point read)."""
         page, _ = self.backend.scroll(Collection.ENTITIES, scope, limit=1)
         return bool(page)
-
-    def _read_all(self, scope: Scope, where: dict[str, Any]) -> Iterable[ScoredPoint]:
-        offset: str | None = None
-        while True:
-            page, offset = self.backend.scroll(
-                Collection.ENTITIES, scope, where=where, limit=_PAGE, offset=offset
-            )
-            yield from page
-            if offset is None:
-                return
-
-    def _index_names(self, scope: Scope) -> None:
-        if (scope.key, scope.session) not in self._names_indexed:
-            fill_missing(self.backend, Collection.ENTITIES, scope, "spellings", _names_of)
-            self._names_indexed.add((scope.key, scope.session))
-
-    @staticmethod
-    def _entity(scope: Scope, point: ScoredPoint) -> Entity:
-        raise NotImplementedError
 
 
 def _names_of(point: ScoredPoint) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from membrain.storage.base import (
     VectorQuery,
     point_uuid,
 )
-from membrain.store.backfill import fill_missing
+from membrain.store.backfill import Backfill
 from membrain.store.entity_names import ENTITY_NAME_FIELDS, EntityNameReads, name_fields
 from membrain.store.filters import (
     DERIVED_FACT_FIELDS,
@@ -113,6 +113,10 @@ _UPDATED_FACT_FIELDS = (
 """The fields an update of a fact may change (its audit event carries their new values)."""
 
 
+def _claims_of(point: ScoredPoint) -> dict[str, Any]:
+    return {"claims": fact_claims(str(point.payload.get("text", "")))}
+
+
 def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
@@ -137,8 +141,7 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         self.sparse = sparse
         self._listeners: list[RecordListener] = []
         self._ticks = MonotonicClock()
-        self._claims_indexed: set[tuple[str, str | None]] = set()
-        self._names_indexed: set[tuple[str, str | None]] = set()
+        self._backfill = Backfill(backend)
         self.exclusive = backend.exclusive
         backend.ensure_collections(
             dense_dim=dense.dim, dense_model=dense.name, sparse_model=sparse.name
@@ -417,19 +420,8 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         """
         if not keys:
             return []
-        self._index_claims(scope)
+        self._backfill.ensure(Collection.FACTS, scope, "claims", _claims_of)
         return list(self.iter_facts(scope, FactFilter(claims=tuple(keys))))
-
-    def _index_claims(self, scope: Scope) -> None:
-        if (scope.key, scope.session) not in self._claims_indexed:
-            fill_missing(
-                self.backend,
-                Collection.FACTS,
-                scope,
-                "claims",
-                lambda p: {"claims": fact_claims(str(p.payload.get("text", "")))},
-            )
-            self._claims_indexed.add((scope.key, scope.session))
 
     def first_facts(self, scope: Scope, where: FactFilter, *, limit: int) -> list[Fact]:
         """At most ``limit`` facts ``where`` admits, in storage order (one round trip)."""
