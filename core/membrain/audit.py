@@ -16,11 +16,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from membrain.checks import MAX_REASON_CHARS, bounded_text
+from membrain.checks import MAX_REASON_CHARS, bounded_text, check_json
 from membrain.errors import InputError
 from membrain.models import Actor, ActorKind, Fact, Scope, UtcDatetime
 
@@ -80,6 +80,11 @@ class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _bounded_details(details: dict[str, Any]) -> dict[str, Any]:
+    check_json(details, "audit event details")  # an imported event's are the file's
+    return details
+
+
 class AuditEvent(_Record):
     """One append-only entry of the audit log.
 
@@ -95,7 +100,7 @@ class AuditEvent(_Record):
     actor: Actor
     reason: str = ""
     at: UtcDatetime
-    details: dict[str, Any] = {}
+    details: Annotated[dict[str, Any], AfterValidator(_bounded_details)] = {}
 
 
 @dataclass(frozen=True, slots=True)

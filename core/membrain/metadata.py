@@ -4,7 +4,12 @@
 fact that cites it (several cited messages: their objects merged, the first cited message's value
 kept on a clash), returned in hits and on :attr:`Fact.metadata`, and filterable: ``filters=``
 on search, context and the fact listing takes ``{"project": "apollo"}`` (equals) or
-``{"project": {"in": ["apollo", "zeus"]}}`` (one of), every key's condition holding.
+``{"project": {"in": ["apollo", "zeus"]}}`` (one of), every key's condition holding. A list
+value matches when one of its items does: ``{"tags": ["x", "y"]}`` meets ``{"tags": "x"}``.
+
+Metadata and filters nest at most :data:`~membrain.checks.MAX_JSON_DEPTH` levels and hold
+integers of at most 64 bits (:func:`~membrain.checks.check_json`): every surface builds its
+records and filters through this module, so a deeper value is refused before anything is stored.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from membrain.checks import is_unicode
+from membrain.checks import check_json, is_unicode
 from membrain.errors import InputError
 
 __all__ = [
@@ -42,7 +47,7 @@ def check_metadata(value: object) -> dict[str, Any]:
 
     Raises:
         InputError: not a mapping, a key not made of letters, digits, ``_`` and ``-`` (1-64),
-            a value JSON cannot hold, or too large.
+            a value JSON cannot hold, nested too deeply, or too large.
     """
     if value is None or (isinstance(value, dict) and not value):
         return {}  # most records carry none: nothing to check
@@ -50,6 +55,7 @@ def check_metadata(value: object) -> dict[str, Any]:
         raise InputError(f"metadata must be a JSON object, got {type(value).__name__}")
     for key in value:
         _check_key(key)
+    check_json(value, "metadata")
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -73,6 +79,7 @@ def metadata_filter(filters: Mapping[str, object] | None) -> MetadataFilter:
         return ()
     if not isinstance(filters, Mapping):
         raise InputError(f"filters must be an object, got {type(filters).__name__}")
+    check_json(filters, "filters")
     found: list[tuple[str, FilterValue]] = []
     for key, wanted in filters.items():
         _check_key(key)
@@ -89,15 +96,21 @@ def metadata_filter(filters: Mapping[str, object] | None) -> MetadataFilter:
 
 
 def matches(metadata: Mapping[str, Any], conditions: MetadataFilter) -> bool:
-    """Whether ``metadata`` meets every condition."""
+    """Whether ``metadata`` meets every condition (a list value: when one of its items does)."""
     for key, wanted in conditions:
         if key not in metadata:
             return False
         value = metadata[key]
         accepted = wanted if isinstance(wanted, tuple) else (wanted,)
-        if isinstance(value, bool) or value not in accepted:
+        values = value if isinstance(value, list) else [value]
+        if not any(_plain(v) and v in accepted for v in values):
             return False
     return True
+
+
+def _plain(value: object) -> bool:
+    """Whether a filter can match ``value``: a string or an integer (not a boolean)."""
+    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def merged(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from membrain import InputError
+from membrain.checks import check_json
 
 __all__ = ["OPERATORS", "check_filter", "matches"]
 
@@ -23,12 +24,14 @@ def check_filter(filter_: Mapping[str, Any] | None) -> None:
     """Refuse a filter that :func:`matches` cannot apply.
 
     Raises:
-        InputError: the filter is not a mapping with string keys, or uses an unknown operator.
+        InputError: the filter is not a mapping with string keys, uses an unknown operator, or
+            nests deeper than :data:`membrain.checks.MAX_JSON_DEPTH`.
     """
     if filter_ is None:
         return
     if not isinstance(filter_, Mapping) or not all(isinstance(k, str) for k in filter_):
         raise InputError(f"a filter is a mapping of field names, got {filter_!r:.80}")
+    check_json(filter_, "a filter", any_integer=True)
     for wanted in filter_.values():
         _check_wanted(wanted)
 

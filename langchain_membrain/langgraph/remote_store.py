@@ -28,6 +28,7 @@ from langgraph.store.base import (
 )
 from pydantic import BaseModel, Field
 
+from langchain_membrain.langgraph.sidecar import check_op
 from membrain import ConfigurationError
 from membrain.remote.common import RETRIES, Call, answer, check_url, headers, send
 
@@ -239,6 +240,8 @@ class RemoteMembrainStore(BaseStore):
         ops = list(ops)
         if not ops:
             return []
+        for op in ops:  # refused here as the embedded store refuses it, before sending
+            check_op(op)
         call = Call("POST", STORE_BATCH, {"ops": [op_json(op) for op in ops]})
         response = send(self._client, self.url, self._retries, call)
         return answer(

@@ -32,7 +32,7 @@ from langgraph.store.base import (
 
 from langchain_membrain.langgraph.filters import check_filter
 from membrain import ConfigurationError, InputError, Memory, MemoryLike
-from membrain.checks import is_unicode
+from membrain.checks import check_json, is_unicode
 from membrain.storage.edge import EdgeBackend
 
 __all__ = [
@@ -289,9 +289,10 @@ def check_value(value: Mapping[str, Any]) -> str:
     """An item value as the sidecar stores it (JSON).
 
     Raises:
-        InputError: the value is not a mapping, not JSON-serialisable, or holds text that is
-            not valid Unicode.
+        InputError: the value is not a mapping, not JSON-serialisable, nested deeper than
+            :data:`membrain.checks.MAX_JSON_DEPTH`, or holds text that is not valid Unicode.
     """
+    check_json(value, "an item value", any_integer=True)
     try:
         text = json.dumps(dict(value), ensure_ascii=False)
     except (TypeError, ValueError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.store.base import (
@@ -18,7 +19,7 @@ from langgraph.store.base import (
 
 from integration.served import Served, serving
 from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespace
-from membrain import InputError, MessageStatus
+from membrain import MessageStatus
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteAccessError
 from membrain.server import Role
@@ -124,12 +125,19 @@ def test_a_key_reaches_only_its_datasets(served: Served, store: Opener) -> None:
     assert unknown.value.status == 401
 
 
-def test_a_bad_namespace_is_refused_by_client_and_server(store: Opener) -> None:
+def test_a_bad_namespace_is_refused_by_client_and_server(served: Served, store: Opener) -> None:
     remote = store("sara-writer")
     with pytest.raises(InvalidNamespaceError):  # LangGraph's own check, before sending
         remote.put(("sara", "a.b"), "k", {"text": "dots are label separators"})
-    with pytest.raises(InputError, match="namespace"):  # a raw batch: the server checks too
+    with pytest.raises(InvalidNamespaceError):  # a raw batch: as the embedded store refuses it
         remote.batch([PutOp(("sara", "a.b"), "k", {"text": "dots are label separators"})])
+    put = {"op": "put", "namespace": ["sara", "a.b"], "key": "k", "value": {"text": "x"}}
+    sent = httpx.post(  # the server checks too
+        f"{served.url}/api/store/batch",
+        json={"ops": [put]},
+        headers={"authorization": f"Bearer {served.keys['sara-writer']}"},
+    )
+    assert sent.status_code == 422 and "namespace" in sent.json()["error"]
     assert remote.list_namespaces(prefix=("sara",), max_depth=2).count(("sara", "a.b")) == 0
 
 

@@ -17,7 +17,6 @@ goes to the log, never to the client).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,6 +34,7 @@ from starlette.exceptions import HTTPException
 
 from membrain.audit import AuditEvent, FactHistory, ReviewItem
 from membrain.background import BackgroundWriter
+from membrain.checks import loads_json
 from membrain.config import DEFAULT_MAX_BODY_BYTES
 from membrain.errors import (
     InputError,
@@ -155,10 +155,7 @@ def json_object(text: str | None, name: str) -> dict[str, Any] | None:
     """
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
+    value = loads_json(text, name)
     if not isinstance(value, dict):
         raise InputError(f"{name} must be a JSON object")
     return value

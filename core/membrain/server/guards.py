@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Message as AsgiMessage
 from starlette.types import Scope as AsgiScope
 
-from membrain.checks import is_loopback
+from membrain.checks import MAX_JSON_DEPTH, is_loopback
 from membrain.errors import (
     BackendError,
     ConfigurationError,
@@ -115,19 +115,23 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if isinstance(exc, RequestTooLarge):
         return _too_large(exc)
-    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        # as a shallower body past the bound is refused by the records' checks
+        return error_response(422, f"the request body: {_TOO_DEEP}", "InputError")
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
         return error_response(
             422, _unreadable(exc.__cause__), "ValidationError"
         )  # FastAPI's body parse
     return error_response(exc.status_code, str(exc.detail), "HTTPError")
 
 
+_TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels"
+
+
 def _unreadable(cause: BaseException) -> str:
     """Why a request body is not JSON (what FastAPI's 400 does not say)."""
     if isinstance(cause, UnicodeDecodeError):
         return "the request body is not valid UTF-8"
-    if isinstance(cause, RecursionError):
-        return "the request body is nested too deeply"
     return "the request body is not valid JSON"
 
 
