@@ -6,8 +6,9 @@ A page holds a marker where a generated part goes:
   :data:`membrain.operations.OPERATIONS`;
 * ``<!-- membrain:layers -->``: the core's layers and their modules, from ``LAYERS`` in
   ``tests/unit/test_layering.py`` (the test that holds them) and each module's docstring;
-* ``<!-- membrain:include FILE -->``: a file of the repository root (``CONTRIBUTING.md``), its
-  links into ``docs/`` made relative to the site.
+* ``<!-- membrain:include FILE -->...<!-- /membrain:include -->``: a file of the repository
+  root (``CONTRIBUTING.md``) in place of what is between (a link to it, for readers of the
+  Markdown), its links into ``docs/`` made relative to the site.
 
 It also holds the Griffe extension mkdocstrings loads (:class:`DocstringMarkdown`): the
 docstrings are Google style with Sphinx roles (``:class:`~membrain.Memory```) and ``Example:``
@@ -30,7 +31,9 @@ CORE = ROOT / "core" / "membrain"
 LAYERING_TEST = ROOT / "tests" / "unit" / "test_layering.py"
 OPERATIONS_MARKER = "<!-- membrain:operations -->"
 LAYERS_MARKER = "<!-- membrain:layers -->"
-_INCLUDE = re.compile(r"<!-- membrain:include (?P<file>[\w.-]+) -->")
+_INCLUDE = re.compile(
+    r"<!-- membrain:include (?P<file>[\w.-]+) -->.*?<!-- /membrain:include -->", re.S
+)
 _ROLE = re.compile(r":(?:py:)?[a-z]+:`(?P<body>[^`]+)`")
 _EXAMPLE = re.compile(r"^(?P<indent>\s*)Example:\s*$", re.M)
 
