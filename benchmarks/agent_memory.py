@@ -76,10 +76,11 @@ inconsistent (:func:`check_chats`).
 
 On the 12 conversations (280 turns, 85 questions), packaged model: offline, current-belief@1 is
 97.0 in every mode with no stale and no chatter hit (in-sample: the offline rules were written
-looking at this set); scripted, 97.0. About a minute on a busy 2-CPU machine. The README keeps
-the rows of earlier versions, of a set the rules were fitted on (``agent_chats_train2.json``)
-and of three held-out sets (``agent_chats_heldout*.json``; offline 34.4 on the third, measured
-once, against 93.8 scripted).
+looking at this set); scripted, 97.0. About a minute on a busy 2-CPU machine. The benchmark
+page (``docs/benchmarks/agent-chats.md``) keeps the rows of earlier versions, of a set the rules
+were fitted on (``agent_chats_train2.json``) and of three held-out sets
+(``agent_chats_heldout*.json``; offline 34.4 on the third, measured once, against 93.8
+scripted).
 """
 
 from __future__ import annotations

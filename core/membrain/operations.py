@@ -7,7 +7,7 @@ method in a worker thread), the server serves each operation that has a ``route`
 ``/api/memory`` with the declared role, the remote clients send those routes, and the command
 line and the MCP tools name the operation they run. ``tests/unit/test_operations.py`` holds
 every surface to the table (same parameters as :class:`~membrain.Memory`, same role), and the
-README's "Operations" table is checked against it.
+documentation's "Operations" table is generated from it.
 
 Defined below the engine, so a caller of a served memory reads it without loading one.
 """
@@ -227,7 +227,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation("optimize", "Build the search indexes now (after a bulk load).", Access.ADMIN),
 )
-"""Every operation, in the order the README lists them."""
+"""Every operation, in the order the documentation lists them."""
 
 _BY_NAME = {op.name: op for op in OPERATIONS}
 

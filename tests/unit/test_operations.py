@@ -21,7 +21,7 @@ from membrain.server.app import API_PREFIX, create_app, route_role
 from membrain.stubs import STUBS, Stub, SurfaceStub
 from membrain.surface import AsyncMemoryLike, signature
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "operations.md"
 LIFECYCLE = {"close", "from_settings"}
 """Public methods of Memory that manage the object, not the memory: not operations."""
 SERVED = [op for op in OPERATIONS if op.route is not None]
@@ -111,21 +111,8 @@ def test_the_cli_commands_and_mcp_tools_named_by_the_table_exist() -> None:
     assert {op.mcp for op in OPERATIONS if op.mcp} == tools
 
 
-def readme_rows() -> list[str]:
-    """The rows of the README's Operations table, as the table declares them."""
-    rows = []
-    for op in OPERATIONS:
-        http = f"`{op.route[0]} {API_PREFIX}{op.route[1]}`" if op.route else "–"
-        cli_name = f"`membrain {op.cli}`" if op.cli else "–"
-        mcp = f"`{op.mcp}`" if op.mcp else "–"
-        rows.append(
-            f"| `{op.name}` | {op.summary} | {http} | {cli_name} | {mcp} | {op.role.value} |"
-        )
-    return rows
-
-
-def test_the_readme_lists_every_operation_as_the_table_declares_it() -> None:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Operations\n", 1)[1].split("\n## ", 1)[0]
-    listed = [line for line in section.splitlines() if re.match(r"\| `", line)]
-    assert listed == readme_rows(), "\n".join(readme_rows())
+def test_the_operations_page_generates_its_table() -> None:
+    """The page's table is the hook's (``docs/_hooks.py``), never written by hand."""
+    text = OPERATIONS_PAGE.read_text(encoding="utf-8")
+    assert "<!-- membrain:operations -->" in text
+    assert not [line for line in text.splitlines() if re.match(r"\| `", line)]

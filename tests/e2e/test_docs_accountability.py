@@ -1,4 +1,4 @@
-"""The README's "Why does the agent believe that?" example runs and does what it says."""
+"""The example of "Why does the agent believe that?" runs and does what it says."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "accountability.md"
 
 
 def _example() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Why does the agent believe that?") :]
-    found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found, "the section has a Python example"
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.startswith("# Why does the agent believe that?\n")
+    found = re.search(r"```python\n(.*?)```", text, re.S)
+    assert found, "the page opens with a Python example"
     return found.group(1)
 
 
@@ -22,7 +22,7 @@ def test_the_example_runs_offline_and_tells_the_story(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the example opens ./.membrain
-    exec(compile(_example(), str(README), "exec"), {"__name__": "readme"})  # noqa: S102
+    exec(compile(_example(), str(PAGE), "exec"), {"__name__": "docs"})  # noqa: S102
     lines = capsys.readouterr().out.splitlines()
     now, then, believed = lines[:3]
     assert "Berlin" in now and "Lisbon" not in now
