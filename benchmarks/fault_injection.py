@@ -7,7 +7,7 @@ Usage (from the repository root)::
         [--keep DIR]
     python benchmarks/fault_injection.py --trials 50
 
-What it does, for each of five operations (``--ops`` picks some of them, ``damage`` the
+What it does, for each of six operations (``--ops`` picks some of them, ``damage`` the
 damaged-file rows) and ``--trials`` seeded trials of each:
 
 1. A base store is built once: a two-speaker conversation (generated, or the first
@@ -21,7 +21,9 @@ damaged-file rows) and ``--trials`` seeded trials of each:
    ``forget`` forgets 1-4 facts; ``supersede`` supersedes 1-3 disjoint pairs of facts;
    ``purge`` runs ``purge(ids, messages=True)`` on 1-3 active facts drawn from those of the main
    scope's own messages (their source messages and every fact derived from them go too);
-   ``delete`` deletes one of the two scopes (the other must stay intact).
+   ``delete`` deletes one of the two scopes (the other must stay intact); ``import`` exports
+   one of the two scopes (``transfer.export_scope``) and imports the lines into a third, empty
+   one (a copy: every id derived anew), run again after the kill to complete it.
 3. Reference: the same operation runs without a kill on a copy of the base, in this process.
    It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
    delete), every compaction step (copy, swap) and every tantivy commit or erase.
@@ -50,8 +52,10 @@ Per trial:
   record the operation erases and recovery kept is a difference, not a duplicate).
 * recovered exactly: the same message ids and statuses, fact ids, statuses, texts, sources,
   supersession links and valid ends, entity ids, names, aliases and description versions as the
-  reference, no resurrection, and path D's tantivy index agreeing with the store after a deep
-  search (document counts, no inactive fact found); a deleted scope keeps no audit event.
+  reference (after an import also its profile versions, its own creation events, each once, and
+  the carried events of the export), no resurrection, and path D's tantivy index agreeing with
+  the store after a deep search (document counts, no inactive fact found); a deleted scope keeps
+  no audit event.
 * text left on disk (purge and delete; ``-`` elsewhere): trials where a file of the closed,
   recovered store still holds a probe word. Probe words: the words (5 or more ASCII letters) of
   the erased messages and facts that no remaining record holds (messages, facts of any status,
@@ -64,7 +68,8 @@ Per trial:
 * unaudited changes: changes of the reference missing from the recovered store's audit, one
   each: a fact forgotten, superseded or purged, a message stored or purged (by action and
   target id); a deleted scope's audit goes with it, so there the other scope's audit must be
-  the base's, event for event.
+  the base's, event for event. An import needs its own event for each message stored and each
+  fact and entity created (the carried events, the exported store's, do not count).
 * audit gaps (informational, listed below the tables): audit events of the reference (stored,
   processed, created, forgotten, superseded, purged, by target) missing after recovery.
 

@@ -3,7 +3,7 @@
 * :class:`Workload`, :func:`build_base`: the messages every trial starts from (stored and
   extracted in two scopes, each with a few messages of its own) and the ones an ``ingest``
   trial adds.
-* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the five operations,
+* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the six operations,
   their seeded parameters and how an interrupted one is re-run.
 * :class:`KillSwitch`, :func:`kill_points`, :func:`run_child`: every Qdrant write, compaction
   step and tantivy commit is a numbered kill point; the switch counts them (reference run) or
@@ -47,11 +47,16 @@ from membrain.storage.edge import EdgeBackend
 from membrain.storage.lexical import LexicalIndex
 from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder, file_extents
+from membrain.transfer import export_scope, import_scope
 
 MAIN = Scope(dataset="u1", task="bench")
 OTHER = Scope(dataset="u2", task="bench")
 SCOPES = (MAIN, OTHER)
-OPERATIONS = ("ingest", "forget", "supersede", "purge", "delete")
+COPY = Scope(dataset="u3", task="bench")
+"""Empty in the base: an ``import`` trial loads an export of one of the two scopes into it."""
+CHECKED = (*SCOPES, COPY)
+"""The scopes a snapshot reads and the checks look at."""
+OPERATIONS = ("ingest", "forget", "supersede", "purge", "delete", "import")
 ERASURES = ("purge", "delete")
 """Operations whose content must leave the store's files: their trials scan them."""
 BATCH_SIZE = 3
@@ -246,7 +251,14 @@ def make_plan(
         return {"facts": rng.sample(sorted(own), rng.randint(1, min(3, len(own))))}
     if op == "delete":
         return {"scope": rng.choice([s.dataset for s in SCOPES])}
+    if op == "import":
+        return _plan_import(rng)
     raise ValueError(f"unknown operation {op!r}")
+
+
+def _plan_import(rng: random.Random) -> Plan:
+    """An export of one of the two scopes, loaded into :data:`COPY` (ids derived anew)."""
+    return {"source": rng.choice([s.dataset for s in SCOPES])}
 
 
 def own_facts(state: StoreState, workload: Workload) -> list[str]:
@@ -280,8 +292,19 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
         mem.purge(plan["facts"], scope=MAIN, messages=True)
     elif op == "delete":
         mem.delete_scope(_scope(plan["scope"]))
+    elif op == "import":
+        _run_import(mem, plan)
     else:
         raise ValueError(f"unknown operation {op!r}")
+
+
+def _run_import(mem: Memory, plan: Plan) -> None:
+    """Export the source scope as JSON Lines and import them into :data:`COPY`.
+
+    Run again after a crash, the same import completes what the killed one began.
+    """
+    lines = [json.dumps(r) for r in export_scope(mem, _scope(plan["source"]))]
+    import_scope(mem, COPY, lines)
 
 
 def resume_operation(mem: Memory, op: str, plan: Plan) -> str:
@@ -445,6 +468,8 @@ class StoreState:
     """Message or fact id -> its text."""
     corpus: str = ""
     """Every text of every record, lowercase: messages, facts, entity names and descriptions."""
+    imported: tuple[Any, ...] = ()
+    """What an import leaves in :data:`COPY` besides its records (:func:`import_rows`)."""
 
     def active(self, scope: Scope) -> set[str]:
         return {i for i, f in self.facts.items() if f[0] == scope.key and f[1] == "active"}
@@ -454,6 +479,8 @@ class StoreState:
 
 
 _AUDITED = ("stored", "processed", "created", "forgotten", "superseded", "purged")
+"""Actions of the changes :attr:`StoreState.audited` lists (an import's carried events aside:
+they record changes of the exported store, not of this one)."""
 
 
 def snapshot(mem: Memory) -> StoreState:
@@ -464,7 +491,7 @@ def snapshot(mem: Memory) -> StoreState:
     audit_ids: dict[str, frozenset[str]] = {}
     texts: dict[str, str] = {}
     words: list[str] = []
-    for scope in SCOPES:
+    for scope in CHECKED:
         for m in mem.messages(scope=scope):
             messages[m.id] = (scope.key, m.message.source_id or "", m.status.value)
             texts[m.id] = m.message.text
@@ -481,10 +508,28 @@ def snapshot(mem: Memory) -> StoreState:
         events = mem.audit(scope=scope)
         audit_ids[scope.key] = frozenset(e.id for e in events)
         for event in events:
-            if event.action.value in _AUDITED:
+            if event.action.value in _AUDITED and not event.details.get("imported"):
                 audited.update((event.action.value, t) for t in event.targets)
     corpus = "\n".join(words).lower()
-    return StoreState(messages, facts, entities, frozenset(audited), audit_ids, texts, corpus)
+    imported = import_rows(mem)
+    return StoreState(
+        messages, facts, entities, frozenset(audited), audit_ids, texts, corpus, imported
+    )
+
+
+def import_rows(mem: Memory) -> tuple[Any, ...]:
+    """:data:`COPY`'s profile versions, its own audit events (action, target: an import's
+    creation events, each once) and its carried events (id, action, targets)."""
+    profiles = tuple(
+        (p.id, p.topic, p.subtopic, p.version, p.text, p.fact_ids, p.removed)
+        for p in mem.store.profile_versions(COPY)
+    )
+    events = mem.audit(scope=COPY)
+    own = sorted(
+        (e.action.value, t) for e in events if not e.details.get("imported") for t in e.targets
+    )
+    carried = sorted((e.id, e.action.value, e.targets) for e in events if e.details.get("imported"))
+    return (profiles, tuple(own), tuple(carried))
 
 
 @dataclass(slots=True)
@@ -537,6 +582,8 @@ def compare(
     verdict.lost_messages += _surplus(ref_messages, got_messages)
     verdict.duplicates += _surplus(got_messages, ref_messages) + _surplus(got_facts, ref_facts)
     verdict.unaudited += sorted(action for action, _ in reference.audited - recovered.audited)
+    if reference.imported != recovered.imported:
+        verdict.differences.append(_import_difference(reference.imported, recovered.imported))
     for kind, want, got in (
         ("message", reference.messages, recovered.messages),
         ("fact", reference.facts, recovered.facts),
@@ -548,6 +595,17 @@ def compare(
                 verdict.differences.append(
                     f"{kind} {key[:8]}: expected {_brief(expected)}, got {_brief(found)}"
                 )
+
+
+def _import_difference(want: tuple[Any, ...], got: tuple[Any, ...]) -> str:
+    """Which of :func:`import_rows`' parts differ, and by how many rows."""
+    parts = ("profile versions", "own audit events", "carried audit events")
+    differing = [
+        f"{name}: expected {len(a)}, got {len(b)}{'' if len(a) != len(b) else ' (others)'}"
+        for name, a, b in zip(parts, want or ((),) * 3, got or ((),) * 3, strict=True)
+        if a != b
+    ]
+    return f"the import's {'; '.join(differing)}"
 
 
 def _brief(row: tuple[Any, ...] | None) -> str:
@@ -591,7 +649,7 @@ def served_inactive(
         if probe.fact_id not in active and probe.text in context.text and not same_text:
             found.add(probe.fact_id)
     if listing:
-        for scope in SCOPES:
+        for scope in CHECKED:
             found |= {f.id for f in mem.facts(scope=scope)} - allowed(scope)
     return found
 
@@ -600,7 +658,7 @@ def lexical_problems(mem: Memory, probes: Sequence[Probe], reference: StoreState
     """How path D's tantivy index disagrees with the store, once a deep search reconciled it."""
     index: LexicalIndex = mem._lexical
     problems = []
-    for scope in SCOPES:
+    for scope in CHECKED:
         mem.search("what happened", scope=scope, mode="deep")
         stored, indexed = mem.store.count_facts(scope), index.count(scope)
         if stored != indexed:
@@ -700,6 +758,8 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
     elif op == "delete":
         scope = _scope(plan["scope"])
         ids = _sample([i for i, f in base.facts.items() if f[0] == scope.key], key)
+    elif op == "import":
+        ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), COPY
     else:
         ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), MAIN
     return [(done if i in done.facts else base).probe(scope, i) for i in ids]
@@ -740,6 +800,8 @@ def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) 
     """
     if op == "delete":
         return [f"{SCOPE_DELETED} {plan['scope']}"]
+    if op == "import":
+        return _import_changes(before, after)
     needed = [
         f"{row[1]} {i}"
         for i, row in after.facts.items()
@@ -750,6 +812,15 @@ def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) 
     needed += [f"purged {i}" for i in before.facts.keys() - after.facts.keys()]
     needed += [f"stored {i}" for i in after.messages.keys() - before.messages.keys()]
     needed += [f"purged {i}" for i in before.messages.keys() - after.messages.keys()]
+    return sorted(needed)
+
+
+def _import_changes(before: StoreState, after: StoreState) -> list[str]:
+    """An import's records, each with the creation event the import writes (its carried events,
+    the exported store's history, are compared by :func:`import_rows`)."""
+    needed = [f"stored {i}" for i in after.messages.keys() - before.messages.keys()]
+    needed += [f"created {i}" for i in after.facts.keys() - before.facts.keys()]
+    needed += [f"created {i}" for i in after.entities.keys() - before.entities.keys()]
     return sorted(needed)
 
 

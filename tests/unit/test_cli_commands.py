@@ -176,7 +176,11 @@ def test_export_import_between_stores(store: Path, tmp_path: Path) -> None:
     status = {f["id"]: f["status"] for f in facts_json(fresh, "--all")}
     assert status[bread["id"]] == "forgotten"
 
-    one_line_error(run("import", str(dump), "--path", str(fresh)), "not empty")
+    again = ok("import", str(dump), "--path", str(fresh))  # done already: nothing written
+    assert again.stdout == imported.stdout and facts_json(fresh, "--all") == facts_json(
+        store, "--all"
+    )
+    one_line_error(run("import", str(dump), "--path", str(store)), "not empty")
     copied = ok("import", str(dump), "-d", "x", "--path", str(fresh))
     assert "3 facts" in copied.stdout
     copies = facts_json(fresh, "--all", where=("-d", "x", "-t", "chat"))

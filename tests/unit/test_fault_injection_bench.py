@@ -103,6 +103,20 @@ def test_a_killed_purge_recovers_and_leaves_no_text(tmp_path: Path) -> None:
     assert row["recovered_exactly"] == 1 and status == 0
 
 
+def test_a_killed_import_is_completed_by_running_it_again(tmp_path: Path) -> None:
+    out = tmp_path / "import.json"
+    argv = ["--trials", str(TRIALS), "--seed", "0", "--ops", "import", "--json", str(out)]
+    status = bench.main(argv, log=False)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    (row,) = report["rows"]
+    assert row["operation"] == "import" and row["trials"] == TRIALS
+    assert report["failures"] == [], report["failures"]
+    assert row["recovered_exactly"] == TRIALS and row["unaudited_changes"] == 0, row
+    assert row["text_left_on_disk"] is None  # nothing is erased
+    assert report["kill_points_per_reference"]["import"][0] > 10  # every step is a kill point
+    assert report["unaudited_by_reference"] == [] and status == 0
+
+
 @pytest.fixture
 def ram_path() -> Iterator[Path]:
     """A temporary folder where the benchmark builds its stores (``/dev/shm`` when there is one)."""

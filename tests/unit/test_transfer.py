@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[
         return _source(tmp_path_factory.mktemp("source") / "store")
 
 
-def _snapshot(mem: Memory) -> dict[str, object]:
+def _snapshot(mem: Memory) -> dict[str, Any]:
     def dump(records: list) -> list:  # type: ignore[type-arg]
         return sorted((r.model_dump(mode="json") for r in records), key=lambda d: d["id"])
 
@@ -71,7 +72,7 @@ def _snapshot(mem: Memory) -> dict[str, object]:
 def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
     lines, ids = _source(tmp_path / "a")
     header = json.loads(lines[0])
-    assert header == {"kind": "membrain-export", "version": 1, "dataset": "sara", "task": "chat"}
+    assert header == {"kind": "membrain-export", "version": 2, "dataset": "sara", "task": "chat"}
     kinds = [json.loads(line)["kind"] for line in lines[1:]]
     assert kinds.count("message") == 4 and kinds.count("fact") == 4 and "entity" in kinds
     assert all("scope" not in json.loads(line) for line in lines)
@@ -82,6 +83,7 @@ def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
             "message": 4,
             "entity": kinds.count("entity"),
             "fact": 4,
+            "profile": kinds.count("profile"),
             "event": kinds.count("event"),
         }
         imported = _snapshot(target)
@@ -95,25 +97,27 @@ def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
         source_events = source.audit(scope=SCOPE)
 
     assert imported == original
-    assert all(hits for hits in imported["search"])  # type: ignore[union-attr]
+    assert all(hits for hits in imported["search"])
     assert by_id[ids["bread"]].status is FactStatus.FORGOTTEN
     assert by_id[ids["lisbon"]].status is FactStatus.SUPERSEDED
     assert by_id[ids["lisbon"]].superseded_by == (ids["berlin"],)
-    found = [i for hits in imported["search"] for i, _ in hits]  # type: ignore[union-attr]
+    found = [i for hits in imported["search"] for i, _ in hits]
     assert ids["bread"] not in found and ids["lisbon"] not in found
-    assert sorted(set(sessions.values())) == ["s1", "s2"]
+    assert sorted({str(s) for s in sessions.values()}) == ["s1", "s2"]
     assert [f.id for f in only_s2] == [ids["berlin"]]
     # the import is audited, and the source's log comes along: who did what, when, why
     assert {str(e.actor) for e in events if not e.details.get("imported")} == {"api:import"}
     carried = [e for e in events if e.details.get("imported")]
-    assert {e.id for e in carried} == {e.id for e in source_events}
+    # an event's id is derived for the scope from the one it had where it was written
+    assert {e.details["original_id"] for e in carried} == {e.id for e in source_events}
+    assert not {e.id for e in carried} & {e.id for e in source_events}
     forgotten = [e for e in carried if e.action.value == "forgotten"]
     assert forgotten and forgotten[0].targets == (ids["bread"],)
-    (original,) = [e for e in source_events if e.id == forgotten[0].id]
+    (written,) = [e for e in source_events if e.id == forgotten[0].details["original_id"]]
     assert (forgotten[0].actor, forgotten[0].at, forgotten[0].reason) == (
-        original.actor,
-        original.at,
-        original.reason,
+        written.actor,
+        written.at,
+        written.reason,
     )
     history = [e.action.value for e in imported_history.events]
     assert "forgotten" in history

@@ -335,7 +335,9 @@ def import_(
 ) -> None:
     """Load an export into an empty dataset and task (another than the export's: a copy).
 
-    A copy gets ids of its own; its audit log records which exported id each one replaces.
+    Every id is derived for the dataset and task (a copy's are its own; its audit log records
+    which exported id each one replaces). Run again after an interruption, it completes the
+    import.
     """
     with failures():
         try:
@@ -354,7 +356,8 @@ def import_(
             memory.optimize()
         say(
             f"imported into {scope.key!r}: {counts['message']} messages, "
-            f"{counts['entity']} entities, {counts['fact']} facts"
+            f"{counts['entity']} entities, {counts['fact']} facts, "
+            f"{counts['profile']} profile versions"
         )
 
 
