@@ -58,6 +58,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from membrain.audit import AuditAction, AuditEvent, Cause
+from membrain.checks import loads_json
 from membrain.errors import InputError, MembrainError, NotFoundError
 from membrain.facts import entity_id, fact_id_of
 from membrain.ingest import message_id
@@ -228,8 +229,8 @@ def header_scope(lines: Sequence[str]) -> Scope:
         raise InputError("empty export: no header line")
     number, line = first
     try:
-        data = json.loads(line)
-    except ValueError:
+        data = loads_json(line, f"line {number}")
+    except InputError:
         data = None
     if not isinstance(data, dict):
         raise InputError(f"line {number}: not a MemBrain export (no {FORMAT!r} header)")
@@ -245,10 +246,7 @@ def _parse(lines: Iterable[str]) -> tuple[Scope, _Parsed]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"line {number}: not JSON ({exc})") from None
+        data = loads_json(line, f"line {number}")  # bounded: nested too deeply is refused
         if not isinstance(data, dict):
             raise InputError(f"line {number}: expected a JSON object")
         try:  # what the store could not write (a lone surrogate) is refused before any write

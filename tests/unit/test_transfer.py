@@ -177,7 +177,9 @@ def test_a_copy_under_another_user_gets_its_own_ids_and_records_the_mapping(
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda ls: [*ls[:3], "{not json", *ls[3:]], "line 4: not JSON"),
+        (lambda ls: [*ls[:3], "{not json", *ls[3:]], "line 4: not valid JSON"),
+        (lambda ls: [*ls[:3], '{"a":' * 5_000 + "1" + "}" * 5_000, *ls[3:]], "line 4: nested"),
+        (lambda ls: [*ls[:3], '{"kind": "message", "x": ' + "[" * 40 + "]" * 40 + "}"], "nested"),
         (lambda ls: [*ls[:2], '{"kind": "gadget"}', *ls[2:]], "line 3: unknown record kind"),
         (lambda ls: [*ls, '{"kind": "fact", "id": "x"}'], "invalid fact record"),
         (lambda ls: ['{"kind": "membrain-export", "version": 9}', *ls[1:]], "version 9"),
