@@ -99,3 +99,26 @@ def test_the_cli_and_the_langchain_tool_take_the_id_they_show(
     shown = CliRunner().invoke(cli.app, ["show", lisbon[:8], *where])
     assert shown.exit_code == 0, shown.output
     assert f"id: {lisbon}" in shown.stdout and "status: superseded" in shown.stdout
+
+
+def test_an_unknown_prefix_in_history_is_not_found_everywhere(mem: Memory) -> None:
+    from fastapi.testclient import TestClient
+
+    from membrain.server import create_app
+
+    cat = fact_about(mem, "Miso")
+    unknown = "0" * 8 if not cat.startswith("0" * 8) else "f" * 8
+    for given in (unknown, unknown.upper() + "-0f"):  # dashes and case ignored, as for facts
+        with pytest.raises(NotFoundError, match="no fact"):
+            mem.history(given, scope=SCOPE)
+    with pytest.raises(InputError) as malformed:
+        mem.history("not-an-id", scope=SCOPE)
+    assert not isinstance(malformed.value, NotFoundError)
+    with TestClient(create_app(mem, keys=None), base_url="http://localhost") as client:
+        where = {"dataset": SCOPE.dataset, "task": SCOPE.task}
+        answer = client.get("/api/memory/history", params={**where, "fact_id": unknown})
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["type"] == "NotFoundError"
+        assert client.get("/api/memory/history", params={**where, "fact_id": cat[:8]}).is_success
+        bad = client.get("/api/memory/history", params={**where, "fact_id": "not-an-id"})
+        assert bad.status_code == 422, bad.text
