@@ -29,7 +29,7 @@ from langgraph.store.base import (
 from pydantic import BaseModel, Field
 
 from membrain import ConfigurationError
-from membrain.remote.common import RETRIES, Call, answer, check_url, headers, send
+from membrain.remote.common import RETRIES, Call, answer, connection, headers, send
 
 __all__ = [
     "MAX_OPS",
@@ -218,10 +218,14 @@ class RemoteMembrainStore(BaseStore):
         retries: int = RETRIES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url = check_url(url)
+        self.url, auth = connection(url)  # a user and password in it: basic auth, never shown
         self._retries = retries
         self._client = httpx.Client(
-            base_url=self.url, headers=headers(api_key), timeout=timeout, transport=transport
+            base_url=self.url,
+            headers=headers(api_key),
+            auth=auth,
+            timeout=timeout,
+            transport=transport,
         )
 
     def close(self) -> None:
