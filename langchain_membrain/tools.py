@@ -33,6 +33,7 @@ from membrain import (
     ScopeError,
 )
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, ScopeBinding
+from membrain.retrieval.context import SHORT_ID, cited_as
 
 __all__ = ["create_memory_tools", "format_hits"]
 
@@ -76,13 +77,21 @@ class ManageMemoryInput(BaseModel):
 
 
 def format_hits(hits: Iterable[MemoryHit]) -> str:
-    """One line per hit: ``[fact id] fact text (sources: id, ...)``."""
+    """One line per hit: ``[fact id] fact text (sources: id, ...)``.
+
+    Ids are shown as a context shows them (:func:`membrain.retrieval.context.cited_as`): a
+    fact's first 8 hex digits, a message's own id unless generated; each is taken back as is.
+    """
     lines = []
     for hit in hits:
-        sources = ", ".join(s for s in hit.source_ids if s)
+        sources = ", ".join(dict.fromkeys(c for c in map(cited_as, hit.sources) if c))
         suffix = f" (sources: {sources})" if sources else ""
-        lines.append(f"[{hit.fact.id}] {hit.text or hit.fact.text}{suffix}")
+        lines.append(f"[{_short(hit.fact.id)}] {hit.text or hit.fact.text}{suffix}")
     return "\n".join(lines) if lines else "No memories found."
+
+
+def _short(fact_id: str) -> str:
+    return fact_id[:SHORT_ID]
 
 
 def create_memory_tools(
@@ -184,8 +193,8 @@ def create_memory_tools(
             except InputError as exc:  # a prefix naming several memories
                 raise ToolException(str(exc)) from exc
             if fact.status is FactStatus.ACTIVE:
-                return f"asked to forget memory {id}; a person will review the request"
-            return f"forgot memory {id}"
+                return f"asked to forget memory {_short(fact.id)}; a person will review the request"
+            return f"forgot memory {_short(fact.id)}"
         if action == "create" and id is not None:
             raise ToolException(
                 "Do not pass an id when creating a memory; omit `id`, or use action='update'."
@@ -220,13 +229,14 @@ def create_memory_tools(
                 "The memory was stored as a note, but no fact could be extracted from it; "
                 "write it as a self-contained statement."
             )
-        ids = ", ".join(result.fact_ids)
+        ids = ", ".join(_short(i) for i in result.fact_ids)
         noun = "memory" if len(result.fact_ids) == 1 else "memories"
         if action == "update" and id:
             memory.supersede(
                 id, result.fact_ids, scope=scope, by=agent, reason="manage_memory update"
             )
-            return f"created {noun} {ids}; it supersedes memory {id} (kept, no longer returned)"
+            kept = "(kept, no longer returned)"
+            return f"created {noun} {ids}; it supersedes memory {_short(id)} {kept}"
         return f"created {noun} {ids}"
 
     async def amanage_memory(

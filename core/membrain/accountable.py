@@ -20,7 +20,7 @@ from membrain.audit import (
     ReviewItem,
 )
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_REASON_CHARS, bounded_text
-from membrain.errors import ConfigurationError, ConflictError, InputError
+from membrain.errors import ConfigurationError, ConflictError, InputError, NotFoundError
 from membrain.extraction.stated import StatedFacts
 from membrain.ingest import Ingestor, message_id
 from membrain.ledger import Ledger
@@ -37,8 +37,9 @@ from membrain.models import (
 )
 from membrain.results import PurgeResult
 from membrain.scope import dataset_part
-from membrain.storage.base import Collection, check_scope
+from membrain.storage.base import Collection, check_scope, is_point_id
 from membrain.store import RecordStore
+from membrain.store.records import id_prefix
 from membrain.temporal import find_annotations
 
 __all__ = ["AccountableMemory", "PurgeResult"]
@@ -246,11 +247,19 @@ class AccountableMemory:
     def history(self, fact_id: str, *, scope: Scope) -> FactHistory:
         """A fact's life, oldest first: the facts it replaced and that replaced it, every event.
 
+        A purged fact's whole id still has its events; a whole id naming nothing has none.
+
+        Raises:
+            NotFoundError: an id prefix names no fact of ``scope``.
+            InputError: ``fact_id`` is neither an id nor an id prefix.
+
         Example:
             >>> print(mem.history(berlin.id, scope=scope).text())  # doctest: +SKIP
         """
         check_scope(scope)
         (whole,) = self._fact_ids(scope, _one_id(fact_id))
+        if not is_point_id(whole) and id_prefix(whole) is not None:
+            raise NotFoundError(f"no fact with id {fact_id} in scope {scope.key!r}")
         return self._ledger.history(scope, whole)
 
     def audit(

@@ -7,6 +7,7 @@ Every error the library raises on purpose derives from :class:`MembrainError`::
     │   └── MissingDependencyError   an optional package is not installed
     ├── ScopeError               a missing or malformed scope
     ├── InputError               a message, file or record that cannot be accepted
+    │   └── ModelFileError       a model file (reranker trees) that cannot be loaded
     ├── AnnotationError          a ``[raw::resolved]`` annotation that does not parse
     ├── ExtractionError          extraction failed; carries the raw model output
     └── BackendError             the storage engine failed; wraps the engine error
@@ -48,6 +49,13 @@ class InputError(MembrainError):
     """Input that cannot be accepted: a bad message, file or record.
 
     Not a ``ValueError`` on purpose: pydantic would wrap it, and callers should see this type.
+    """
+
+
+class ModelFileError(InputError):
+    """A model file that cannot be loaded: malformed, out of range or not finite.
+
+    Raised by :meth:`membrain.retrieval.rerank.Reranker.from_json` for reranker trees.
     """
 
 

@@ -340,7 +340,8 @@ class Ledger:
         wanted = [i for i in dict.fromkeys(fact_ids) if i not in finished]
         facts = self.store.get_facts(scope, [i for i in wanted if is_point_id(i)])
         messages = list(dict.fromkeys(message_ids))
-        known = {m.id for m in self.store.get_messages(scope, messages)}
+        named = [i for i in messages if is_point_id(i)]  # an unknown prefix names nothing
+        known = {m.id for m in self.store.get_messages(scope, named)}
         unknown = [i for i in wanted if i not in {f.id for f in facts}]
         unknown += [i for i in messages if i not in known and i not in finished]
         finished |= self._purged_before(scope, unknown)

@@ -331,8 +331,9 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
     ) -> list[str]:
         """Give up on failed messages: they stay stored as evidence and are never extracted.
 
-        ``message_ids`` are stored ids or source ids (default: every failed message of the
-        scope). Audited as ``dismissed`` with ``by`` and ``reason``; returns the ids dismissed.
+        ``message_ids`` are stored ids (or unique prefixes of 8 or more hex digits) or source
+        ids (default: every failed message of the scope). Audited as ``dismissed`` with ``by``
+        and ``reason``; returns the ids dismissed.
 
         Raises:
             InputError: an id names no failed message of ``scope``.
@@ -342,9 +343,14 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         if message_ids is None:
             chosen = list(failed)
         else:
+            given = as_ids(message_ids, "message ids")
+            whole = self._store.full_ids(Collection.MESSAGES, scope, given)
             by_source = {m.message.source_id: i for i, m in failed.items() if m.message.source_id}
-            chosen = [i if i in failed else by_source.get(i, "") for i in message_ids]
-            unknown = [given for given, i in zip(message_ids, chosen, strict=True) if not i]
+            chosen = [
+                w if w in failed else by_source.get(g, "")
+                for g, w in zip(given, whole, strict=True)
+            ]
+            unknown = [g for g, i in zip(given, chosen, strict=True) if not i]
             if unknown:
                 raise InputError(f"no failed message of {scope.key!r} has id {unknown[0]!r}")
         if chosen:
@@ -526,13 +532,13 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
 
         ``derived_from`` keeps the facts citing one of these messages, named by the caller's
         message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them) or by
-        their stored ids (:attr:`StoredMessage.id`). ``ids`` keeps only these facts, in the
-        order given, each named whole or by a unique prefix of 8 or more hex digits (ids that
-        name no fact of the scope are skipped). ``filters`` keeps the facts whose metadata
-        meets them (as in :meth:`search`).
+        their stored ids (:attr:`StoredMessage.id`, or a unique prefix). ``ids`` keeps only
+        these facts, in the order given, each named whole or by a unique prefix of 8 or more
+        hex digits (ids that name no fact of the scope are skipped). ``filters`` keeps the facts
+        whose metadata meets them (as in :meth:`search`).
         """
         check_scope(scope)
-        stored = _stored_ids(scope, derived_from)
+        stored = self._message_ids(scope, derived_from)
         status = None if include_inactive else FactStatus.ACTIVE
         where = FactFilter(status=status, sources=stored, metadata=metadata_filter(filters))
         if ids is not None:
@@ -549,16 +555,33 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         """Every stored message of the scope, with its processing status, in time order.
 
         ``ids`` keeps only these messages, named by the caller's message ids
-        (``Message.source_id``) or by their stored ids (:attr:`StoredMessage.id`); ids
-        that name no message of the scope are skipped.
+        (``Message.source_id``) or by their stored ids (:attr:`StoredMessage.id`), whole or by
+        a unique prefix of 8 or more hex digits (as a context cites them); ids that name no
+        message of the scope are skipped.
+
+        Raises:
+            InputError: a prefix names several messages of the scope (the message names them).
         """
         check_scope(scope)
         if ids is None:
             found = list(self._store.iter_messages(scope))
         else:
-            wanted = [i for i in _stored_ids(scope, ids) if is_point_id(i)]
+            wanted = [i for i in self._message_ids(scope, ids) if is_point_id(i)]
             found = self._store.get_messages(scope, wanted) if wanted else []
         return sorted(found, key=lambda m: m.message.timestamp)
+
+    def _message_ids(self, scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
+        """Stored message ids for ids that are stored ids (or unique prefixes) or source ids.
+
+        Raises:
+            InputError: ``ids`` is neither a string nor a sequence of strings, or a prefix
+                names several messages.
+        """
+        given = as_ids(ids, "message ids")
+        whole = self._store.full_ids(Collection.MESSAGES, scope, given)
+        return tuple(
+            dict.fromkeys([*whole, *(message_id(scope, source_id) for source_id in given)])
+        )
 
     def entities(self, *, scope: Scope) -> list[Entity]:
         """Every entity of the scope's (dataset, task)."""
@@ -579,16 +602,6 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         if dataset is not None:
             dataset = dataset_part(dataset)
         return self._store.scopes(dataset)
-
-
-def _stored_ids(scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
-    """Stored message ids for ids that are either stored ids or the caller's source ids.
-
-    Raises:
-        InputError: ``ids`` is neither a string nor a sequence of strings.
-    """
-    given = as_ids(ids, "message ids")
-    return tuple(dict.fromkeys([*given, *(message_id(scope, source_id) for source_id in given)]))
 
 
 def _check_query(query: str, k: int) -> None:

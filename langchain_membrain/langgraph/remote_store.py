@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from langchain_membrain.langgraph.sidecar import check_op
 from membrain import ConfigurationError
-from membrain.remote.common import RETRIES, Call, answer, check_url, headers, send
+from membrain.remote.common import RETRIES, Call, answer, connection, headers, send
 
 __all__ = [
     "MAX_OPS",
@@ -219,10 +219,14 @@ class RemoteMembrainStore(BaseStore):
         retries: int = RETRIES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url = check_url(url)
+        self.url, auth = connection(url)  # a user and password in it: basic auth, never shown
         self._retries = retries
         self._client = httpx.Client(
-            base_url=self.url, headers=headers(api_key), timeout=timeout, transport=transport
+            base_url=self.url,
+            headers=headers(api_key),
+            auth=auth,
+            timeout=timeout,
+            transport=transport,
         )
 
     def close(self) -> None:

@@ -113,7 +113,7 @@ def test_names_and_arguments_match_langmem(tools: dict[str, BaseTool]) -> None:
 def test_search_finds_a_fact(store: Memory, scope: Scope, tools: dict[str, BaseTool]) -> None:
     out = tools["search_memory"].invoke({"query": "What is Sara's cat called?", "limit": 1})
     [hit] = store.search("What is Sara's cat called?", scope=scope, k=1)
-    assert out == f"[{hit.fact.id}] Sara adopted a cat named Miso yesterday. (sources: m1)"
+    assert out == f"[{hit.fact.id[:8]}] Sara adopted a cat named Miso yesterday. (sources: m1)"
 
 
 def test_search_limit_and_artifact(tools: dict[str, BaseTool]) -> None:
@@ -147,20 +147,24 @@ def test_create_then_search_finds_the_new_fact(
     fact_id = out.removeprefix("created memory ")
     found = tools["search_memory"].invoke({"query": "favourite colour teal", "limit": 1})
     assert found.startswith(f"[{fact_id}] Sara's favourite colour is teal.")
-    assert "(sources: membrain:tool:" in found
     [hit] = store.search("favourite colour teal", scope=scope, k=1)
     assert hit.sources[0].speaker == "Amadeus"
+    assert hit.fact.id.startswith(fact_id) and len(fact_id) == 8  # the short id, taken back
+    cited = found.split("(sources: ")[1].rstrip(")")  # the tool's generated message id: short
+    assert "membrain:tool:" not in found and len(cited) == 8
+    assert [m.id for m in store.messages(scope=scope, ids=[cited])] == [hit.sources[0].id]
 
 
 def test_update_supersedes_and_keeps_the_old_fact(
     store: Memory, scope: Scope, tools: dict[str, BaseTool]
 ) -> None:
     created = tools["manage_memory"].invoke({"content": "Sara's favourite colour is teal."})
-    old_id = created.removeprefix("created memory ")
+    shown = created.removeprefix("created memory ")
     out = tools["manage_memory"].invoke(
-        {"action": "update", "id": old_id, "content": "Sara's favourite colour is now orange."}
+        {"action": "update", "id": shown, "content": "Sara's favourite colour is now orange."}
     )
-    assert out.endswith(f"it supersedes memory {old_id} (kept, no longer returned)")
+    assert out.endswith(f"it supersedes memory {shown} (kept, no longer returned)")
+    (old_id,) = [f.id for f in store.facts(scope=scope, ids=[shown], include_inactive=True)]
     active = {f.id: f for f in store.facts(scope=scope)}
     everything = {f.id: f for f in store.facts(scope=scope, include_inactive=True)}
     assert old_id not in active
@@ -194,7 +198,7 @@ def test_delete_forgets_with_a_tombstone(
         }
     )
     assert isinstance(message, ToolMessage)
-    assert message.status == "success" and message.content == f"forgot memory {target.id}"
+    assert message.status == "success" and message.content == f"forgot memory {target.id[:8]}"
     assert target.id not in {f.id for f in store.facts(scope=scope)}
     tombstone = {f.id: f for f in store.facts(scope=scope, include_inactive=True)}[target.id]
     assert tombstone.status.value == "forgotten" and tombstone.text == target.text

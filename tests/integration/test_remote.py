@@ -548,6 +548,24 @@ def test_history_and_audit_match_the_memory(served: Served) -> None:
     assert about_old[0].actor.name == "sara-writer"  # the key is the actor
 
 
+async def test_short_ids_name_messages_and_facts_over_http(served: Served) -> None:
+    scope, (fact, _) = seeded(served, "short-ids")
+    stored = served.memory.messages(scope=scope, ids=["m1"])
+    short = stored[0].id[:8]
+    unknown = next(p for p in ("00000000", "ffffffff") if not stored[0].id.startswith(p))
+    with served.remote() as remote:
+        assert remote.messages(scope=scope, ids=[short.upper()]) == stored
+        assert remote.messages(scope=scope, ids=[unknown]) == []
+        assert remote.facts(scope=scope, derived_from=[short]) == served.memory.facts(
+            scope=scope, derived_from=["m1"]
+        )
+        with pytest.raises(NotFoundError, match="no fact"):
+            remote.history(unknown, scope=scope)
+    async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
+        assert await remote.messages(scope=scope, ids=[short]) == stored
+        assert (await remote.history(fact[:8], scope=scope)).fact_id == fact
+
+
 @pytest.mark.parametrize(
     ("call", "named"),
     [

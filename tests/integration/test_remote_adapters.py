@@ -103,7 +103,7 @@ def test_langchain_search_tool(served: Served, remote: RemoteMemory, scope: Scop
     search, _ = create_memory_tools(memory=remote, scope=scope)
     out = search.invoke({"query": CAT, "limit": 1})
     [hit] = served.memory.search(CAT, scope=scope, k=1)
-    assert out == f"[{hit.fact.id}] Sara adopted a cat named Miso yesterday. (sources: m1)"
+    assert out == f"[{hit.fact.id[:8]}] Sara adopted a cat named Miso yesterday. (sources: m1)"
     message = search.invoke(
         {"type": "tool_call", "id": "c1", "name": "search_memory", "args": {"query": "bakery"}}
     )
@@ -117,14 +117,15 @@ def test_langchain_manage_tool_creates_updates_and_deletes(
     search, manage = create_memory_tools(memory=remote, scope=scope, speaker="Amadeus")
     created = manage.invoke({"content": "Sara's favourite colour is teal."})
     assert created.startswith("created memory ")
-    old_id = created.removeprefix("created memory ")
+    shown = created.removeprefix("created memory ")
     found = search.invoke({"query": "favourite colour teal", "limit": 1})
-    assert found.startswith(f"[{old_id}] Sara's favourite colour is teal.")
+    assert found.startswith(f"[{shown}] Sara's favourite colour is teal.")
 
     updated = manage.invoke(
-        {"action": "update", "id": old_id, "content": "Sara's favourite colour is now orange."}
+        {"action": "update", "id": shown, "content": "Sara's favourite colour is now orange."}
     )
-    assert updated.endswith(f"it supersedes memory {old_id} (kept, no longer returned)")
+    assert updated.endswith(f"it supersedes memory {shown} (kept, no longer returned)")
+    (old_id,) = [f.id for f in remote.facts(scope=scope, ids=[shown], include_inactive=True)]
     everything = {f.id: f for f in served.memory.facts(scope=scope, include_inactive=True)}
     assert everything[old_id].status.value == "superseded"
     assert "No memory with id 'nope'" in manage.invoke(
@@ -132,7 +133,7 @@ def test_langchain_manage_tool_creates_updates_and_deletes(
     )
 
     target = next(f for f in remote.facts(scope=scope) if "Miso" in f.text)
-    assert manage.invoke({"action": "delete", "id": target.id}) == f"forgot memory {target.id}"
+    assert manage.invoke({"action": "delete", "id": target.id}) == f"forgot memory {target.id[:8]}"
     assert target.id not in {f.id for f in remote.facts(scope=scope)}
     assert "No memory with id 'nope'" in manage.invoke({"action": "delete", "id": "nope"})
 

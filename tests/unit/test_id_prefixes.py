@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from typer.testing import CliRunner
 
 import membrain.cli as cli
 from langchain_membrain.tools import create_memory_tools
-from membrain import InputError, Memory, NotFoundError, Scope
+from membrain import InputError, Memory, MessageStatus, NotFoundError, Scope
+from membrain.extraction.offline import OfflineExtractor
 from membrain.storage.base import Collection, Point
 from membrain.testing import HashingEncoder
 
@@ -91,7 +93,7 @@ def test_the_cli_and_the_langchain_tool_take_the_id_they_show(
     updated = manage.invoke(
         {"action": "update", "id": lisbon[:8], "content": "Sara lives in Porto now."}
     )
-    assert f"supersedes memory {lisbon}" in updated
+    assert f"supersedes memory {lisbon[:8]}" in updated
     assert manage.invoke({"action": "delete", "id": cat[:8]}) == f"forgot memory {cat[:8]}"
     mem.close()
     monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
@@ -99,3 +101,114 @@ def test_the_cli_and_the_langchain_tool_take_the_id_they_show(
     shown = CliRunner().invoke(cli.app, ["show", lisbon[:8], *where])
     assert shown.exit_code == 0, shown.output
     assert f"id: {lisbon}" in shown.stdout and "status: superseded" in shown.stdout
+
+
+def test_an_unknown_prefix_in_history_is_not_found_everywhere(mem: Memory) -> None:
+    from fastapi.testclient import TestClient
+
+    from membrain.server import create_app
+
+    cat = fact_about(mem, "Miso")
+    unknown = "0" * 8 if not cat.startswith("0" * 8) else "f" * 8
+    for given in (unknown, unknown.upper() + "-0f"):  # dashes and case ignored, as for facts
+        with pytest.raises(NotFoundError, match="no fact"):
+            mem.history(given, scope=SCOPE)
+    with pytest.raises(InputError) as malformed:
+        mem.history("not-an-id", scope=SCOPE)
+    assert not isinstance(malformed.value, NotFoundError)
+    with TestClient(create_app(mem, keys=None), base_url="http://localhost") as client:
+        where = {"dataset": SCOPE.dataset, "task": SCOPE.task}
+        answer = client.get("/api/memory/history", params={**where, "fact_id": unknown})
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["type"] == "NotFoundError"
+        assert client.get("/api/memory/history", params={**where, "fact_id": cat[:8]}).is_success
+        bad = client.get("/api/memory/history", params={**where, "fact_id": "not-an-id"})
+        assert bad.status_code == 422, bad.text
+
+
+# -- message ids ---------------------------------------------------------------------------------
+def cited(text: str, word: str) -> list[str]:
+    """The message ids the context line holding ``word`` cites."""
+    (line,) = [line for line in text.splitlines() if word in line]
+    return line.rsplit("[msg ", 1)[1].rstrip("]").split("; ")
+
+
+def test_the_message_ids_a_context_cites_are_taken_back(mem: Memory) -> None:
+    text = mem.context("What is Sara's cat called?", scope=SCOPE).text
+    (short,) = cited(text, "Miso")
+    (stored,) = [m for m in mem.messages(scope=SCOPE) if "Miso" in m.message.text]
+    assert len(short) == 8 and stored.id.startswith(short)
+    for given in (short, short.upper(), stored.id[:13], stored.id):  # dashes and case ignored
+        assert [m.id for m in mem.messages(scope=SCOPE, ids=[given])] == [stored.id]
+    assert [f.text for f in mem.facts(scope=SCOPE, derived_from=[short])] == [
+        f.text for f in mem.facts(scope=SCOPE) if "Miso" in f.text
+    ]
+    from fastapi.testclient import TestClient
+
+    from membrain.server import create_app
+
+    with TestClient(create_app(mem, keys=None), base_url="http://localhost") as client:
+        where = {"dataset": SCOPE.dataset, "task": SCOPE.task}
+        answer = client.get("/api/memory/messages", params={**where, "ids": short})
+        assert [m["id"] for m in answer.json()] == [stored.id], answer.text
+
+
+def test_an_unknown_or_ambiguous_message_prefix_is_treated_as_for_facts(mem: Memory) -> None:
+    stored = [m.id for m in mem.messages(scope=SCOPE)]
+    unknown = next(p for p in ("00000000", "ffffffff") if not any(i.startswith(p) for i in stored))
+    assert mem.messages(scope=SCOPE, ids=[unknown]) == []
+    assert mem.facts(scope=SCOPE, derived_from=[unknown]) == []
+    with pytest.raises(NotFoundError, match=unknown):
+        mem.purge(messages=[unknown], scope=SCOPE)
+    assert sorted(m.id for m in mem.messages(scope=SCOPE)) == sorted(stored)  # nothing lost
+    twins = ["abcdef01-0000-4000-8000-000000000001", "abcdef01-9999-4000-8000-000000000002"]
+    mem.store.backend.upsert(Collection.MESSAGES, SCOPE, [Point(i, {"status": "x"}) for i in twins])
+    for call in (
+        lambda: mem.messages(scope=SCOPE, ids=["abcdef01"]),
+        lambda: mem.facts(scope=SCOPE, derived_from=["ABCDEF01"]),
+        lambda: mem.purge(messages=["abcdef01"], scope=SCOPE),
+    ):
+        with pytest.raises(InputError, match="several") as refused:
+            call()
+        assert not isinstance(refused.value, NotFoundError)
+        assert twins[0] in str(refused.value) and twins[1] in str(refused.value)
+
+
+class _FailsOnBroken(OfflineExtractor):
+    """Writes a malformed annotation for a message saying BROKEN: that message fails."""
+
+    def extract(self, target, context, participants, known=()):  # type: ignore[no-untyped-def]
+        batch = super().extract(target, context, participants, known)
+        facts = [
+            replace(f, text=f"{f.text} [x::not-a-date]") if "BROKEN" in f.text else f
+            for f in batch.facts
+        ]
+        return replace(batch, facts=facts)
+
+
+def test_a_failed_message_is_dismissed_by_its_short_id(tmp_path: Path) -> None:
+    with Memory(tmp_path / "store", dense=HashingEncoder(64), extractor=_FailsOnBroken()) as mem:
+        said = {"speaker": "Sara", "timestamp": "2024-03-15T14:00Z"}
+        mem.add([{**said, "text": "I went to the BROKEN place."}], scope=SCOPE)
+        (failed,) = [m for m in mem.messages(scope=SCOPE) if m.status is MessageStatus.FAILED]
+        assert mem.dismiss_failed([failed.id[:8]], scope=SCOPE) == [failed.id]
+
+
+def test_generated_message_ids_are_cited_short(mem: Memory) -> None:
+    _, manage = create_memory_tools(memory=mem, scope=SCOPE)
+    manage.invoke({"content": "Sara's favourite colour is green."})
+    digest = "llamaindex:" + "0123456789abcdef01234567"
+    said = {"speaker": "Sara", "timestamp": "2024-06-01T10:00Z", "id": digest}
+    mem.add([{**said, "text": "I play the cello on Fridays."}], scope=SCOPE)
+    lisbon = fact_about(mem, "Lisbon")
+    mem.update(lisbon, "Sara lives in Porto.", scope=SCOPE)
+    text = mem.context("Sara colour cello lives", scope=SCOPE, max_tokens=2000).text
+    for word in ("green", "cello", "Porto"):
+        (label,) = cited(text, word)
+        assert len(label) == 8, (word, text)  # the stored id's first 8 digits, nothing longer
+        assert len(mem.messages(scope=SCOPE, ids=[label])) == 1
+        assert any(word in f.text for f in mem.facts(scope=SCOPE, derived_from=[label]))
+    assert "membrain:tool:" not in text and "llamaindex:" not in text and "update:" not in text
+    # the caller's own ids stay as they are
+    mem.add([{**said, "text": "I met Ana at the market.", "id": "D1:3"}], scope=SCOPE)
+    assert cited(mem.context("Who did Sara meet?", scope=SCOPE).text, "Ana") == ["D1:3"]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from membrain import Memory, Message, Scope
+from membrain.errors import ModelFileError
 from membrain.retrieval.rerank import (
     FEATURES,
     PATH_FEATURES,
@@ -83,11 +84,13 @@ def test_scores_add_one_leaf_per_tree() -> None:
 
 
 def test_trees_for_other_features_are_refused() -> None:
-    with pytest.raises(ValueError, match="features"):
+    with pytest.raises(ModelFileError, match="features"):
         Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_A"])
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ModelFileError, match="features are not"):
+        Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_B", *FEATURES[1:]])
+    with pytest.raises(ModelFileError, match="does not exist"):
         Reranker([[len(FEATURES)]], [[0.0]], [[0]], [[0]], [[0.0]])
-    with pytest.raises(ValueError, match="trees, nodes"):
+    with pytest.raises(ModelFileError, match="trees, nodes"):
         Reranker([[-1, -1]], [[0.0]], [[0]], [[0]], [[0.0]])
 
 

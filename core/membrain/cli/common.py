@@ -19,6 +19,7 @@ from membrain.config import MembrainSettings, settings_for
 from membrain.errors import ConfigurationError, InputError, MembrainError
 from membrain.memory import Memory
 from membrain.remote import RemoteMemory
+from membrain.remote.common import redacted
 from membrain.storage.edge import holds_store
 
 __all__ = [
@@ -85,7 +86,7 @@ def fail(exc: Exception) -> typer.Exit:
     """Print ``exc`` as one line; the exit to raise (1: refused on purpose, 2: unexpected)."""
     if tracebacks["on"]:
         err.print_exception(show_locals=False)
-    text = str(exc).strip()
+    text = redacted(str(exc)).strip()  # a URL's user and password never reach the terminal
     first = text.splitlines()[0] if text else type(exc).__name__
     if isinstance(exc, MembrainError):
         code = 1

@@ -16,7 +16,7 @@ import httpx
 
 from membrain.operations import OPERATIONS
 from membrain.remote.client import bound, describe
-from membrain.remote.common import API_PREFIX, RETRIES, answer, check_url, headers, send_async
+from membrain.remote.common import API_PREFIX, RETRIES, answer, connection, headers, send_async
 from membrain.remote.requests import REQUESTS, Answered, request
 from membrain.surface import AsyncMemoryLike
 
@@ -32,7 +32,9 @@ class AsyncRemoteMemory(AsyncMemoryLike):
     on ``httpx.AsyncClient``: many calls may run at once on one event loop.
 
     Args:
-        url: The server's base URL (``http://host:9574``).
+        url: The server's base URL (``http://host:9574``). A user and password in it
+            (``http://user:pw@host``) are sent as basic auth and never shown: ``url`` and
+            every message hold the URL without them.
         api_key: A key from the server's keys file (``None`` for a server run without keys).
         timeout: Seconds to wait for each answer.
         transport: An ``httpx`` async transport (tests: ``httpx.MockTransport``).
@@ -54,11 +56,12 @@ class AsyncRemoteMemory(AsyncMemoryLike):
         transport: httpx.AsyncBaseTransport | None = None,
         retries: int = RETRIES,
     ) -> None:
-        self.url = check_url(url)
+        self.url, auth = connection(url)
         self._retries = retries
         self._client = httpx.AsyncClient(
             base_url=self.url + API_PREFIX,
             headers=headers(api_key),
+            auth=auth,
             timeout=timeout,
             transport=transport,
         )
@@ -70,6 +73,9 @@ class AsyncRemoteMemory(AsyncMemoryLike):
         read = REQUESTS[name].read
         response = await send_async(self._client, self.url, self._retries, planned)
         return answer(response, lambda body: read(body, arguments))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def aclose(self) -> None:

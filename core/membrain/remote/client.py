@@ -9,7 +9,7 @@ import httpx
 
 from membrain.arguments import renamed
 from membrain.operations import OPERATIONS, operation
-from membrain.remote.common import API_PREFIX, RETRIES, answer, check_url, headers, send
+from membrain.remote.common import API_PREFIX, RETRIES, answer, connection, headers, send
 from membrain.remote.requests import REQUESTS, Answered, request
 from membrain.surface import MemoryLike, signature
 
@@ -27,7 +27,9 @@ class RemoteMemory(MemoryLike):
     anything is sent, and the answer is read back into the record the memory returns.
 
     Args:
-        url: The server's base URL (``http://host:9574``).
+        url: The server's base URL (``http://host:9574``). A user and password in it
+            (``http://user:pw@host``) are sent as basic auth and never shown: ``url`` and
+            every message hold the URL without them.
         api_key: A key from the server's keys file (``None`` for a server run without keys).
         timeout: Seconds to wait for each answer (an ``add`` that extracts may take long).
         transport: An ``httpx`` transport (tests: ``httpx.MockTransport``).
@@ -52,11 +54,12 @@ class RemoteMemory(MemoryLike):
         transport: httpx.BaseTransport | None = None,
         retries: int = RETRIES,
     ) -> None:
-        self.url = check_url(url)
+        self.url, auth = connection(url)
         self._retries = retries
         self._client = httpx.Client(
             base_url=self.url + API_PREFIX,
             headers=headers(api_key),
+            auth=auth,
             timeout=timeout,
             transport=transport,
         )
@@ -68,6 +71,9 @@ class RemoteMemory(MemoryLike):
         read = REQUESTS[name].read
         response = send(self._client, self.url, self._retries, planned)
         return answer(response, lambda body: read(body, arguments))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

@@ -28,6 +28,7 @@ from membrain.remote.transport import (
     Transient,
     check_transient,
     encoded,
+    redacted,
     retry_policy,
     send,
     send_async,
@@ -43,9 +44,11 @@ __all__ = [
     "answer",
     "check_transient",
     "check_url",
+    "connection",
     "encoded",
     "error",
     "headers",
+    "redacted",
     "retry_policy",
     "send",
     "send_async",
@@ -126,7 +129,8 @@ def answer(response: httpx.Response, reader: Callable[[Any], T]) -> T:
 
 
 def _where(response: httpx.Response) -> str:
-    return f"{response.request.method} {response.request.url.copy_with(query=None)}"
+    url = response.request.url.copy_with(query=None, userinfo=b"")
+    return f"{response.request.method} {url}"
 
 
 def check_url(url: str) -> str:
@@ -136,8 +140,31 @@ def check_url(url: str) -> str:
         ConfigurationError: not an ``http://`` or ``https://`` URL.
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"the server URL must start with http:// or https://, got {url!r}")
+        shown = redacted(url) if isinstance(url, str) else url
+        raise ConfigurationError(
+            f"the server URL must start with http:// or https://, got {shown!r}"
+        )
     return url.rstrip("/")
+
+
+def connection(url: str) -> tuple[str, httpx.BasicAuth | None]:
+    """``url`` checked (:func:`check_url`) without its user and password, and their basic auth.
+
+    httpx sends a URL's user and password as basic auth; kept apart from the URL, they never
+    show where the URL does (an error, httpx's log of each request, the client's ``url``).
+
+    Raises:
+        ConfigurationError: not an ``http://`` or ``https://`` URL.
+    """
+    checked = check_url(url)
+    try:
+        parsed = httpx.URL(checked)
+    except httpx.InvalidURL:
+        return checked, None  # refused when first sent, its message redacted
+    if not parsed.userinfo:
+        return checked, None
+    bare = str(parsed.copy_with(userinfo=b"")).rstrip("/")
+    return bare, httpx.BasicAuth(parsed.username, parsed.password)
 
 
 def headers(api_key: str | None) -> dict[str, str]:

@@ -8,6 +8,7 @@ tenacity's retries on a connection failure or a 502/503/504.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "Transient",
     "check_transient",
     "encoded",
+    "redacted",
     "retry_policy",
     "send",
     "send_async",
@@ -186,5 +188,16 @@ def _not_unicode(value: object, where: str = "") -> str | None:
 
 
 def unreachable(url: str, exc: Exception) -> BackendError:
-    """The error for a request that got no answer (connection refused, timeout, bad URL)."""
-    return BackendError(f"cannot reach the MemBrain server at {url}: {exc}")
+    """The error for a request that got no answer (connection refused, timeout, bad URL).
+
+    A user and password in the URL (or quoted by the failure) are hidden.
+    """
+    return BackendError(redacted(f"cannot reach the MemBrain server at {url}: {exc}"))
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s]*@")
+
+
+def redacted(text: str) -> str:
+    """``text`` with the user and password of every URL in it hidden: ``http://***@host``."""
+    return _USERINFO.sub(r"\1***@", text)

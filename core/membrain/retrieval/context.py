@@ -45,8 +45,10 @@ current name and latest description); facts that mention no entity go under ``##
     runs of whitespace, newlines included, collapsed to one space so a fact stays on one line.
     A thought's text ("... privately thought: ...") is kept as it is. When ``hit.text`` is
     empty the fact's own text without bracket markup is used.
-  - ``<sources>`` cites the evidence messages: each message's ``source_id`` when set (a LoCoMo
-    ``dia_id`` such as ``D1:3``), else the first 8 characters of its stored id; several are
+  - ``<sources>`` cites the evidence messages (:func:`cited_as`): each message's
+    ``source_id`` when set (a LoCoMo ``dia_id`` such as ``D1:3``) and not a generated one
+    (holding a UUID or a long hex digest, as tools write them), else the first 8 characters of
+    its stored id, which every call taking message ids accepts as a prefix; several are
     joined with ``"; "``. A hit without loaded messages cites the first 8 characters of its
     fact's source ids.
 
@@ -64,22 +66,38 @@ arguments always give the same context.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from membrain.errors import InputError
-from membrain.models import Context, EntityView, Fact, Layer, MemoryHit, Precision, Trust
+from membrain.models import (
+    Context,
+    EntityView,
+    Fact,
+    Layer,
+    MemoryHit,
+    Message,
+    Precision,
+    Trust,
+)
 from membrain.profile import ProfileEntry
 from membrain.retrieval.profile_block import profile_block
 from membrain.temporal import plain_text
 from membrain.temporal.annotation import format_moment
 from membrain.tokens import count_tokens
 
-__all__ = ["OTHER_GROUP", "assemble_context"]
+__all__ = ["OTHER_GROUP", "SHORT_ID", "assemble_context", "cited_as"]
 
 OTHER_GROUP = "Other"
 """Heading of the group of facts that mention no entity."""
+SHORT_ID = 8
+"""Characters of a stored id shown to people (every call taking ids accepts them as a prefix)."""
+_GENERATED = re.compile(
+    r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{16,}", re.I
+)
+"""A UUID or a long hex digest in a ``source_id``: a program's id, not a person's."""
 
 _LINE_SEP = "\n"
 _GROUP_SEP = "\n\n"
@@ -279,7 +297,7 @@ def _one_line(text: str) -> str:
 def _header(view: EntityView | None) -> str:
     if view is None:
         return f"## {OTHER_GROUP}"
-    name = _one_line(view.name) or view.id[:8]
+    name = _one_line(view.name) or view.id[:SHORT_ID]
     description = _one_line(view.description)
     return f"## {name} — {description}" if description else f"## {name}"
 
@@ -299,11 +317,25 @@ def _fact_line(hit: MemoryHit) -> str:
 
 
 def _citations(hit: MemoryHit) -> list[str]:
-    labels = [_one_line(m.source_id or (m.id or "")[:8]) for m in hit.sources]
+    labels = [cited_as(m) for m in hit.sources]
     labels = [label for label in labels if label]
     if not labels:
-        labels = [_one_line(s[:8]) for s in hit.fact.sources if s.strip()]
+        labels = [_one_line(s[:SHORT_ID]) for s in hit.fact.sources if s.strip()]
     return list(dict.fromkeys(labels))
+
+
+def cited_as(message: Message) -> str:
+    """How a message is cited: its ``source_id``, unless generated, else its short stored id.
+
+    A ``source_id`` holding a UUID or 16 or more hex digits (``membrain:tool:<uuid>``, a
+    digest) was made by a program, not a person: the first :data:`SHORT_ID` characters of the
+    stored id stand for it, which ``Memory.messages(ids=...)`` takes back.
+    """
+    stored = (message.id or "")[:SHORT_ID]
+    given = _one_line(message.source_id or "")
+    if given and not (stored and _GENERATED.search(given)):
+        return given
+    return stored
 
 
 def belief_marks(fact: Fact) -> list[str]:
@@ -319,7 +351,7 @@ def belief_marks(fact: Fact) -> list[str]:
         marks.append(f"written by {_one_line(fact.author)}")
     if fact.superseded_at is not None:
         day = _write(fact.superseded_at, Precision.DAY, fine=False)
-        by = ", ".join(f"fact {i[:8]}" for i in fact.superseded_by)
+        by = ", ".join(f"fact {i[:SHORT_ID]}" for i in fact.superseded_by)
         marks.append(f"superseded {day} by {by}" if by else f"superseded {day}")
     if fact.forgotten_at is not None:
         marks.append(f"forgotten {_write(fact.forgotten_at, Precision.DAY, fine=False)}")

@@ -10,7 +10,10 @@ turns around it and its session (:mod:`.signals`). The score is the sum of one l
 (log-odds that the candidate is evidence), computed in numpy.
 
 The trees (``membrain/data/reranker.json``) are fitted by ``benchmarks/train_reranker.py`` on
-dev conversations only; the script prints the cross-validated figures and an ablation.
+dev conversations only; the script prints the cross-validated figures and an ablation. Trees are
+checked when loaded (:class:`RerankerFile`, then the node arrays): a malformed file, a node
+index out of range, a child that does not come after its parent (so no cycle) or a number that is
+not finite is a :class:`~membrain.errors.ModelFileError`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import ArrayLike
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from membrain.errors import ModelFileError
 from membrain.extraction.dialogue_acts import GENERIC_ASSISTANTS
 from membrain.retrieval.signals import SIGNALS
 from membrain.temporal import plain_text
@@ -36,6 +42,7 @@ __all__ = [
     "RERANK_DEPTH",
     "Candidate",
     "Reranker",
+    "RerankerFile",
     "applies_to",
     "features",
 ]
@@ -157,6 +164,36 @@ def _stem(word: str) -> str:
     return word
 
 
+_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+_Feature = Annotated[StrictInt, Field(ge=-1, lt=len(FEATURES))]
+_Node = Annotated[StrictInt, Field(ge=0)]
+
+
+class _Trees(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    feature: list[list[_Feature]]
+    threshold: list[list[_Finite]]
+    left: list[list[_Node]]
+    right: list[list[_Node]]
+    value: list[list[_Finite]]
+
+
+class RerankerFile(BaseModel):
+    """The fields of a reranker file, as ``benchmarks/train_reranker.py`` writes them.
+
+    Node arrays are (trees, nodes): ``feature`` an index into :data:`FEATURES` (``-1`` at a
+    leaf), ``left``/``right`` node indexes, ``threshold``/``value`` finite numbers. More fields
+    (``trained_on``, ``depth``) are kept by the file and ignored here.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    features: list[StrictStr]
+    encoder: StrictStr | None = None
+    trees: _Trees
+
+
 class Reranker:
     """Boosted regression trees over :func:`features`; a row's score is the sum of its leaves.
 
@@ -164,6 +201,11 @@ class Reranker:
     leaf), the threshold (a row goes left when its feature is ``<=`` it), the left and right
     child, and the leaf value. Trees are padded to the same number of nodes. ``encoder`` names
     the dense encoder whose similarities the trees were trained on (``None``: any).
+
+    Raises:
+        ModelFileError: the arrays are not (trees, nodes) of one shape, a feature or node index
+            is out of range, a split's child does not come after it, or a threshold or value is
+            not finite.
     """
 
     def __init__(
@@ -177,17 +219,18 @@ class Reranker:
         encoder: str | None = None,
     ) -> None:
         if tuple(names) != FEATURES:
-            raise ValueError(f"reranker features {list(names)} are not {list(FEATURES)}")
-        self.feature = np.asarray(feature, dtype=np.int64)
-        self.threshold = np.asarray(threshold, dtype=np.float64)
-        self.left = np.asarray(left, dtype=np.int64)
-        self.right = np.asarray(right, dtype=np.int64)
-        self.value = np.asarray(value, dtype=np.float64)
-        shapes = {a.shape for a in (self.feature, self.threshold, self.left, self.right)}
-        if len(shapes | {self.value.shape}) != 1 or self.feature.ndim != 2:
-            raise ValueError("reranker trees: every node array must be (trees, nodes)")
-        if self.feature.max(initial=-1) >= len(FEATURES):
-            raise ValueError("reranker trees split on a feature that does not exist")
+            raise ModelFileError(_other_features(names))
+        try:
+            self.feature = np.asarray(feature, dtype=np.int64)
+            self.threshold = np.asarray(threshold, dtype=np.float64)
+            self.left = np.asarray(left, dtype=np.int64)
+            self.right = np.asarray(right, dtype=np.int64)
+            self.value = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ModelFileError(
+                f"reranker trees: node arrays of numbers expected ({exc})"
+            ) from None
+        _check_trees(self.feature, self.threshold, self.left, self.right, self.value)
         self._depth = _depth(self.feature, self.left, self.right)
         self.encoder = encoder
         # For inference, the trees as one flat node array: children as flat indices, and a
@@ -212,19 +255,26 @@ class Reranker:
         return self.encoder is None or self.encoder == encoder
 
     @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> Reranker:
-        """A reranker from the fields ``benchmarks/train_reranker.py`` writes."""
-        trees = data["trees"]
-        if not isinstance(trees, Mapping):
-            raise ValueError("reranker: 'trees' must map node fields to arrays")
+    def from_json(cls, data: object) -> Reranker:
+        """A reranker from the fields ``benchmarks/train_reranker.py`` writes (parsed JSON).
+
+        Raises:
+            ModelFileError: ``data`` is not such fields (:class:`RerankerFile`), or its trees
+                are not trees (see :class:`Reranker`).
+        """
+        try:
+            file = RerankerFile.model_validate(data)
+        except ValidationError as exc:
+            raise ModelFileError(f"reranker file: {_problems(exc)}") from None
+        trees = file.trees
         return cls(
-            feature=trees["feature"],
-            threshold=trees["threshold"],
-            left=trees["left"],
-            right=trees["right"],
-            value=trees["value"],
-            names=data["features"],  # type: ignore[arg-type]
-            encoder=data.get("encoder"),  # type: ignore[arg-type]
+            feature=trees.feature,
+            threshold=trees.threshold,
+            left=trees.left,
+            right=trees.right,
+            value=trees.value,
+            names=file.features,
+            encoder=file.encoder,
         )
 
     def to_json(self) -> dict[str, object]:
@@ -260,18 +310,65 @@ class Reranker:
         return sorted(((i, float(s)) for i, s in enumerate(scores)), key=lambda p: (-p[1], p[0]))
 
 
+def _other_features(names: Sequence[str]) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(names, FEATURES, strict=False)) if a != b), None)
+    if at is None:
+        return f"reranker features: {len(names)} given, this version computes {len(FEATURES)}"
+    return f"reranker features are not this version's: {names[at]!r:.40} where {FEATURES[at]!r} is"
+
+
+def _problems(exc: ValidationError) -> str:
+    """The first problems of a validation, on one line (without the values)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    shown = [f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}" for e in errors[:3]]
+    more = len(errors) - len(shown)
+    return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _check_trees(
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    value: np.ndarray,
+) -> None:
+    """Refuse node arrays that are not trees the inference can walk.
+
+    Raises:
+        ModelFileError: see :class:`Reranker`.
+    """
+    shapes = {a.shape for a in (feature, threshold, left, right, value)}
+    if len(shapes) != 1 or feature.ndim != 2 or feature.shape[1] == 0:
+        raise ModelFileError("reranker trees: every node array must be (trees, nodes)")
+    if feature.max(initial=-1) >= len(FEATURES) or feature.min(initial=-1) < -1:
+        raise ModelFileError("reranker trees split on a feature that does not exist")
+    nodes = feature.shape[1]
+    if (
+        min(left.min(initial=0), right.min(initial=0)) < 0
+        or max(left.max(initial=0), right.max(initial=0)) >= nodes
+    ):
+        raise ModelFileError(f"reranker trees: a child index is not a node (0 to {nodes - 1})")
+    here = np.arange(nodes)[None, :]
+    split = feature >= 0
+    if np.any(split & ((left <= here) | (right <= here))):
+        raise ModelFileError("reranker trees: a split's children must come after it")
+    if not (np.isfinite(threshold).all() and np.isfinite(value).all()):
+        raise ModelFileError("reranker trees: thresholds and values must be finite")
+    with np.errstate(over="ignore"):
+        largest = np.abs(value).max(axis=1, initial=0.0).sum()
+    if not np.isfinite(largest):
+        raise ModelFileError("reranker trees: the leaf values add up past a float's range")
+
+
 def _depth(feature: np.ndarray, left: np.ndarray, right: np.ndarray) -> int:
-    """The most splits from a root to a leaf, over all trees."""
-    deepest = 0
-    for tree in range(len(feature)):
-        stack = [(0, 0)]
-        while stack:
-            node, depth = stack.pop()
-            if feature[tree, node] < 0:
-                deepest = max(deepest, depth)
-            else:
-                stack += [(left[tree, node], depth + 1), (right[tree, node], depth + 1)]
-    return deepest
+    """The most splits from a root to a leaf, over all trees (children come after parents)."""
+    trees, nodes = feature.shape
+    rows = np.arange(trees)
+    depth = np.zeros((trees, nodes), dtype=np.int64)
+    for node in range(nodes - 1, -1, -1):
+        below = np.maximum(depth[rows, left[:, node]], depth[rows, right[:, node]])
+        depth[:, node] = np.where(feature[:, node] >= 0, below + 1, 0)
+    return int(depth[:, 0].max(initial=0))
 
 
 @cache

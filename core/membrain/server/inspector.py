@@ -19,6 +19,7 @@ without sign-in; its changes are still checked against the CSRF token.
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 import threading
 import time
@@ -32,7 +33,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Message as AsgiMessage
+from starlette.types import Scope as AsgiScope
 
 from membrain.audit import AuditAction
 from membrain.errors import MembrainError, NotFoundError
@@ -56,6 +61,8 @@ from membrain.server.keys import Forbidden, Grant, KeyRing, Role, Unauthenticate
 
 __all__ = ["PREFIX", "SESSION_COOKIE", "Sessions", "mount_inspector"]
 
+
+log = logging.getLogger("membrain.server")
 
 SESSION_COOKIE = "membrain_session"
 SIGNIN_COOKIE = "membrain_signin"
@@ -303,6 +310,53 @@ class Inspector:
         return scope
 
 
+class SecuredPages:
+    """The inspector's ASGI wrapper: every answer carries :data:`SECURITY_HEADERS`.
+
+    An unexpected exception of a page answers the error page (500, the traceback in the log)
+    with them, not the framework's bare 500; a 404 or 422 of the framework gets them too.
+    """
+
+    def __init__(self, app: ASGIApp, inspector: Inspector) -> None:
+        self.app = app
+        self.inspector = inspector
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:  # noqa: D102
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def secured(message: AsgiMessage) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    if name not in headers:
+                        headers[name] = value
+            await send(message)
+
+        try:
+            await self.app(scope, receive, secured)
+        except Exception:
+            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            await self.failure(Request(scope))(scope, receive, send)
+
+    def failure(self, request: Request) -> Response:
+        """The error page of an unexpected failure (plain text if even that cannot render)."""
+        error = PageError(500, "the server failed to show this page; its log says why")
+        try:
+            return self.inspector.render(
+                request, "error.html", None, status=500, status_code=500, error=error
+            )
+        except Exception:
+            log.exception("the error page failed to render")
+            return Response(error.message, status_code=500, headers=SECURITY_HEADERS)
+
+
 class _SignIn(Exception):
     def __init__(self, next_page: str) -> None:
         super().__init__(next_page)
@@ -336,6 +390,7 @@ def mount_inspector(app: FastAPI, memory: Memory, keys: KeyRing | None) -> None:
 
     pages.add_exception_handler(PageError, page_error)
     pages.add_exception_handler(_SignIn, sign_in)
+    pages.add_middleware(SecuredPages, inspector=inspector)
     app.mount(PREFIX, pages, name="inspector")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import MAXYEAR, UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from membrain.audit import AuditAction, AuditEvent
@@ -62,7 +62,8 @@ def parse_moment(text: str | None, *, end: bool = False) -> datetime | None:
     """A date or date-time typed in a filter, as UTC (``None`` when empty or unreadable).
 
     A bare date is its day's start, or with ``end`` the next day's start, so a range whose
-    last day is ``2024-05-02`` includes that whole day.
+    last day is ``2024-05-02`` includes that whole day. A moment past the calendar's edge in
+    UTC (the day after ``9999-12-31``) is that edge.
     """
     if not text or not text.strip():
         return None
@@ -71,8 +72,12 @@ def parse_moment(text: str | None, *, end: bool = False) -> datetime | None:
     except ValueError:
         return None
     bare_date = len(text.strip()) <= 10
-    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return value + timedelta(days=1) if end and bare_date else value
+    try:
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value + timedelta(days=1) if end and bare_date else value
+    except OverflowError:
+        edge = datetime.max if value.year == MAXYEAR else datetime.min
+        return edge.replace(tzinfo=UTC)
 
 
 def url(page: str, scope: Scope | None = None, **query: object) -> str:

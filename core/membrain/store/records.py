@@ -47,7 +47,7 @@ from membrain.store.profiles import ProfileRecords
 from membrain.store.ranked import RankedReads, Vector
 from membrain.store.tree import TreeNode, TreeRecords
 
-__all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode"]
+__all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode", "id_prefix"]
 
 Discards = Mapping[str, Sequence[tuple[str, str]]]
 """Message id -> what extraction discarded from it, as ``(reason, text)`` pairs."""
@@ -96,6 +96,18 @@ _record_scope = record_scope
 MIN_ID_PREFIX = 8
 """The fewest hex digits of an id that name a record (as context lines and tools show ids)."""
 _HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def id_prefix(given: str) -> str | None:
+    """The hex digits of ``given`` when it is an id prefix, else ``None``.
+
+    A prefix is 8 to 31 hex digits, dashes and case ignored; a whole id is none.
+    """
+    digits = given.replace("-", "").lower()
+    if MIN_ID_PREFIX <= len(digits) < 32 and set(digits) <= _HEX_DIGITS:
+        return digits
+    return None
+
 
 _UPDATED_FACT_FIELDS = (
     "status",
@@ -178,8 +190,8 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         """
         found = []
         for given in ids:
-            digits = given.replace("-", "").lower()
-            if not MIN_ID_PREFIX <= len(digits) < 32 or not set(digits) <= _HEX_DIGITS:
+            digits = id_prefix(given)
+            if digits is None:
                 found.append(given)
                 continue
             start = str(uuid.UUID(digits.ljust(32, "0")))
