@@ -47,6 +47,7 @@ EXPECTED = {
     "Message",
     "MessageStatus",
     "MissingDependencyError",
+    "ModelFileError",
     "NotFoundError",
     "Prompts",
     "Precision",
