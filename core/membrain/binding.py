@@ -7,9 +7,10 @@
 - :class:`MonotonicClock` stamps the messages adapters write with the current UTC time,
   strictly increasing, so a transcript keeps the order it was written in; :data:`CLOCK` is the
   process-wide instance every adapter uses.
-- :func:`scope_part` turns any string (a user id such as ``"auth0|64b7f1"``) into a valid scope
-  part; :class:`ScopeBinding` applies it to every value it resolves, so ids need not fit
-  :class:`~membrain.Scope`'s alphabet.
+- :func:`scope_part` turns any string (a user id such as ``"auth0|64b7f1"``) into its scope
+  part, as :class:`~membrain.Scope` does; :class:`ScopeBinding` applies it to every value it
+  resolves (:func:`membrain.scope.compose_part`), so ids need not fit the scope alphabet and
+  two different values never share a part.
 - :data:`DEFAULT_USER_NAME` and :data:`DEFAULT_ASSISTANT_NAME` are the speaker names of user and
   assistant messages when the caller names nobody. A user *id* is never a speaker name: adapters
   take the name from a separate ``user_name``.
@@ -33,7 +34,7 @@ from types import MappingProxyType
 from membrain.errors import ConfigurationError, ScopeError
 from membrain.inputs import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, MonotonicClock
 from membrain.models import Scope
-from membrain.scope import scope_part
+from membrain.scope import ScopePart, compose_part, scope_part, template_separators
 
 __all__ = [
     "CLOCK",
@@ -47,19 +48,48 @@ __all__ = [
 _FORMATTER = string.Formatter()
 
 
-def _keys(template: str) -> tuple[str, ...]:
-    """The value keys a template reads; malformed templates raise ``ConfigurationError``."""
+def _pieces(template: str) -> tuple[list[str], list[str]]:
+    """A template's literal texts and its field names (one text more than names).
+
+    Raises:
+        ConfigurationError: the template does not parse, has a field that is not a key, or one
+            with a conversion or format spec (``{user_id!r}``, ``{user_id:.3}``: they change the
+            value, so two values could make one part), or fields not told apart (see
+            :func:`membrain.scope.template_separators`).
+    """
+    texts, names = [""], []
     try:
-        names = [name for _, name, _, _ in _FORMATTER.parse(template) if name is not None]
+        parsed = list(_FORMATTER.parse(template))
     except ValueError as exc:
         raise ConfigurationError(f"scope template {template!r} does not parse: {exc}") from None
-    for name in names:
-        if not name or not name.isidentifier():
+    for literal, name, spec, conversion in parsed:
+        texts[-1] += literal
+        if name is None:
+            continue
+        if not name or not name.isidentifier() or spec or conversion:
             raise ConfigurationError(
                 f"scope template {template!r} has the field {{{name}}}; fields must name a "
-                "value, like {user_id}"
+                "value, like {user_id}, without a conversion or format spec"
             )
-    return tuple(dict.fromkeys(names))
+        names.append(name)
+        texts.append("")
+    template_separators(texts)
+    return texts, names
+
+
+def _keys(template: str) -> tuple[str, ...]:
+    """The value keys a template reads; malformed templates raise ``ConfigurationError``."""
+    return tuple(dict.fromkeys(_pieces(template)[1]))
+
+
+def _fill(template: str, known: Mapping[str, str]) -> str:
+    """The part ``template`` names with the values ``known``, each encoded to stay apart."""
+    if isinstance(template, ScopePart):  # a stored part (no field): already encoded
+        return template
+    texts, names = _pieces(template)
+    if not names:
+        return texts[0]  # a literal: a raw value, which Scope checks and encodes
+    return compose_part(texts, [known[name] for name in names])
 
 
 @dataclass(frozen=True)
@@ -73,11 +103,14 @@ class ScopeBinding:
     hold raises :class:`~membrain.ScopeError`; when a key of ``session`` is missing the scope
     has no session (it covers every session of the tenant). ``session=None`` never uses one.
 
-    Every value (and default) goes through :func:`scope_part` before it fills a template, so a
-    value may be any string: ``"auth0|64b7f1"`` resolves to the dataset
-    ``"auth0_64b7f1-h0965fcf43ca6e13d"`` while ``"sara@example.com"`` stays as it is. A resolved
-    part longer than 128 characters is encoded the same way. The values themselves (the
-    original user id) are left to the caller; they are never a speaker name.
+    Every value (and default) is encoded by :func:`scope_part` as it fills a template
+    (:func:`membrain.scope.compose_part`), so a value may be any string: ``"auth0|64b7f1"``
+    resolves to the dataset ``"auth0_64b7f1-h0965fcf43ca6e13d"``, as ``Scope`` stores it, while
+    ``"sara@example.com"`` stays as it is. A value holding a separator of its template (``:`` in
+    ``"{org}:{user_id}"``) is encoded too, so different values never make one part; fields must
+    be told apart by such a separator. A resolved part longer than 128 characters is encoded as
+    a whole. The values themselves (the original user id) are left to the caller; they are never
+    a speaker name.
 
     Args:
         dataset: Template of the scope's dataset (whose memory); default ``"{user_id}"``.
@@ -86,7 +119,8 @@ class ScopeBinding:
         defaults: Values for missing keys; default ``{"assistant_id": "assistant"}``.
 
     Raises:
-        ConfigurationError: A template does not parse, or has a field that is not a key.
+        ConfigurationError: A template does not parse, has a field that is not a key (or one
+            with a conversion or format spec), or two fields not told apart by a separator.
         ScopeError: A fixed binding's parts do not form a valid scope.
 
     Example:
@@ -249,10 +283,10 @@ class ScopeBinding:
         """
         if self._fixed is not None:
             return self._fixed
-        known = {key: scope_part(value) for key, value in self.defaults.items() if value}
+        known = {key: value for key, value in self.defaults.items() if value}
         for key, value in (values or {}).items():
             if value is not None and value != "":
-                known[key] = scope_part(str(value))
+                known[key] = value if isinstance(value, str) else str(value)
         parts: dict[str, str] = {}
         for name, template in (("dataset", self.dataset), ("task", self.task)):
             missing = [key for key in _keys(template) if not known.get(key)]
@@ -264,8 +298,8 @@ class ScopeBinding:
                     f"{', '.join(repr(k) for k in missing)}; {how}, or give the "
                     f"{type(self).__name__} a default for it (defaults={{{key}: ...}})"
                 )
-            parts[name] = template.format_map(known)
+            parts[name] = _fill(template, known)
         session: str | None = None
         if self.session is not None and all(known.get(k) for k in _keys(self.session)):
-            session = self.session.format_map(known)
+            session = _fill(self.session, known)
         return Scope(dataset=parts["dataset"], task=parts["task"], session=session)

@@ -9,12 +9,19 @@
 A namespace is stored as the JSON array of its labels (:func:`ns_text`), so no label, whatever
 characters it holds, can address another namespace; a prefix matches whole labels only. Files
 written before (labels joined by ``.``) are converted when opened (:func:`connect`).
+
+:func:`legacy_scope` is where a sidecar of layout 1 kept its items' text: its labels were
+hashed another way (``h-`` and a BLAKE2b digest) and NFC-normalised, so
+:class:`~.store.MembrainStore` moves that text into the scopes of today's encoding when it
+opens such a file, then marks it :data:`FORMAT`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,8 +38,9 @@ from langgraph.store.base import (
 )
 
 from langchain_membrain.langgraph.filters import check_filter
-from membrain import ConfigurationError, InputError, Memory, MemoryLike
+from membrain import ConfigurationError, InputError, Memory, MemoryLike, Scope
 from membrain.checks import check_json, is_unicode
+from membrain.scope import is_scope_part, scope_part
 from membrain.storage.edge import EdgeBackend
 
 __all__ = [
@@ -45,8 +53,11 @@ __all__ = [
     "check_op",
     "configured_fields",
     "connect",
+    "layout",
+    "legacy_scope",
     "ns_of",
     "ns_text",
+    "set_layout",
     "sidecar_location",
     "strings",
     "tokenized",
@@ -76,9 +87,12 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 """
 
-FORMAT = 1
-"""The sidecar's layout (``PRAGMA user_version``): 1 stores a namespace as a JSON array of its
-labels; 0, the layout before it, joined the labels with ``.``."""
+FORMAT = 2
+"""The sidecar's layout (``PRAGMA user_version``): 2 is 1 whose items' text lives in the scopes
+of :func:`membrain.scope.scope_part` (the store moves it there from the scopes of
+:func:`legacy_scope` when it opens a file of layout 1); 1 stores a namespace as a JSON array of
+its labels; 0, the layout before it, joined the labels with ``.``."""
+_JSON_LABELS = 1
 
 _INDEX_KEYS = frozenset({"dims", "embed", "fields"})
 
@@ -132,22 +146,62 @@ def connect(location: str) -> sqlite3.Connection:
     return conn
 
 
-def _layout(conn: sqlite3.Connection) -> int:
+def layout(conn: sqlite3.Connection) -> int:
+    """The sidecar's layout (see :data:`FORMAT`)."""
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     return int(version)
 
 
+def set_layout(conn: sqlite3.Connection, version: int) -> None:
+    """Mark the sidecar as of layout ``version``."""
+    with conn:
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+
+
+def _legacy_part(value: str) -> str:
+    """The part layout 1's ``Scope`` stored for ``value`` (NFC-normalised when that fit)."""
+    normal = unicodedata.normalize("NFC", value)
+    return normal if is_scope_part(normal) else scope_part(value)
+
+
+def _legacy_label(label: str) -> str:
+    """A namespace label as layout 1 mapped it: kept when it fit a scope, else hashed."""
+    if not label.startswith("h-") and is_scope_part(unicodedata.normalize("NFC", label)):
+        return _legacy_part(label)
+    return "h-" + hashlib.blake2b(label.encode(), digest_size=16).hexdigest()
+
+
+def legacy_scope(
+    namespace: tuple[str, ...], *, default_task: str = "store", task: str | None = None
+) -> Scope:
+    """The scope in which layout 1 kept the text of ``namespace``'s items.
+
+    Its mapping was :func:`~.store.scope_for_namespace`'s, with each label (and the session's
+    labels joined by ``:``) kept when it fit a scope after NFC normalisation, else hashed
+    (``h-`` and a BLAKE2b digest).
+    """
+    if task is not None:
+        chosen, rest = _legacy_part(task), namespace[1:]
+    elif len(namespace) > 1:
+        chosen, rest = _legacy_label(namespace[1]), namespace[2:]
+    else:
+        chosen, rest = _legacy_part(default_task), ()
+    session = _legacy_label(":".join(rest)) if rest else None
+    return Scope.stored(_legacy_label(namespace[0]), chosen, session)
+
+
 def _upgrade(conn: sqlite3.Connection, location: str) -> None:
-    """Bring the sidecar to :data:`FORMAT`, in one transaction that another opener waits for.
+    """Bring the sidecar to layout 1 at least, in one transaction that another opener waits for.
 
     Layout 0 joined labels with ``.``; puts never accepted a label holding ``.`` (see
-    :func:`check_namespace`), so splitting there gives the labels back unambiguously.
+    :func:`check_namespace`), so splitting there gives the labels back unambiguously. Layout 2
+    is the store's (:data:`FORMAT`).
     """
-    if _layout(conn) == FORMAT:
+    if _JSON_LABELS <= layout(conn) <= FORMAT:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = _layout(conn)
+        version = layout(conn)
         if version > FORMAT:
             raise ConfigurationError(
                 f"the LangGraph store sidecar {location!r} has layout {version}, newer than this "
@@ -162,7 +216,7 @@ def _upgrade(conn: sqlite3.Connection, location: str) -> None:
                 # rows ever share a namespace during the update (ns is unique per table)
                 conn.execute(f"UPDATE {table} SET ns = '.' || membrain_dotted_ns(ns)")
                 conn.execute(f"UPDATE {table} SET ns = substr(ns, 2)")
-        conn.execute(f"PRAGMA user_version = {FORMAT}")
+        conn.execute(f"PRAGMA user_version = {max(version, _JSON_LABELS)}")
     except BaseException:
         conn.rollback()
         raise

@@ -38,9 +38,13 @@ By default the items live in a task of their own, apart from the chat memory: ``
 names another task). ``scope_for_namespace`` without ``task`` is the chat-sharing mapping:
 ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``; ``(d, t, s)`` →
 ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the session
-(``s:x:y``). A label that is not a valid scope part (as :class:`membrain.Scope`
-validates it: at most 128 letters, digits, spaces and ``._@:+-``) is replaced by a hash
-(``h-...``). Pass ``namespace_to_scope`` to map differently (for instance
+(``s:x:y``). Every label is encoded as :class:`membrain.Scope` encodes a value
+(:func:`membrain.scope.scope_part`: ``d`` is the dataset ``Scope(dataset=d)`` names, the one API
+keys name), and the labels joined into a session by :func:`membrain.scope.compose_part`, so a
+label holding ``:`` is encoded: ``("u", "a", "b:c")`` and ``("u", "a", "b", "c")`` are two
+sessions. A sidecar written before this encoding has its items' text moved into their new
+tenants when it is opened (see :class:`MembrainStore`). Pass ``namespace_to_scope`` to map
+differently (for instance
 ``namespace_to_scope=scope_for_namespace`` shares the tenants of the chat memory written by
 :func:`~langchain_membrain.langgraph.make_writer_node`). The
 mapping only decides where the items' text lives in MemBrain; results are always mapped back to
@@ -92,8 +96,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import threading
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
@@ -117,14 +121,18 @@ from langgraph.store.base import (
 
 from langchain_membrain.langgraph.filters import matches
 from langchain_membrain.langgraph.sidecar import (
+    FORMAT,
     check_op,
     check_value,
     configured_fields,
     connect,
     does_match,
+    layout,
+    legacy_scope,
     ns_of,
     ns_text,
     prefix_sql,
+    set_layout,
     sidecar_location,
     strings,
     tokenized,
@@ -147,16 +155,16 @@ from membrain.background import BackgroundWriter, check_writer, schedule_extract
 from membrain.binding import CLOCK, DEFAULT_USER_NAME
 from membrain.remote.protocol import actor_for
 from membrain.retrieval import RRF_K, Ranked, rrf
-from membrain.scope import is_scope_part
+from membrain.scope import ScopePart, compose_part, scope_part
 
 __all__ = ["MembrainStore", "scope_for_namespace"]
 
+log = logging.getLogger(__name__)
 
-def _part(label: str) -> str:
-    """``label`` if it is a valid scope part (as ``Scope`` checks it), else its hash."""
-    if not label.startswith("h-") and is_scope_part(unicodedata.normalize("NFC", label)):
-        return label
-    return "h-" + hashlib.blake2b(label.encode(), digest_size=16).hexdigest()
+
+def _session(labels: Sequence[str]) -> ScopePart:
+    """The session of labels joined by ``:``; a label holding ``:`` is encoded, so none merge."""
+    return compose_part(("", *([":"] * (len(labels) - 1)), ""), labels, separators=":")
 
 
 def scope_for_namespace(
@@ -177,12 +185,12 @@ def scope_for_namespace(
     """
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    dataset = _part(namespace[0])
+    dataset = scope_part(namespace[0])
     if task is not None:
         rest = namespace[1:]
-        return Scope(dataset=dataset, task=task, session=_part(":".join(rest)) if rest else None)
-    task = _part(namespace[1]) if len(namespace) > 1 else default_task
-    session = _part(":".join(namespace[2:])) if len(namespace) > 2 else None
+        return Scope(dataset=dataset, task=task, session=_session(rest) if rest else None)
+    task = scope_part(namespace[1]) if len(namespace) > 1 else default_task
+    session = _session(namespace[2:]) if len(namespace) > 2 else None
     return Scope(dataset=dataset, task=task, session=session)
 
 
@@ -235,7 +243,9 @@ class MembrainStore(BaseStore):
             forgets).
 
     Keep ``task`` / ``namespace_to_scope`` stable for a sidecar: an item is found by a query
-    only in the scope it was written to.
+    only in the scope it was written to. A sidecar written before labels were encoded as
+    :class:`~membrain.Scope` encodes them (layout 1) has its items' text moved into the scopes
+    they map to now when a store with ``task`` or :func:`scope_for_namespace` opens it, once.
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode; ``path`` is missing for a memory
@@ -287,6 +297,7 @@ class MembrainStore(BaseStore):
         self._user_name = user_name if user_name is not None else speaker
         self._mode = RetrievalMode.parse(mode)
         self._candidates = candidates
+        legacy: Callable[[tuple[str, ...]], Scope] | None = None
         if namespace_to_scope is None:
             items_task = "store" if task is None else task
             try:
@@ -296,13 +307,45 @@ class MembrainStore(BaseStore):
             self._scope_for: Callable[[tuple[str, ...]], Scope] = partial(
                 scope_for_namespace, task=items_task
             )
+            legacy = partial(legacy_scope, task=items_task)
         else:
             self._scope_for = namespace_to_scope
-        builtin = namespace_to_scope is None or namespace_to_scope is scope_for_namespace
-        self._dataset_labels = 1 if builtin else None
+            legacy = legacy_scope if namespace_to_scope is scope_for_namespace else None
+        self._dataset_labels = 1 if legacy is not None else None
         self.path = sidecar_location(memory, path)
         self._conn = connect(self.path)
         self._lock = threading.RLock()
+        if legacy is not None and layout(self._conn) < FORMAT:
+            self._copy_legacy_text(legacy)
+            set_layout(self._conn, FORMAT)
+
+    def _copy_legacy_text(self, legacy: Callable[[tuple[str, ...]], Scope]) -> None:
+        """Move the items' text from the scopes an older sidecar kept it in to today's scopes.
+
+        The sidecar holds every item's namespace, so the scope the old mapping chose (see
+        :func:`~.sidecar.legacy_scope`) is known exactly; items whose scope is unchanged (every
+        label plain) are left alone. The text is copied as pending evidence, extracted as a
+        put's is, then the facts extracted from the old copy are forgotten (audited, by the
+        store's actor), as an overwrite retires them; the old messages stay as evidence.
+        """
+        moves: dict[tuple[Scope, Scope], list[str]] = {}
+        rows = self._conn.execute("SELECT ns, source_id FROM items WHERE source_id IS NOT NULL")
+        for ns, source_id in rows.fetchall():
+            namespace = ns_of(ns)
+            old, new = legacy(namespace), self._scope_for(namespace)
+            if old != new:
+                moves.setdefault((old, new), []).append(source_id)
+        by = actor_for(self.memory, self._actor)
+        for (old, new), source_ids in moves.items():
+            for start in range(0, len(source_ids), 500):
+                stored = self.memory.messages(scope=old, ids=source_ids[start : start + 500])
+                batch = [m.message for m in stored]
+                if batch:
+                    self.memory.add(batch, scope=new, extract=False, by=by)
+                    if self._extract:
+                        schedule_extraction(self.memory, new, batch, self._writer)
+            self._retire({old: source_ids}, self._actor)
+            log.info("moved the text of %d store items from %s to %s", len(source_ids), old, new)
 
     def scope_for(self, namespace: tuple[str, ...]) -> Scope:
         """The MemBrain scope that holds the text of the items of ``namespace``."""

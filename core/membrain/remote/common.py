@@ -34,6 +34,7 @@ from membrain.remote.transport import (
     send_async,
     unreachable,
 )
+from membrain.scope import PARTS_HEADER
 
 __all__ = [
     "API_PREFIX",
@@ -168,5 +169,6 @@ def connection(url: str) -> tuple[str, httpx.BasicAuth | None]:
 
 
 def headers(api_key: str | None) -> dict[str, str]:
-    """The headers that carry ``api_key``."""
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    """The headers that carry ``api_key``, and say the scopes sent are stored parts."""
+    sent = {PARTS_HEADER: "1"}  # a Scope holds encoded parts: the server must not encode again
+    return {"Authorization": f"Bearer {api_key}", **sent} if api_key else sent

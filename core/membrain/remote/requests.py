@@ -40,7 +40,7 @@ from membrain.operations import operation
 from membrain.profile import ProfileEntry
 from membrain.remote.transport import Call
 from membrain.results import AddResult, EvidenceHit, PurgeResult
-from membrain.scope import dataset_part
+from membrain.scope import STORED, dataset_part
 
 __all__ = ["REQUESTS", "Answered", "Arguments", "Fields", "Request", "request", "scope_fields"]
 
@@ -67,7 +67,7 @@ class Request:
 
 def _records(kind: Any) -> Callable[[Any, Arguments], Any]:
     adapter: TypeAdapter[Any] = TypeAdapter(kind)
-    return lambda body, _: adapter.validate_python(body)
+    return lambda body, _: adapter.validate_python(body, context=STORED)
 
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def _search_result(body: Any, a: Arguments) -> SearchResult:
     )
     return SearchResult(
         question=a["query"],
-        hits=tuple(_HITS.validate_python(body["hits"])),
+        hits=tuple(_HITS.validate_python(body["hits"], context=STORED)),
         requested=requested,
         mode=ran,
         escalated=bool(escalated),

@@ -45,7 +45,7 @@ from membrain.inputs import as_messages
 from membrain.memory import Memory
 from membrain.models import Actor, ActorKind, Context, Entity, Fact, Scope, StoredMessage
 from membrain.profile import ProfileEntry
-from membrain.scope import dataset_part
+from membrain.scope import PARTS_HEADER, dataset_part
 from membrain.server.guards import (
     BodyLimit,
     LoopbackHostsOnly,
@@ -203,7 +203,8 @@ async def authorize(
     """
     role = route_role(request.scope.get("route"))
     grant = await authenticate(request, credentials)
-    scope = Scope(**await _scope_fields(request))
+    fields = await _scope_fields(request)  # stored parts when a remote client sends them
+    scope = Scope.stored(**fields) if PARTS_HEADER in request.headers else Scope(**fields)
     if grant is not None:
         grant.check(scope.dataset, role)
     return Access(scope=scope, grant=grant)
@@ -520,11 +521,13 @@ def create_app(
 
     @listing.get("/scopes", openapi_extra=needs(Role.READ))
     def scopes(
-        grant: Annotated[Grant | None, Depends(authenticate)], dataset: str | None = None
+        request: Request,
+        grant: Annotated[Grant | None, Depends(authenticate)],
+        dataset: str | None = None,
     ) -> list[Scope]:
         """The (dataset, task) scopes holding records, of the datasets the key may read."""
         if dataset is not None:
-            dataset = dataset_part(dataset)
+            dataset = dataset_part(dataset, stored=PARTS_HEADER in request.headers)
         if grant is not None and dataset is not None:
             grant.check(dataset, Role.READ)  # every role reads: only the dataset is checked
         found = memory.scopes(dataset)
@@ -532,11 +535,12 @@ def create_app(
 
     @listing.delete("/dataset", openapi_extra=needs(Role.ADMIN))
     def delete_dataset(
+        request: Request,
         grant: Annotated[Grant | None, Depends(authenticate)],
         dataset: Annotated[str, Query(description="Whose memory: every task of it goes.")],
     ) -> list[Scope]:
         """Delete every task of a dataset (a whole user); the scopes deleted."""
-        dataset = dataset_part(dataset)
+        dataset = dataset_part(dataset, stored=PARTS_HEADER in request.headers)
         if grant is not None:
             grant.check(dataset, Role.ADMIN)
         return memory.delete_dataset(dataset)

@@ -303,7 +303,7 @@ class Inspector:
         if not dataset or not task:
             raise PageError(422, "this page needs a dataset and a task")
         try:
-            scope = Scope(dataset=dataset, task=task)
+            scope = Scope.stored(dataset, task)  # the pages link stored parts
         except MembrainError as exc:
             raise PageError(422, str(exc)) from None
         viewer.check(scope.dataset)

@@ -22,15 +22,15 @@ import re
 import secrets
 import threading
 import tomllib
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from membrain.errors import ConfigurationError, MembrainError, ScopeError
-from membrain.models import Actor, ActorKind, Scope
+from membrain.models import Actor, ActorKind
 from membrain.operations import Access
+from membrain.scope import dataset_part, is_scope_part
 
 __all__ = [
     "ALL_DATASETS",
@@ -82,8 +82,10 @@ Role = Access
 class Grant:
     """What one key may do: its role over its datasets.
 
-    Dataset names are NFC-normalised, as :class:`membrain.models.Scope` normalises them, so
-    a name typed with a combining accent and its precomposed form are one dataset.
+    Dataset names are stored parts, as a scope listing shows them (``"sara"``,
+    ``"auth0_64b7f1-h0965fcf43ca6e13d"``); a name that is no stored part is a user id, stored as
+    :class:`membrain.models.Scope` stores it (``"auth0|64b7f1"``). No name is normalised, so a
+    key covers exactly the tenants it names.
 
     Attributes:
         name: The key's name in the keys file, or a prefix of its hash when it has none.
@@ -96,11 +98,11 @@ class Grant:
     datasets: frozenset[str]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "datasets", frozenset(map(_nfc, self.datasets)))
+        object.__setattr__(self, "datasets", frozenset(map(_stored, self.datasets)))
 
     def covers(self, dataset: str) -> bool:
         """Whether the key may use ``dataset``."""
-        return ALL_DATASETS in self.datasets or _nfc(dataset) in self.datasets
+        return ALL_DATASETS in self.datasets or dataset in self.datasets
 
     def check(self, dataset: str, needs: Role) -> None:
         """Refuse unless the key may act on ``dataset`` with role ``needs``.
@@ -125,9 +127,15 @@ class _Entry:
     grant: Grant
 
 
-def _nfc(dataset: str) -> str:
-    """``dataset`` in the normal form scopes use for names."""
-    return unicodedata.normalize("NFC", dataset)
+def _stored(dataset: str) -> str:
+    """The stored dataset a key's name names (``"*"`` stays the wildcard).
+
+    Raises:
+        ScopeError: a name that no scope may have.
+    """
+    if dataset == ALL_DATASETS or isinstance(dataset, str) and is_scope_part(dataset):
+        return dataset  # a stored part: add_key writes them, a listing shows them
+    return dataset_part(dataset)
 
 
 def hash_key(key: str) -> str:
@@ -292,7 +300,7 @@ def _parse_entry(table: object, index: int, source: Path) -> tuple[str, Grant]:
 
 
 def _check_datasets(value: Any, where: str) -> list[str]:
-    """The dataset names of a key, each as a scope names it (NFC-normalised).
+    """The dataset names of a key, each as a scope stores it (see :class:`Grant`).
 
     Raises:
         ConfigurationError: not a non-empty list, or a name no scope may have.
@@ -305,7 +313,7 @@ def _check_datasets(value: Any, where: str) -> list[str]:
             names.append(dataset)
             continue
         try:
-            names.append(Scope(dataset=dataset, task="keys").dataset)
+            names.append(_stored(dataset))
         except ScopeError as exc:
             raise ConfigurationError(f"{where}: bad dataset name: {exc}") from None
     return names

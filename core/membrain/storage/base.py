@@ -339,7 +339,7 @@ class BaseBackend(ABC):
         scopes = []
         for key in sorted(set(keys)):
             dataset, _, task = key.partition("/")
-            scopes.append(Scope(dataset=dataset, task=task))
+            scopes.append(Scope.stored(dataset, task))
         return scopes
 
     def retrieve(

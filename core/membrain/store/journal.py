@@ -33,7 +33,7 @@ from membrain.errors import InputError
 from membrain.inputs import MonotonicClock
 from membrain.listeners import RecordListener
 from membrain.models import EntityVersion, Scope
-from membrain.scope import BOOKKEEPING_TASK_PREFIX
+from membrain.scope import BOOKKEEPING_TASK_PREFIX, STORED
 from membrain.storage.base import Backend, Collection, Point, ScoredPoint, TimeRange
 
 __all__ = ["AuditJournal", "Change", "ERASURES_TASK", "without_erased"]
@@ -70,7 +70,7 @@ def created(collection: Collection) -> dict[str, Any]:
 def record_scope(scope: Scope, payload: Mapping[str, Any]) -> Scope:
     """The scope of a stored record: ``scope`` with the record's own session."""
     session = payload.get("session") or None
-    return Scope(dataset=scope.dataset, task=scope.task, session=session)
+    return Scope.stored(scope.dataset, scope.task, session)
 
 
 def _storable(payload: dict[str, Any]) -> None:
@@ -356,7 +356,7 @@ class AuditJournal:
 
     def _finish_scope_deletion(self, log: Scope, event: ScoredPoint) -> None:
         for named in event.payload["details"]["scopes"]:
-            target = Scope.model_validate(named)
+            target = Scope.model_validate(named, context=STORED)
             self.backend.delete_scope(target)
             for listener in self._listeners:
                 listener.scope_deleted(target)
