@@ -292,7 +292,10 @@ def _check_header(number: int, kind: object, data: dict[str, Any]) -> tuple[Scop
     if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE:
         raise InputError(f"line {number}: unsupported export version {version!r}")
     try:
-        return Scope(dataset=data.get("dataset"), task=data.get("task")), version
+        dataset, task = data.get("dataset"), data.get("task")
+        if not isinstance(dataset, str) or not isinstance(task, str):
+            raise InputError(f"dataset and task must be strings, got {dataset!r} and {task!r}")
+        return Scope.stored(dataset, task), version  # as the export stored them
     except (ValueError, MembrainError) as exc:
         raise InputError(f"line {number}: invalid dataset or task in the header: {exc}") from None
 
@@ -451,7 +454,7 @@ def _fresh(records: Sequence[_T], held: set[str]) -> list[_T]:
 def _at(target: Scope, session: object) -> Scope:
     if session is not None and not isinstance(session, str):
         raise InputError(f"session must be a string or null, got {session!r}")
-    return Scope(dataset=target.dataset, task=target.task, session=session or None)
+    return Scope.stored(target.dataset, target.task, session or None)  # the file's stored part
 
 
 def _by_session(records: Sequence[_R]) -> dict[str | None, list[_R]]:

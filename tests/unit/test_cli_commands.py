@@ -190,7 +190,7 @@ def test_export_import_between_stores(store: Path, tmp_path: Path) -> None:
     assert not {f["id"] for f in copies} & {f["id"] for f in facts_json(store, "--all")}
     broken = tmp_path / "broken.jsonl"
     broken.write_text(dump.read_text() + "{oops\n")
-    one_line_error(run("import", str(broken), "--path", str(tmp_path / "f2")), "not JSON")
+    one_line_error(run("import", str(broken), "--path", str(tmp_path / "f2")), "not valid JSON")
     one_line_error(run("import", str(tmp_path / "none.jsonl"), "--path", str(fresh)), "cannot read")
 
 

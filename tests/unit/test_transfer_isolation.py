@@ -17,7 +17,7 @@ from membrain.ingest import message_id
 from membrain.profile import ProfileEntry
 from membrain.store import RecordStore
 from membrain.testing import HashingEncoder
-from membrain.transfer import export_scope, import_scope
+from membrain.transfer import export_scope, header_scope, import_scope
 
 ALICE = Scope(dataset="alice", task="chat")
 MALLORY = Scope(dataset="mallory", task="chat")
@@ -361,3 +361,19 @@ def test_a_partial_import_changed_since_is_refused(
         with pytest.raises(InputError, match="not empty"):
             import_scope(mem, COPY, lines)
         assert _state(mem, COPY) == before
+
+
+def test_an_export_of_a_user_id_scope_is_restored_into_the_same_scope(tmp_path: Path) -> None:
+    """The header and sessions hold stored parts: read back as such, never encoded again."""
+    scope = Scope(dataset="auth0|64b7f1", task="chat", session="thread|1")
+    said = {"speaker": "Alice", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
+    with Memory(tmp_path / "a", dense=HashingEncoder(64)) as source:
+        source.add([said], scope=scope)
+        lines = [json.dumps(r) for r in export_scope(source, scope)]
+    assert header_scope(lines) == scope.without_session()
+    with Memory(tmp_path / "b", dense=HashingEncoder(64)) as target:
+        import_scope(target, header_scope(lines), lines)
+        (message,) = target.messages(scope=scope)
+        assert message.scope == scope
+        (fact,) = target.facts(scope=scope)
+        assert fact.text == "[Alice] adopted a cat named [Miso]."
