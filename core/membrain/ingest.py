@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from membrain.audit import AuditAction, Cause, ReviewKind
@@ -73,6 +73,8 @@ KNOWN_PER_MESSAGE = 3
 CONTEXT_SPANS = (timedelta(minutes=30), timedelta(days=1))
 """How far back the stored context of an extraction is looked for: the nearest span first,
 the next when it held fewer messages than the context window."""
+_EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+"""The earliest time a stored context is looked up from (range filters take 4-digit years)."""
 MAX_KNOWN_ABOUT = 2000
 """Known facts given to an extractor that looks them up by entity, at most (the latest)."""
 
@@ -312,6 +314,8 @@ class Ingestor(RecordListener):
         said = first.message.timestamp
         found: list[StoredMessage] = []
         for span in CONTEXT_SPANS:
+            if said - _EARLIEST <= span:
+                break  # a time at the calendar's edge: no stored context
             found = [
                 m
                 for m in self._store.messages_said(first.scope, said - span, said)
