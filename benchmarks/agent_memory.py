@@ -4,7 +4,7 @@ Usage (from the repository root)::
 
     python -m benchmarks.agent_memory [--data benchmarks/data/agent_chats.json] \
         [--conversations N] [--settings offline scripted] [--modes fast expand deep] \
-        [--hashing] [--path DIR] [--json OUT]
+        [--surface whole chat_history writer_node] [--hashing] [--path DIR] [--json OUT]
 
 Data. ``benchmarks/data/agent_chats.json`` holds hand-written conversations between a user and
 "Assistant", the shape of an assistant product: sessions days or weeks apart in which the user
@@ -42,6 +42,23 @@ session, as an assistant adds a conversation when it ends), each in its own scop
   ``"replaces"``. The extractor is passed as ``Memory(extractor=LLMExtractor(...))``, so the
   searches run without a model (deterministic rewrites) in both settings: they differ only in
   what extraction wrote. Entity identity then uses the offline rules (no same-entity call).
+
+Surfaces. How the conversations reach the memory (``--surface``, one or more; default
+``whole``):
+
+* ``whole``: one ``Memory.add`` per session, as above;
+* ``chat_history``: one message per add through
+  :class:`langchain_membrain.MembrainChatMessageHistory` (``add_message``, as LangChain's
+  ``RunnableWithMessageHistory`` calls it), one history (thread) per session, the user's name as
+  ``user_name``, extracted synchronously after each add;
+* ``writer_node``: through the LangGraph writer node (:func:`langchain_membrain.langgraph.
+  make_writer_node`), run once per graph turn (after each assistant message, and at the end of
+  a session) on the session's messages so far, one thread per session, its background writer
+  flushed after each run (the pause between turns).
+
+Both adapters stamp each message with the current time; the benchmark's clock reads each turn's
+own time instead, so every surface sees the same times. A run of a surface other than
+``whole`` is named ``<setting>/<surface>`` in the report and the table.
 
 Both use the packaged embedding model, or :class:`membrain.testing.HashingEncoder` with
 ``--hashing`` (smoke runs only). Each question is asked once per mode with ``Memory.search(...,
@@ -92,9 +109,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -114,6 +131,7 @@ from membrain.testing import HashingEncoder, ScriptedChatModel
 DATA = Path(__file__).resolve().parent / "data" / "agent_chats.json"
 MODES = ("fast", "expand", "deep")
 SETTINGS = ("offline", "scripted")
+SURFACES = ("whole", "chat_history", "writer_node")
 KINDS = ("current", "plan", "stable", "chatter")
 SEARCH_K = 10
 CHATTER_TOP = 3
@@ -454,8 +472,86 @@ def score_question(
 
 
 # -- the runs ----------------------------------------------------------------------------------
-def ingest(mem: Memory, chats: Sequence[Chat]) -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """Add every conversation session by session.
+class _TurnClock:
+    """Stands in for the adapters' clock: the next reading is the next queued turn's time."""
+
+    def __init__(self) -> None:
+        self.queued: deque[datetime] = deque()
+
+    def next(self) -> datetime:
+        return self.queued.popleft()
+
+
+@contextmanager
+def _turn_times() -> Iterator[_TurnClock]:
+    """The process clock of messages said now (:data:`membrain.binding.CLOCK`) reads turns."""
+    from membrain.binding import CLOCK
+
+    clock = _TurnClock()
+    CLOCK.next = clock.next  # type: ignore[method-assign]
+    try:
+        yield clock
+    finally:
+        del CLOCK.next
+
+
+def _session_scope(chat: Chat, number: int) -> Scope:
+    return Scope(dataset=chat.scope.dataset, task=chat.scope.task, session=f"session-{number}")
+
+
+def _lc_message(turn: Turn) -> Any:
+    from langchain_core.messages import AIMessage, HumanMessage  # noqa: TID251 (a benchmark)
+
+    kind = AIMessage if turn.speaker == ASSISTANT else HumanMessage
+    return kind(content=turn.text, id=turn.id)
+
+
+def _through_chat_history(mem: Memory, chat: Chat) -> None:
+    """Every turn through a chat message history, one message per add (a thread per session)."""
+    from langchain_membrain import MembrainChatMessageHistory
+
+    with _turn_times() as clock:
+        for number, session in enumerate(chat.sessions, 1):
+            history = MembrainChatMessageHistory(
+                memory=mem, scope=_session_scope(chat, number), user_name=chat.user
+            )
+            for turn in session:
+                clock.queued.append(turn.time)
+                history.add_message(_lc_message(turn))
+
+
+def _through_writer_node(mem: Memory, chat: Chat) -> None:
+    """Every turn through the LangGraph writer node, run once per graph turn."""
+    from langchain_membrain.langgraph import make_writer_node
+    from membrain.background import BackgroundWriter
+    from membrain.binding import ScopeBinding
+
+    writer = BackgroundWriter(mem, idle_seconds=3600.0)  # extracts only when flushed
+    try:
+        with _turn_times() as clock:
+            for number, session in enumerate(chat.sessions, 1):
+                scope = _session_scope(chat, number)
+                node = make_writer_node(
+                    memory=mem,
+                    scope_template=ScopeBinding.fixed(scope),
+                    writer=writer,
+                    user_name=chat.user,
+                )
+                state: list[Any] = []
+                for index, turn in enumerate(session):
+                    state.append(_lc_message(turn))
+                    clock.queued.append(turn.time)
+                    if turn.speaker == ASSISTANT or index == len(session) - 1:
+                        node({"messages": list(state)}, {"configurable": {}})
+                        writer.flush(scope)
+    finally:
+        writer.shutdown()
+
+
+def ingest(
+    mem: Memory, chats: Sequence[Chat], surface: str = "whole"
+) -> tuple[dict[str, Any], dict[str, set[str]]]:
+    """Add every conversation session by session, through ``surface`` (see the module docstring).
 
     Returns the figures of what extraction stored, and per conversation the stored ids of its
     chatter turns.
@@ -463,8 +559,17 @@ def ingest(mem: Memory, chats: Sequence[Chat]) -> tuple[dict[str, Any], dict[str
     started = time.perf_counter()
     errors = 0
     for chat in chats:
-        for session in chat.sessions:
-            errors += len(mem.add([t.message() for t in session], scope=chat.scope).errors)
+        if surface == "whole":
+            for session in chat.sessions:
+                errors += len(mem.add([t.message() for t in session], scope=chat.scope).errors)
+            continue
+        if surface == "chat_history":
+            _through_chat_history(mem, chat)
+        else:
+            _through_writer_node(mem, chat)
+        stored = mem.messages(scope=chat.scope)
+        errors += sum(m.status is MessageStatus.FAILED for m in stored)
+        errors += len(mem.extract_pending(scope=chat.scope).errors)
     seconds = time.perf_counter() - started
     tally: Counter[str] = Counter()
     chatter_ids: dict[str, set[str]] = {}
@@ -509,15 +614,21 @@ def ingest(mem: Memory, chats: Sequence[Chat]) -> tuple[dict[str, Any], dict[str
 
 
 def run_setting(
-    setting: str, chats: Sequence[Chat], modes: Sequence[str], folder: Path, hashing: bool
+    setting: str,
+    chats: Sequence[Chat],
+    modes: Sequence[str],
+    folder: Path,
+    hashing: bool,
+    surface: str = "whole",
 ) -> dict[str, Any]:
-    """Ingest with one setting's extractor into ``folder``, then ask every question per mode."""
+    """Ingest with one setting's extractor into ``folder`` through ``surface``, then ask every
+    question per mode."""
     answers = ScriptedAnswers(chats) if setting == "scripted" else None
     extractor = LLMExtractor(as_llm_client(answers.model())) if answers is not None else None
     dense = HashingEncoder(64) if hashing else None
     with Memory(path=folder, dense=dense, extractor=extractor) as mem:
         mem.search_messages("warm up", scope=Scope(dataset="agent-warmup", task="bench"), k=1)
-        figures, chatter_ids = ingest(mem, chats)
+        figures, chatter_ids = ingest(mem, chats, surface)
         if answers is not None:
             intended = {
                 (t.id, i) for t in _turns(chats) for i, f in enumerate(t.facts) if f.replaces
@@ -571,6 +682,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument(
+        "--surface",
+        nargs="+",
+        choices=SURFACES,
+        default=["whole"],
+        help="how the conversations are added (one run per setting and surface)",
+    )
+    parser.add_argument(
         "--hashing",
         action="store_true",
         help="HashingEncoder(64) instead of the packaged model (smoke tests only)",
@@ -584,6 +702,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--conversations must be positive")
     args.settings = list(dict.fromkeys(args.settings))
     args.modes = list(dict.fromkeys(args.modes))
+    args.surface = list(dict.fromkeys(args.surface))
     return args
 
 
@@ -593,10 +712,17 @@ def run(args: argparse.Namespace, chats: Sequence[Chat]) -> dict[str, Any]:
     with ExitStack() as stack:
         root = args.path or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-")))
         for setting in args.settings:
-            print(f"{setting}: ingesting and asking ...", file=sys.stderr)
-            settings[setting] = run_setting(
-                setting, chats, args.modes, root / setting, args.hashing
-            )
+            for surface in args.surface:
+                name = setting if surface == "whole" else f"{setting}/{surface}"
+                print(f"{name}: ingesting and asking ...", file=sys.stderr)
+                settings[name] = run_setting(
+                    setting,
+                    chats,
+                    args.modes,
+                    root / name.replace("/", "-"),
+                    args.hashing,
+                    surface,
+                )
     questions = [q for c in chats for q in c.questions]
     turns = _turns(chats)
     return {

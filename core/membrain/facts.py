@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from membrain.errors import AnnotationError, ExtractionError
-from membrain.extraction.base import EntityDraft, FactDraft
+from membrain.extraction.base import EntityDraft, FactDraft, draft_index
 from membrain.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
 from membrain.names import entity_refs, normalize_name
 from membrain.temporal import check_times, find_annotations
@@ -48,14 +48,20 @@ def replacements(
 ) -> dict[str, list[str]]:
     """Replaced fact id -> ids of the new facts that replace it, from the drafts' ``replaces``.
 
-    With ``perhaps``, from their ``may_replace`` instead.
+    With ``perhaps``, from their ``may_replace`` instead. A
+    :func:`~membrain.extraction.base.draft_ref` names the fact of another draft of ``drafts``.
     """
     found: dict[str, list[str]] = {}
-    for draft in drafts:
+    batch = list(drafts)
+    for draft in batch:
         if not draft.text.strip():
             continue
         new = fact_id(scope, extractor, draft)
-        for old in draft.may_replace if perhaps else draft.replaces:
+        for named in draft.may_replace if perhaps else draft.replaces:
+            index = draft_index(named)
+            if index is not None and not 0 <= index < len(batch):
+                continue
+            old = named if index is None else fact_id(scope, extractor, batch[index])
             if new not in found.setdefault(old, []):
                 found[old].append(new)
     return found

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from membrain.audit import AuditAction, Cause, ReviewKind
@@ -69,6 +70,11 @@ MAX_KNOWN = 24
 """Known facts shown to the extractor per batch, at most (the best matches of its messages)."""
 KNOWN_PER_MESSAGE = 3
 """Facts looked up per message: by similarity, then among the facts of each entity it names."""
+CONTEXT_SPANS = (timedelta(minutes=30), timedelta(days=1))
+"""How far back the stored context of an extraction is looked for: the nearest span first,
+the next when it held fewer messages than the context window."""
+_EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+"""The earliest time a stored context is looked up from (range filters take 4-digit years)."""
 MAX_KNOWN_ABOUT = 2000
 """Known facts given to an extractor that looks them up by entity, at most (the latest)."""
 
@@ -278,9 +284,11 @@ class Ingestor(RecordListener):
             self.participants(entity_scope), _cause(chosen, by), chosen, _known_facts_by(chosen)
         )
         size, window = self._batch_size, self._context_window
+        before = self._said_before(todo, window)
         for start in range(0, len(todo), size):
             batch = list(todo[start : start + size])
-            context = [m.message for m in todo[max(0, start - window) : start]]
+            earlier = [*before, *(m.message for m in todo[max(0, start - window) : start])]
+            context = earlier[max(0, len(earlier) - window) :]
             self._extract_batch(scope, batch, context, run)
             if on_progress is not None:
                 on_progress(len(batch))
@@ -290,6 +298,32 @@ class Ingestor(RecordListener):
             discarded=run.discarded,
             errors=tuple(run.errors),
         )
+
+    def _said_before(self, todo: Sequence[StoredMessage], window: int) -> list[Message]:
+        """The last ``window`` messages of the first one's session said before it (stored).
+
+        A chat added one message at a time is extracted with the turns before it as context, as
+        the same chat added whole is: an assistant's reply is read as a reply, a user's "we" as
+        the partner named a turn before. Looked back over :data:`CONTEXT_SPANS` in turn, the
+        nearest first. An agent's own notes (``by`` an agent) are no turns of the chat: none.
+        """
+        if not todo or window <= 0 or all(m.added_by for m in todo):
+            return []
+        first = todo[0]
+        ids = {m.id for m in todo}
+        said = first.message.timestamp
+        found: list[StoredMessage] = []
+        for span in CONTEXT_SPANS:
+            if said - _EARLIEST <= span:
+                break  # a time at the calendar's edge: no stored context
+            found = [
+                m
+                for m in self._store.messages_said(first.scope, said - span, said)
+                if m.id not in ids
+            ]
+            if len(found) >= window:
+                break
+        return [m.message for m in found[-window:]]
 
     def _extract_batch(
         self,

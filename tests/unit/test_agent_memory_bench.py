@@ -182,3 +182,23 @@ def test_the_scripted_model_writes_the_labelled_facts(tmp_path: Path) -> None:
     assert scripted["replacements_named"] == scripted["replacements_intended"] > 0
     assert ingest["superseded_facts"] == scripted["replacements_intended"]
     assert report["modes"]["fast"]["chatter_hits_top_3"] == 0
+
+
+def test_the_chat_surfaces_extract_what_a_whole_add_extracts(tmp_path: Path) -> None:
+    argv = ["--conversations", "2", "--hashing", "--settings", "offline", "--modes", "fast"]
+    argv += ["--surface", *bench.SURFACES, "--path", str(tmp_path / "stores")]
+    out = tmp_path / "report.json"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert bench.main([*argv, "--json", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    names = ["offline", "offline/chat_history", "offline/writer_node"]
+    assert list(report["settings"]) == names
+    assert [line.split()[0] for line in printed.getvalue().splitlines()[3:6]] == names
+    whole = report["settings"]["offline"]
+    for name in names:
+        ingest, fast = report["settings"][name]["ingest"], report["settings"][name]["modes"]["fast"]
+        assert ingest["extraction_errors"] == 0 and ingest["unprocessed_messages"] == 0
+        assert fast["chatter_hits_top_3"] == 0, name
+        assert ingest["chatter_turns_with_facts"] == whole["ingest"]["chatter_turns_with_facts"]
+        assert ingest["superseded_facts"] == whole["ingest"]["superseded_facts"], name

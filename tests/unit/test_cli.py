@@ -181,7 +181,8 @@ def test_history_and_audit_explain_a_superseded_fact(tmp_path: Path) -> None:
         added = mem.add(
             [
                 {"speaker": "Sara", "text": "I live in Lisbon.", "timestamp": "2023-01-10T10:00Z"},
-                {"speaker": "Sara", "text": "I moved to Berlin.", "timestamp": "2024-05-02T10:00Z"},
+                # Wording no attribute reading takes: the reviewer, not the extractor, supersedes.
+                {"speaker": "Sara", "text": "Home is Berlin.", "timestamp": "2024-05-02T10:00Z"},
             ],
             scope=scope,
         )

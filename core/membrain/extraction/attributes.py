@@ -10,8 +10,9 @@ A claim is read only from an affirmative statement about a named subject: nothin
 a question, a negation ("Sara doesn't live in Leeds") or a hypothetical or future ("Sara might
 move to Porto", "Sara will move to Porto", "if Sara moved ..."). A subject is the name right
 before the verb ("Maya's sister Ana is a nurse" is about Ana); "Sara and others" (the offline
-reading of "we") is about Sara. Values are compared by their words: the same words restate,
-shared words (Deloitte, Deloitte Digital) are uncertain, no shared word is a change.
+reading of "we") is about Sara, "Sara and Tom" about both. Values are compared by their words:
+the same words restate, shared words (Deloitte, Deloitte Digital) are uncertain, no shared word
+is a change.
 
 Example:
     >>> [(c.subject, c.attribute, c.value) for c in claims("[Maya] moved to [Vancouver].")]
@@ -77,7 +78,7 @@ _LEAD = frozenset(
     "update okay ok actually btw meanwhile finally um uh er erm hmm honestly confession it he "
     "she they this that there here".split()
 )
-_SUBJECT = rf"(?P<s>{_NAME})(?: and (?:others|a companion))?,?"
+_SUBJECT = rf"(?P<s>{_NAME})(?: and (?:others|a companion|(?P<s2>{_NAME})))?,?"
 _ADV = (
     r"(?: (?:now|just|finally|recently|officially|also|still|already|actually|since|has|have"
     r"|had|'s|’s))*"
@@ -341,8 +342,9 @@ def _clause_claims(clause: str) -> Iterator[tuple[Claim, str]]:
                 said = said.replace("no longer", "")
             if strong and _NEGATION.search(said):
                 continue
-            subject = _subject(match.group("s"))
             value = _value(match.group("v"))
+            subjects = _subjects(clause, match)
+            subject = subjects[0]
             if not subject or not value:
                 continue
             if attribute == "vehicle":
@@ -358,7 +360,24 @@ def _clause_claims(clause: str) -> Iterator[tuple[Claim, str]]:
                 and not match.group("v")[:1].isupper()
             ):
                 value = ANY
-            yield Claim(subject, attribute_of, value, ends, strong), match.group(0)
+            for subject in dict.fromkeys(filter(None, subjects)):
+                yield Claim(subject, attribute_of, value, ends, strong), match.group(0)
+
+
+def _subjects(clause: str, match: re.Match[str]) -> list[str]:
+    """The subjects of a reading: "Sara and Tom live in Leeds" is about both of them.
+
+    Only a pair that opens the clause is one subject; in "lives in Leeds and Tom works" the
+    first name is the object of the clause before.
+    """
+    second = match.groupdict().get("s2")
+    if second is None:
+        return [_subject(match.group("s"))]
+    before = clause[: match.start()].rstrip()
+    words = before.split()
+    if before and not before.endswith((",", ":", ";")) and words[-1].casefold() not in _LEAD:
+        return [_subject(second)]
+    return [_subject(match.group("s")), _subject(second)]
 
 
 def _subject(name: str) -> str:

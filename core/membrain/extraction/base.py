@@ -18,6 +18,8 @@ __all__ = [
     "FactDraft",
     "KnownFact",
     "KnownLookup",
+    "draft_index",
+    "draft_ref",
     "entity_refs",
     "normalize_name",
 ]
@@ -29,8 +31,10 @@ class FactDraft:
 
     ``layer`` says whether it was said, done or privately thought (SPEC §7); ``time_check`` how
     its time annotations compare with the deterministic resolver, when the extractor checked;
-    ``replaces`` the stored ids of the known facts (:class:`KnownFact`) it makes no longer true;
-    ``may_replace`` those it perhaps replaces, for a person to review.
+    ``replaces`` the stored ids of the known facts (:class:`KnownFact`) it makes no longer true,
+    or :func:`draft_ref` of an earlier draft of the same batch (a later message of one add
+    replaces an earlier one as a later add does); ``may_replace`` those it perhaps replaces, for
+    a person to review.
     """
 
     text: str
@@ -40,6 +44,27 @@ class FactDraft:
     time_check: TimeCheck | None = None
     replaces: tuple[str, ...] = ()
     may_replace: tuple[str, ...] = ()
+
+
+DRAFT_REF_PREFIX = "draft:"
+
+
+def draft_ref(index: int) -> str:
+    """How a draft names the draft at ``index`` of its own batch in ``replaces``.
+
+    Example:
+        >>> draft_ref(0)
+        'draft:0'
+    """
+    return f"{DRAFT_REF_PREFIX}{index}"
+
+
+def draft_index(ref: str) -> int | None:
+    """The batch index a :func:`draft_ref` names; ``None`` for a stored fact id."""
+    if not ref.startswith(DRAFT_REF_PREFIX):
+        return None
+    number = ref[len(DRAFT_REF_PREFIX) :]
+    return int(number) if number.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)

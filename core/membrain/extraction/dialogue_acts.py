@@ -1,7 +1,8 @@
 """Dialogue acts the offline extractor discards, and coordinated clauses it splits.
 
 The acts below are discarded in a chat with an assistant: a message of role ``assistant`` or a
-speaker named "User" or "Assistant" among the messages or participants (:func:`agent_chat`).
+speaker named "User" or "Assistant" among the messages or participants (:func:`agent_chat`),
+and always in an assistant's own message (:func:`is_assistant`).
 Between named people (LoCoMo-style chats between friends) only the filler rules of the offline
 extractor apply: there a question is often what the answer follow-up of retrieval needs to find
 the reply, and a reaction ("That photo is stunning!") is often the turn a question's evidence
@@ -20,6 +21,9 @@ sentence is chatter, not evidence, when it is
   generic assistant, see :data:`GENERIC_ASSISTANTS`);
 * a request ("Tell me more!", "Let me know ...", "Rest up"): an imperative addressed to the other;
 * a greeting, thanks or backchannel ("Long time no see.", "Got it", "Will do, thx");
+* an answer fragment opening a user's turn (:func:`fragment`): hedges, quantities and times
+  with no subject ("About three years." before the content of the turn, "Not yet, maybe next
+  summer." alone);
 * empathy or a compliment without content ("That must be demanding.", "Congrats on the move!",
   "Biscuit sounds adorable.", "You two will have fun."): no first-person words, and an
   evaluation of something or a wish for the other.
@@ -40,10 +44,14 @@ __all__ = [
     "agent_chat",
     "assistant_reason",
     "chatter_reason",
+    "fragment",
+    "is_assistant",
+    "lead_in",
     "question_statement",
     "restatement",
     "short_reply",
     "split_clauses",
+    "user_turns",
 ]
 
 GENERIC_ASSISTANTS = frozenset({"assistant", "ai", "bot", "chatbot", "ai assistant", "agent"})
@@ -161,6 +169,17 @@ _CLAUSE_VERBS = frozenset(
 )
 
 
+def is_assistant(message: Message) -> bool:
+    """Whether ``message`` is an assistant's: its role, or a speaker named "Assistant"."""
+    return message.role is Role.ASSISTANT or message.speaker.casefold() == "assistant"
+
+
+def user_turns(messages: Sequence[Message]) -> bool:
+    """Whether a user's message is among ``messages`` (then an assistant's one is a reply)."""
+    assistants = {m.speaker for m in messages if is_assistant(m)}
+    return any(m.role is Role.USER and m.speaker not in assistants for m in messages)
+
+
 def agent_chat(messages: Sequence[Message], participants: Sequence[str]) -> bool:
     """Whether the messages are a chat between a user and an assistant.
 
@@ -253,6 +272,74 @@ def short_reply(sentence: str) -> bool:
 
 
 _SHORT_REPLY = 4
+
+_FRAGMENT_WORDS = _REPLY_WORDS | frozenset(
+    """
+    a an the of to in on at by for from about around roughly nearly over under since until till
+    before after ago next last this coming past few couple several half dozen one two three four
+    five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred once twice
+    second seconds minute minutes hour hours day days week weeks weekend weekends fortnight
+    month months year years decade decades time times summer winter spring autumn fall season
+    morning afternoon evening night tonight today tomorrow yesterday january february march
+    april may june july august september october november december monday tuesday wednesday
+    thursday friday saturday sunday
+    """.split()
+)
+_LEAD_IN = re.compile(
+    r"^(?:(?:btw|by the way|fyi|tbh|honestly|anyways?|ps|p\.s\.)\b[,:;!.]*\s+"
+    r"|(?:(?:quick|small|little|big|huge|some|exciting|good|bad|great|sad|major|latest|fun"
+    r"|random|more)\s+)*(?:update|updates|news|changes?|question|confession|fact)\s*[:\-–—]\s+)+",
+    re.IGNORECASE,
+)
+_TRAILER = re.compile(r",?\s+(?:btw|by the way|tbh|fyi|honestly|lol|haha)(?=[.!?]*$)", re.I)
+
+
+def lead_in(sentence: str) -> tuple[str, str]:
+    """``sentence`` without the filler that opens or closes it, and the filler removed.
+
+    "Quick update: I moved to London." -> ("I moved to London.", "Quick update:");
+    "btw Mochi loves the park." -> ("Mochi loves the park.", "btw"). A sentence that is only
+    filler is returned whole (the chatter rules judge it).
+    """
+    removed: list[str] = []
+    match = _LEAD_IN.match(sentence)
+    rest = sentence
+    if match is not None and _WORD.search(sentence[match.end() :]):
+        removed.append(match.group(0).strip())
+        rest = sentence[match.end() :]
+        if rest[:1].islower() and not rest[1:2].isupper():
+            rest = rest[:1].upper() + rest[1:]
+    trailer = _TRAILER.search(rest)
+    if trailer is not None and _WORD.search(rest[: trailer.start()]):
+        removed.append(trailer.group(0).strip(" ,"))
+        rest = rest[: trailer.start()] + rest[trailer.end() :]
+    return rest, " ".join(removed)
+
+
+def fragment(sentence: str, *, alone: bool) -> str | None:
+    """Why the opening ``sentence`` of a turn, an answer fragment, is no fact; else ``None``.
+
+    A fragment is hedges, quantities and times, nothing else: no subject, no verb, so what it
+    says is in the question it answers. Before the content of its turn ("About three years.
+    Mochi loves the park.") it is chatter; ``alone`` in its turn it may be the answer asked for
+    ("Rough month."), unless it opens with a refusal or a hedge ("Not yet, maybe next summer."),
+    which states nothing without the question. The message keeps it as evidence.
+    """
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(sentence)]
+    if not words or not all(w in _FRAGMENT_WORDS for w in words):
+        return None
+    if not alone:
+        return "answer fragment before content"
+    if _HEDGED.match(sentence.strip()):
+        return "answer fragment without a subject"
+    return None
+
+
+_HEDGED = re.compile(
+    r"^(?:not (?:yet|really|sure|much|now)|no|nope|nah|maybe|perhaps|probably|possibly"
+    r"|hopefully|who knows)\b",
+    re.IGNORECASE,
+)
 
 
 def restatement(sentence: str) -> str | None:

@@ -2,18 +2,24 @@
 
 Rules, applied per message:
 
-* The message is split into sentences; greetings, thanks and bare reactions ("Wow, that's
-  great!") are discarded and, in a chat with an assistant, the other dialogue acts of
+* The message is split into sentences; filler that opens or closes one ("Quick update:",
+  "btw") is dropped; greetings, thanks and bare reactions ("Wow, that's great!") are discarded
+  and, in a chat with an assistant, the other dialogue acts of
   :mod:`membrain.extraction.dialogue_acts` too (questions, requests, backchannels, empathy and
-  compliments without content, the assistant's own words unless they restate the user, report
-  an action or are a character's statement about itself); each discard is recorded with its
-  reason.
+  compliments without content, answer fragments, the assistant's own words unless they restate
+  the user, report an action or are a character's statement about itself); each discard is
+  recorded with its reason. A message's own role decides: an assistant's message is read as
+  one whatever else is in its batch (a reply when a user's turn is in the batch or its context,
+  else a note, kept but for its dialogue acts), a user's message as a turn of a chat with an
+  assistant when one speaks in the batch, its context or the participants.
 * Determinate times are annotated ``[raw::resolved]`` by the deterministic resolver against the
   message timestamp.
 * First-person words become the speaker (``I`` -> ``[Sara]``, ``my`` -> ``[Sara]``'s); in a
   two-party chat second-person words become the other participant ("you two" -> ``[Nate] and a
-  companion``). "We" names no known group offline: it becomes ``[Sara] and others`` ("us"
-  too; "our X" is the speaker's X). A verb after the name agrees ("I walk" -> "[Sara] walks").
+  companion``). "We" becomes ``[Sara] and others`` ("us" too; "our X" is the speaker's X), or
+  ``[Sara] and [Joao]`` when the message, or else the speaker's earlier messages of the batch
+  and its context, name exactly one partner ("my partner Joao") and the message names no other
+  company. A verb after the name agrees ("I walk" -> "[Sara] walks").
   Relational possessives become refs of their own (``my mom`` -> ``[Sara's mom]``).
 * Names are bracketed: participants, capitalised names and acronyms; a single capitalised word
   opening a sentence only when the batch also uses it inside one ("my dog Pepper") or it is
@@ -24,7 +30,8 @@ Rules, applied per message:
   image caption is evidence too and is stated as what the speaker shared.
 * A fact stating a single-valued attribute of a person (:mod:`membrain.extraction.attributes`)
   replaces the known facts that state another value of it for the same person (``replaces``),
-  or names them for review when the match is uncertain (``may_replace``).
+  or names them for review when the match is uncertain (``may_replace``); so does a later
+  message of the same batch replace an earlier one's fact.
 * A character response (SPEC §7) is split into its layers: the dialogue is treated as above;
   each ``*action*`` and each ``（thought）`` becomes a fact of its own with ``layer`` action or
   thought, a thought worded as "[Name] privately thought: ..." so it never reads as said.
@@ -34,20 +41,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from membrain.extraction import attributes
-from membrain.extraction.base import Discard, ExtractionBatch, FactDraft, KnownFact, KnownLookup
+from membrain.extraction.base import (
+    Discard,
+    ExtractionBatch,
+    FactDraft,
+    KnownFact,
+    KnownLookup,
+    draft_ref,
+)
 from membrain.extraction.character import layer_statements, parse_response
 from membrain.extraction.dialogue_acts import (
     GENERIC_ASSISTANTS,
     agent_chat,
     assistant_reason,
     chatter_reason,
+    fragment,
+    is_assistant,
+    lead_in,
     question_statement,
     restatement,
     short_reply,
     split_clauses,
+    user_turns,
 )
 from membrain.extraction.referents import Referents
 from membrain.models import Layer, Message, Role
@@ -55,7 +73,7 @@ from membrain.temporal import annotate
 
 __all__ = ["OfflineExtractor"]
 
-_SENTENCE = re.compile(r"(?<=[.!?~])\s+(?=[\"'(\[A-Z0-9])")
+_SENTENCE = re.compile(r"(?<=[.!?~])\s+(?=[\"'(\[A-Z0-9]|(?:btw|fyi|tbh|ps)\b)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _BRACKETED = re.compile(r"\[[^\[\]]*\]")
 
@@ -69,7 +87,8 @@ _FILLER = frozenset(
     definitely exactly indeed true right agreed same too really so very much such just well
     anyway hmm um uh cheers bless appreciate appreciated means lot sounds looks seems feel
     feels inspiring impressive hear cute fun blast luck best wish wishes keep going up it's
-    that's what's how's you're i'm
+    that's what's how's you're i'm hej servus bonsoir bonjour salut coucou ciao hola hallo ahoj
+    merci gracias danke grazie obrigado obrigada
     """.split()
 )
 _STOPWORDS = frozenset(
@@ -127,15 +146,29 @@ _YOU_RULES: tuple[tuple[str, str], ...] = (
     (r"\b[Yy]ours\b", "{p}'s"),
     (r"\b[Yy]ou\b", "{p}"),
 )
+# {o} is who "we" are besides the speaker: "others", or the one partner named nearby.
 _WE_RULES: tuple[tuple[str, str], ...] = (
-    (r"\b[Ww]e(?:'|’)re\b", "{p} and others are"),
-    (r"\b[Ww]e(?:'|’)ve\b", "{p} and others have"),
-    (r"\b[Ww]e(?:'|’)ll\b", "{p} and others will"),
-    (r"\b[Ww]e(?:'|’)d\b", "{p} and others would"),
-    (r"\b[Ww]e\b", "{p} and others"),
+    (r"\b[Ww]e(?:'|’)re\b", "{p} and {o} are"),
+    (r"\b[Ww]e(?:'|’)ve\b", "{p} and {o} have"),
+    (r"\b[Ww]e(?:'|’)ll\b", "{p} and {o} will"),
+    (r"\b[Ww]e(?:'|’)d\b", "{p} and {o} would"),
+    (r"\b[Ww]e\b", "{p} and {o}"),
     (r"\b[Oo]urs\b", "{p}'s"),
-    (r"\b[Uu]s\b", "{p} and others"),
+    (r"\b[Uu]s\b", "{p} and {o}"),
 )
+_PARTNER = re.compile(
+    r"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:new|lovely|wonderful|amazing|dear)\s+)?"
+    r"(?:partner|husband|wife|boyfriend|girlfriend|fianc[ée]e?|spouse)\s*,?\s+"
+    r"(?P<name>[A-Z][a-zà-ÿ]+(?:-[A-Z][a-zà-ÿ]+)?)\b"
+)
+_COMPANY = re.compile(
+    r"\b(?:[Mm]y|[Oo]ur|the)\s+(?:\w+\s+)?(?:kids?|children|child|sons?|daughters?|family"
+    r"|friends?|parents|mom|mum|dad|mother|father|sisters?|brothers?|team|roommates?"
+    r"|colleagues?|coworkers?|neighbou?rs?|guests?|group|class)\b|\ball of us\b|\bthe (?:three|four"
+    r"|five) of us\b",
+    re.IGNORECASE,
+)
+_OTHERS = "others"
 _PERSON = tuple((re.compile(p), t) for p, t in (*_WE_RULES, *_PERSON_RULES))
 # A subject pronoun replaced by a name takes the third person: "I love" -> "[Sara] loves".
 _THIRD_PERSON = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't"}
@@ -220,7 +253,10 @@ class OfflineExtractor:
         participants: Sequence[str],
         known: Sequence[KnownFact] | KnownLookup = (),
     ) -> ExtractionBatch:
-        """Facts for every message of ``target``; ``context`` only informs who is addressed.
+        """Facts for every message of ``target``; ``context`` (the turns before) only informs.
+
+        The context says who is addressed, whether a user takes part, who "we" are and who a
+        pronoun stands for; it gives no fact.
 
         A fact stating a single-valued attribute (:mod:`membrain.extraction.attributes`)
         replaces the ``known`` facts that state another value of it for the same subject;
@@ -229,11 +265,24 @@ class OfflineExtractor:
         """
         speakers = list(dict.fromkeys([*participants, *(m.speaker for m in (*context, *target))]))
         batch = ExtractionBatch()
-        agent = agent_chat([*context, *target], participants)
-        seen = _names_seen([*context, *target])
+        everything = [*context, *target]
+        # Each message's role decides how it is read; the batch and its context only say
+        # whether a user takes part (an assistant's message with no user's is a note).
+        agent = agent_chat(everything, participants)
+        replying = user_turns(everything)
+        seen = _names_seen(everything)
         people = Referents()
-        for message in target:
-            self._extract_message(message, speakers, batch, agent, seen, people)
+        for message in context:
+            for sentence in _sentences(message.text or ""):
+                people.resolve(sentence)
+        for index, message in enumerate(target):
+            own = is_assistant(message)
+            turn = _Turn(
+                agent=agent or own,
+                assistant=own and replying,
+                company=_company(message, [*context, *target[:index]]),
+            )
+            self._extract_message(message, speakers, batch, turn, seen, people)
         batch.facts[:] = _with_replacements(batch.facts, known)
         return batch
 
@@ -242,7 +291,7 @@ class OfflineExtractor:
         message: Message,
         speakers: list[str],
         batch: ExtractionBatch,
-        agent: bool,
+        turn: _Turn,
         seen: frozenset[str] = frozenset(),
         people: Referents | None = None,
     ) -> None:
@@ -261,11 +310,12 @@ class OfflineExtractor:
         groups: list[list[str]] = [[]]
         response = parse_response(message.text)
         dialogue = response.dialogue if response.has_markup else message.text
-        assistant = agent and (
-            message.role is Role.ASSISTANT or message.speaker.casefold() == "assistant"
-        )
+        agent, assistant = turn.agent, turn.assistant
         sentences = _sentences(dialogue)
         for index, sentence in enumerate(sentences):
+            sentence, filler = lead_in(sentence)
+            if filler:
+                batch.discarded.append(Discard(message.id, "filler words", filler))
             statement = question_statement(sentence) if agent else None
             if statement is not None:
                 batch.discarded.append(Discard(message.id, "question", sentence))
@@ -283,6 +333,8 @@ class OfflineExtractor:
             )
             if not reason and agent and index == 0 and len(sentences) > 1 and short_reply(sentence):
                 reason = "short reply before content"
+            if not reason and agent and index == 0 and not is_assistant(message):
+                reason = fragment(sentence, alone=len(sentences) == 1)
             if reason:
                 batch.discarded.append(Discard(message.id, reason, sentence))
                 continue
@@ -290,12 +342,14 @@ class OfflineExtractor:
                 sentence = people.resolve(sentence)
             clauses = split_clauses(sentence)
             if len(clauses) > 1:
-                groups.extend([self._rewrite(c, message, addressee, bracketed)] for c in clauses)
+                groups.extend(
+                    [self._rewrite(c, message, addressee, bracketed, turn.company)] for c in clauses
+                )
                 groups.append([])
                 continue
             if len(groups[-1]) == _SENTENCES_PER_FACT:
                 groups.append([])
-            groups[-1].append(self._rewrite(sentence, message, addressee, bracketed))
+            groups[-1].append(self._rewrite(sentence, message, addressee, bracketed, turn.company))
         if message.caption and message.caption.strip():
             caption = message.caption.strip().rstrip(".")
             if len(groups[-1]) == _SENTENCES_PER_FACT:
@@ -311,16 +365,51 @@ class OfflineExtractor:
                     batch.facts.append(FactDraft(text, (message.id,), message.timestamp, layer))
 
     def _rewrite(
-        self, sentence: str, message: Message, addressee: str | None, names: set[str]
+        self,
+        sentence: str,
+        message: Message,
+        addressee: str | None,
+        names: set[str],
+        company: str = _OTHERS,
     ) -> str:
         text = annotate(sentence, message.timestamp)
         text = _possessives(text, _MY, message.speaker)
         text = _possessives(text, _OUR, message.speaker)
-        text = _persons(text, _PERSON, message.speaker)
+        text = _persons(text, _PERSON, message.speaker, company)
         if addressee is not None:
             text = _possessives(text, _YOUR, addressee)
             text = _persons(text, _YOU, addressee)
         return _bracket_names(text, names)
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """How one message is read."""
+
+    agent: bool
+    """The dialogue acts of a chat with an assistant are chatter (questions, reactions, ...)."""
+    assistant: bool
+    """An assistant's reply to a user: its own words are not facts."""
+    company: str = _OTHERS
+    """Who "we" are besides the speaker: a bracketed partner, or "others"."""
+
+
+def _company(message: Message, earlier: Sequence[Message]) -> str:
+    """Who "we" are besides the speaker of ``message``: its one partner named nearby, or others.
+
+    The partner is the one "my partner Joao" names in the message, else in the speaker's
+    earlier messages of the batch and its context; several partners, or other company named
+    in the message ("the kids", "friends"), leave "others".
+    """
+    text = message.text or ""
+    if not re.search(r"\b(?:[Ww]e|[Uu]s)\b|\b[Ww]e(?:'|’)", text) or _COMPANY.search(text):
+        return _OTHERS
+    named = {m.group("name") for m in _PARTNER.finditer(text)}
+    if not named:
+        said = [m.text or "" for m in earlier if m.speaker == message.speaker]
+        named = {m.group("name") for t in said for m in _PARTNER.finditer(t)}
+    named.discard(message.speaker)
+    return f"[{named.pop()}]" if len(named) == 1 else _OTHERS
 
 
 def _names_seen(messages: Sequence[Message]) -> frozenset[str]:
@@ -357,9 +446,17 @@ def _with_replacements(
         return drafts
     facts = known(sorted(keys)) if callable(known) else known
     pairs = [(k.id, k.text, k.stated_at) for k in facts]
+    held = [set(attributes.held_keys(d.text)) for d in drafts]
     out = []
-    for draft in drafts:
-        found = attributes.replaced(draft.text, draft.stated_at, pairs)
+    for index, draft in enumerate(drafts):
+        said = {attributes.claim_key(c.subject, c.attribute) for c in attributes.claims(draft.text)}
+        # An earlier message of the same batch is replaced as a stored fact would be.
+        earlier = [
+            (draft_ref(j), d.text, d.stated_at)
+            for j, d in enumerate(drafts[:index])
+            if said & held[j]
+        ]
+        found = attributes.replaced(draft.text, draft.stated_at, [*pairs, *earlier])
         out.append(replace(draft, replaces=found.certain, may_replace=found.uncertain))
     return out
 
@@ -387,10 +484,15 @@ def _filler_reason(sentence: str, names: set[str]) -> str | None:
     return None
 
 
-def _persons(text: str, rules: tuple[tuple[re.Pattern[str], str], ...], person: str) -> str:
+def _persons(
+    text: str,
+    rules: tuple[tuple[re.Pattern[str], str], ...],
+    person: str,
+    company: str = _OTHERS,
+) -> str:
     ref = f"[{person}]"
     for pattern, template in rules:
-        replacement = template.format(p=ref).replace("\\", "\\\\")
+        replacement = template.format(p=ref, o=company).replace("\\", "\\\\")
         if template == "{p}" and pattern.pattern in (r"\bI\b", r"\b[Yy]ou\b"):
             text = _subject(text, pattern, ref)
         text = _outside_brackets(text, pattern, replacement)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from datetime import datetime
 from typing import Any
 
 from membrain.audit import AuditAction, Cause
@@ -30,8 +31,10 @@ from membrain.storage.base import (
     Collection,
     Point,
     ScoredPoint,
+    TimeRange,
     VectorQuery,
     point_uuid,
+    scope_payload,
 )
 from membrain.store.backfill import Backfill
 from membrain.store.entity_names import ENTITY_NAME_FIELDS, EntityNameReads, name_fields
@@ -237,6 +240,19 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         where = None if status is None else {"status": status.value}
         for point in self._scroll(Collection.MESSAGES, scope, where):
             yield self._message(scope, point)
+
+    def messages_said(self, scope: Scope, since: datetime, before: datetime) -> list[StoredMessage]:
+        """The messages of ``scope``'s session said in ``[since, before)``, in time order.
+
+        A scope without a session reads the messages stored without one. One filtered read of
+        the session's messages, however many the tenant holds.
+        """
+        where = {
+            "session": scope_payload(scope)["session"],
+            "message.timestamp": TimeRange(gte=since, lt=before),
+        }
+        found = [self._message(scope, p) for p in self._scroll(Collection.MESSAGES, scope, where)]
+        return sorted(found, key=lambda m: (m.message.timestamp, m.message.source_id or "", m.id))
 
     def message_tenants(self) -> list[Scope]:
         """The (dataset, task) scopes holding messages (for maintenance such as retention)."""
