@@ -14,7 +14,7 @@ small talk, questions, empathy, compliments and advice, now and then restating w
 said ("You mentioned your sister Ana is a nurse"). Every turn is labelled ``chatter`` when it
 carries nothing worth remembering (greetings, thanks, backchannels, the assistant's questions,
 compliments and generic advice; a turn mixing small talk with content is not chatter), and every
-other turn lists the facts an ideal extractor would write, in the SPEC format (entities in
+other turn lists the facts an ideal extractor would write, in the fact format (entities in
 ``[brackets]``, times as ``[raw::ISO]``); a fact may name, by keywords, the earlier fact it makes
 no longer true (``replaces``). Questions are labelled with a kind:
 

@@ -2,7 +2,7 @@
 
 Each retrieved :class:`~langchain_core.documents.Document` is one fact: its ``page_content`` is
 the fact as a reader should see it (entities under their canonical names, times as written), its
-``id`` the fact id, and its metadata carries the evidence: the raw SPEC text, the entities, the
+``id`` the fact id, and its metadata carries the evidence: the raw fact text, the entities, the
 validity window, the cited source messages, the fused score and the paths that found it.
 """
 

@@ -1,4 +1,4 @@
-"""Background writing: buffer messages, extract later, never make the chat loop wait (SPEC §8).
+"""Background writing: buffer messages, extract later, never make the chat loop wait.
 
 A chat loop stores each turn with ``Memory.add(..., extract=False)`` (durable: the messages are
 pending evidence in the store) and then calls :meth:`BackgroundWriter.schedule`, which only notes

@@ -185,7 +185,7 @@ class StoredMessage(Record):
 
 
 class Layer(StrEnum):
-    """Which layer of a character's response a statement comes from (SPEC §7).
+    """Which layer of a character's response a statement comes from.
 
     A thought is private: it is stored as the character's thought and never rendered as
     something said.
@@ -453,7 +453,7 @@ class MemoryHit(Record):
 
 
 class RetrievalMode(StrEnum):
-    """Which retrieval paths a search runs (SPEC §5)."""
+    """Which retrieval paths a search runs."""
 
     FAST = "fast"
     """BM25 (path A) and dense (path B) over facts, fused by reciprocal rank fusion. No LLM call."""

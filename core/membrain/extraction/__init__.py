@@ -1,4 +1,4 @@
-"""Extraction: from chat messages to SPEC-format facts."""
+"""Extraction: from chat messages to fact-format facts."""
 
 from membrain.extraction.base import (
     Discard,

@@ -272,7 +272,7 @@ _RULES = _rules()
 
 
 def claims(text: str) -> list[Claim]:
-    """The single-valued attributes a fact text (SPEC format or plain) states."""
+    """The single-valued attributes a fact text (fact format or plain) states."""
     return list(_read(text)[0])
 
 

@@ -27,9 +27,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class FactDraft:
-    """A fact as an extractor wrote it: SPEC-format text, the messages it states, their time.
+    """A fact as an extractor wrote it: fact-format text, the messages it states, their time.
 
-    ``layer`` says whether it was said, done or privately thought (SPEC §7); ``time_check`` how
+    ``layer`` says whether it was said, done or privately thought; ``time_check`` how
     its time annotations compare with the deterministic resolver, when the extractor checked;
     ``replaces`` the stored ids of the known facts (:class:`KnownFact`) it makes no longer true,
     or :func:`draft_ref` of an earlier draft of the same batch (a later message of one add

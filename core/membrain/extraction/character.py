@@ -1,6 +1,6 @@
 """Character responses: the three-layer persona style, its parser, and layer-aware statements.
 
-A persona agent answers in three layers (SPEC §7):
+A persona agent answers in three layers:
 
 * **dialogue** — plain text, what the character says aloud;
 * **action** — ``*...*`` with single asterisks, lowercase and present tense (``*sips coffee*``);

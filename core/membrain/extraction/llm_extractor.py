@@ -117,7 +117,7 @@ class _FactCheck:
 
 
 class LLMExtractor:
-    """Extraction of SPEC-format facts by a chat model.
+    """Extraction of fact-format facts by a chat model.
 
     Args:
         client: The model, wrapped (see :func:`membrain.extraction.llm.as_llm_client`).

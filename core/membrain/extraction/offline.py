@@ -1,4 +1,4 @@
-"""The offline extractor: SPEC-format facts from chat messages with no LLM.
+"""The offline extractor: fact-format facts from chat messages with no LLM.
 
 Rules, applied per message:
 
@@ -32,7 +32,7 @@ Rules, applied per message:
   replaces the known facts that state another value of it for the same person (``replaces``),
   or names them for review when the match is uncertain (``may_replace``); so does a later
   message of the same batch replace an earlier one's fact.
-* A character response (SPEC §7) is split into its layers: the dialogue is treated as above;
+* A character response is split into its layers: the dialogue is treated as above;
   each ``*action*`` and each ``（thought）`` becomes a fact of its own with ``layer`` action or
   thought, a thought worded as "[Name] privately thought: ..." so it never reads as said.
 """
@@ -227,7 +227,7 @@ def _outside_brackets(text: str, transform: re.Pattern[str], replace: object) ->
 
 
 class OfflineExtractor:
-    """Rule-based extraction of SPEC-format facts, with no LLM and no network.
+    """Rule-based extraction of fact-format facts, with no LLM and no network.
 
     Example:
         >>> from membrain import Message

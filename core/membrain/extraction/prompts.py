@@ -1,4 +1,4 @@
-"""Prompts for LLM extraction (SPEC §1–§3), as module constants.
+"""Prompts for LLM extraction, as module constants.
 
 Each prompt is a :class:`str.format` template; override any of them per :class:`~membrain.Memory`
 with ``Memory(prompts=Prompts(facts=...))``. Placeholders:

@@ -19,7 +19,7 @@ class StatedFacts:
     """Extracts, from each message whose stored id it knows, the fact text given for it.
 
     Args:
-        texts: Stored message id -> the fact text (SPEC format) the message states.
+        texts: Stored message id -> the fact text (fact format) the message states.
     """
 
     id = "stated"

@@ -54,7 +54,7 @@ current name and latest description); facts that mention no entity go under ``##
 
 Profile block
 -------------
-The stable profile and the episodic facts are assembled against one budget (SPEC §8). Given the
+The stable profile and the episodic facts are assembled against one budget. Given the
 profile's entries, the block of those that fit ``profile_tokens``
 (:func:`~membrain.retrieval.profile_block.profile_block`) opens the context, a blank line
 follows, and the facts get everything the block left: ``Context.tokens <= max_tokens``. Without

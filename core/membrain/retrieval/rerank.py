@@ -86,7 +86,7 @@ class Candidate:
     id: str
     """The fact's id."""
     text: str
-    """The fact's text (SPEC format)."""
+    """The fact's text (fact format)."""
     paths: Mapping[str, int]
     """Path name -> 1-based rank."""
     score: float
