@@ -29,7 +29,7 @@ from langchain_membrain.langgraph.sidecar import check_op, sidecar_location
 from langchain_membrain.langgraph.store import MembrainStore
 from membrain import Actor, ActorKind, ConfigurationError, InputError, Memory, ScopeError
 from membrain.server.app import authenticate
-from membrain.server.keys import ALL_DATASETS, Forbidden, Grant, Role
+from membrain.server.keys import ALL_DATASETS, Access, Forbidden, Grant
 
 __all__ = ["ANONYMOUS", "MAX_LISTED", "store_routes"]
 
@@ -74,12 +74,12 @@ def _check(store: MembrainStore, grant: Grant, op: Op) -> None:
         Forbidden: the key does not cover the dataset, or its role is too low.
     """
     if isinstance(op, GetOp | PutOp):
-        role = Role.WRITE if isinstance(op, PutOp) else Role.READ
+        role = Access.WRITE if isinstance(op, PutOp) else Access.READ
         grant.check(_dataset(store, op.namespace), role)
     elif isinstance(op, SearchOp):
         dataset = _prefix_dataset(store, op.namespace_prefix)
         if dataset is not None:
-            grant.check(dataset, Role.READ)
+            grant.check(dataset, Access.READ)
         elif ALL_DATASETS not in grant.datasets:
             raise Forbidden(
                 f"key {grant.name!r} may search only under a prefix that names one of its datasets"
@@ -87,7 +87,7 @@ def _check(store: MembrainStore, grant: Grant, op: Op) -> None:
     elif isinstance(op, ListNamespacesOp):
         dataset = _listed_dataset(store, op)
         if dataset is not None:
-            grant.check(dataset, Role.READ)
+            grant.check(dataset, Access.READ)
         # else: every key may read; the listing keeps only the key's datasets (_narrowed)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from membrain import Memory, RemoteMemory
 from membrain.background import BackgroundWriter
-from membrain.server import KeyRing, Role, add_key, create_app, serve_in_thread
+from membrain.server import Access, KeyRing, add_key, create_app, serve_in_thread
 from membrain.server.run import extensions
 from membrain.testing import HashingEncoder, any_encoder_reranker
 
@@ -44,7 +44,7 @@ class Served:
 
 @contextmanager
 def serving(
-    root: Path, keys: dict[str, tuple[Sequence[str], Role]], *, writer: bool = False
+    root: Path, keys: dict[str, tuple[Sequence[str], Access]], *, writer: bool = False
 ) -> Iterator[Served]:
     """Serve a fresh memory under ``root`` with these keys (name: datasets, role)."""
     keys_file = root / "keys.toml"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner, Result
 import membrain.cli as cli
 from integration.served import CONVERSATION, Served, serving
 from membrain import Scope
-from membrain.server.keys import Role
+from membrain.server.keys import Access
 
 runner = CliRunner()
 WHERE = ("-d", "sara", "-t", "cli")
@@ -20,7 +20,7 @@ WHERE = ("-d", "sara", "-t", "cli")
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    keys = {"sara-writer": (["sara"], Role.WRITE), "tom-reader": (["tom"], Role.READ)}
+    keys = {"sara-writer": (["sara"], Access.WRITE), "tom-reader": (["tom"], Access.READ)}
     with serving(tmp_path_factory.mktemp("cli-served"), keys) as state:
         yield state
 

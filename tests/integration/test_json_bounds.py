@@ -23,7 +23,7 @@ from membrain.aio import AsyncMemory
 from membrain.audit import AuditEvent
 from membrain.checks import MAX_JSON_DEPTH, json_depth
 from membrain.remote import AsyncRemoteMemory, RemoteMemory
-from membrain.server import Role
+from membrain.server import Access
 from membrain.testing import HashingEncoder
 
 ALICE = Scope(dataset="alice", task="assistant")
@@ -162,7 +162,7 @@ def test_langgraph_store_refuses_deep_values_and_filters(tmp_path: Path) -> None
 # -- served: the same refusal over HTTP and from both remote clients -----------------------------
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    keys = {"alice-writer": (["alice"], Role.WRITE), "bob-admin": (["bob"], Role.ADMIN)}
+    keys = {"alice-writer": (["alice"], Access.WRITE), "bob-admin": (["bob"], Access.ADMIN)}
     with serving(tmp_path_factory.mktemp("bounds"), keys) as state:
         with state.remote("bob-admin") as bob:
             bob.add([said("I adopted a dog named Rex.")], scope=BOB)

@@ -16,7 +16,7 @@ from mcp.client.stdio import stdio_client
 
 from integration.served import serving
 from membrain import Memory, Scope
-from membrain.server import Role
+from membrain.server import Access
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")
@@ -152,7 +152,7 @@ async def test_another_scope_is_never_returned(tmp_path: Path) -> None:
 
 async def test_the_tools_can_use_a_served_memory(tmp_path: Path) -> None:
     """``--url``: the agent host and the applications share the memory `membrain serve` owns."""
-    keys = {"desktop": (["sara"], Role.WRITE)}
+    keys = {"desktop": (["sara"], Access.WRITE)}
     with serving(tmp_path, keys) as memory_server:
         params = StdioServerParameters(
             command=sys.executable,

@@ -30,7 +30,7 @@ from membrain import (
     ScopeError,
 )
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
-from membrain.server import Role
+from membrain.server import Access
 from membrain.testing import HashingEncoder
 from membrain.transfer import export_scope, import_scope
 
@@ -56,11 +56,11 @@ CAT = "What is the cat called?"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     keys = {
-        "sara-writer": (["sara"], Role.WRITE),
-        "sara-admin": (["sara"], Role.ADMIN),
-        "tom-writer": (["tom"], Role.WRITE),
-        "kim-admin": (["kim"], Role.ADMIN),
-        "auth0-writer": (["auth0|64b7f1"], Role.WRITE),
+        "sara-writer": (["sara"], Access.WRITE),
+        "sara-admin": (["sara"], Access.ADMIN),
+        "tom-writer": (["tom"], Access.WRITE),
+        "kim-admin": (["kim"], Access.ADMIN),
+        "auth0-writer": (["auth0|64b7f1"], Access.WRITE),
     }
     with serving(tmp_path_factory.mktemp("remote"), keys) as state:
         with state.remote() as remote:

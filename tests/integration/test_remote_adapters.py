@@ -16,7 +16,7 @@ from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
 from membrain import Scope
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteMemory
-from membrain.server import Role
+from membrain.server import Access
 
 CAT = "What is Sara's cat called?"
 
@@ -25,7 +25,7 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    keys = {"sara-writer": (["sara"], Role.WRITE)}
+    keys = {"sara-writer": (["sara"], Access.WRITE)}
     with serving(tmp_path_factory.mktemp("remote-adapters"), keys, writer=True) as state:
         yield state
 

@@ -20,14 +20,14 @@ from langchain_membrain.langgraph.example import build_example_graph
 from membrain import ConfigurationError, FactStatus, MessageStatus, Scope
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteAccessError, RemoteMemory
-from membrain.server import Role
+from membrain.server import Access
 
 _counter = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    keys = {"sara-writer": (["sara"], Role.WRITE), "tom-writer": (["tom"], Role.WRITE)}
+    keys = {"sara-writer": (["sara"], Access.WRITE), "tom-writer": (["tom"], Access.WRITE)}
     with serving(tmp_path_factory.mktemp("remote-langgraph"), keys, writer=True) as state:
         yield state
 

@@ -33,7 +33,7 @@ from membrain import Memory, Message, RemoteMemory, Scope, ScopeError
 from membrain.binding import ScopeBinding
 from membrain.remote.requests import scope_fields
 from membrain.scope import PARTS_HEADER
-from membrain.server import Role
+from membrain.server import Access
 from membrain.server.keys import Grant
 from membrain.testing import HashingEncoder
 
@@ -52,7 +52,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
 def test_the_store_encodes_a_label_as_scope_encodes_the_id() -> None:
     assert scope_for_namespace((RAW,)).dataset == Scope(dataset=RAW).dataset == OLD_PART
     assert scope_for_namespace((OLD_PART,)).dataset != OLD_PART  # the literal: another user
-    grant = Grant(name="app", role=Role.WRITE, datasets=frozenset({RAW}))
+    grant = Grant(name="app", role=Access.WRITE, datasets=frozenset({RAW}))
     assert grant.covers(scope_for_namespace((RAW, "prefs"), task="store").dataset)
 
 
@@ -93,15 +93,15 @@ def test_every_surface_stores_an_id_as_scope_does(memory: Memory, value: str) ->
     assert LlamaRetriever(memory=memory, dataset=value, task="t").scope.dataset == expected
     # a remote client sends the parts it holds; the server reads them back as that scope
     assert Scope.stored(**scope_fields(Scope(dataset=value, task="t"))).dataset == expected
-    assert Grant(name="k", role=Role.READ, datasets=frozenset({value})).covers(expected)
+    assert Grant(name="k", role=Access.READ, datasets=frozenset({value})).covers(expected)
 
 
 # -- the HTTP server and the remote client -----------------------------------------------------
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    keys: dict[str, tuple[Sequence[str], Role]] = {
-        "admin": (["*"], Role.ADMIN),
-        "auth0": ([RAW], Role.WRITE),
+    keys: dict[str, tuple[Sequence[str], Access]] = {
+        "admin": (["*"], Access.ADMIN),
+        "auth0": ([RAW], Access.WRITE),
     }
     with serving(tmp_path_factory.mktemp("served-surfaces"), keys) as state:
         yield state

@@ -22,16 +22,16 @@ from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespac
 from membrain import MessageStatus
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteAccessError
-from membrain.server import Role
+from membrain.server import Access
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     keys = {
-        "sara-writer": (["sara"], Role.WRITE),
-        "sara-reader": (["sara"], Role.READ),
-        "tom-writer": (["tom"], Role.WRITE),
-        "admin": (["*"], Role.ADMIN),
+        "sara-writer": (["sara"], Access.WRITE),
+        "sara-reader": (["sara"], Access.READ),
+        "tom-writer": (["tom"], Access.WRITE),
+        "admin": (["*"], Access.ADMIN),
     }
     with serving(tmp_path_factory.mktemp("served-store"), keys, writer=True) as state:
         yield state

@@ -19,7 +19,7 @@ from fastapi.routing import APIRoute
 
 from membrain import BackendError, ConfigurationError, Memory, Scope, StoreInUseError
 from membrain.background import BackgroundWriter
-from membrain.server import KeyRing, Role, add_key, create_app, serve, serve_in_thread
+from membrain.server import Access, KeyRing, add_key, create_app, serve, serve_in_thread
 from membrain.server.app import route_role
 from membrain.server.keys import Forbidden, Unauthenticated, hash_key
 from membrain.server.run import check_host
@@ -66,7 +66,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("server")
     keys_file = root / "keys.toml"
     keys = {
-        "sara-writer": add_key(keys_file, ["sara"], Role.WRITE, name="sara-writer"),
+        "sara-writer": add_key(keys_file, ["sara"], Access.WRITE, name="sara-writer"),
         "sara-reader": add_key(keys_file, ["sara"], "read", name="sara-reader"),
         "admin": add_key(keys_file, ["*"], "admin", name="admin"),
         "tom-writer": add_key(keys_file, ["tom"], "write", name="tom-writer"),
@@ -515,8 +515,8 @@ def test_a_key_for_another_dataset_is_refused_on_every_route(
 
 def test_a_route_that_declares_no_role_needs_admin() -> None:
     route = APIRoute("/api/memory/new", endpoint=lambda: None)
-    assert route_role(route) is Role.ADMIN
-    assert route_role(None) is Role.ADMIN
+    assert route_role(route) is Access.ADMIN
+    assert route_role(None) is Access.ADMIN
 
 
 # -- keys and serving ----------------------------------------------------------------------------
@@ -527,16 +527,16 @@ def test_add_key_stores_only_the_hash_in_a_private_file(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert key not in path.read_text() and hash_key(key) in path.read_text()
     ring = KeyRing.load(path)
-    grant = ring.authorize(key, "tom", Role.READ)
-    assert (grant.name, grant.role) == ("app", Role.WRITE)
+    grant = ring.authorize(key, "tom", Access.READ)
+    assert (grant.name, grant.role) == ("app", Access.WRITE)
     with pytest.raises(Forbidden):
-        ring.authorize(key, "sara", Role.ADMIN)
+        ring.authorize(key, "sara", Access.ADMIN)
     with pytest.raises(Forbidden):
-        ring.authorize(key, "ana", Role.READ)
+        ring.authorize(key, "ana", Access.READ)
     with pytest.raises(Unauthenticated):
-        ring.authorize(key + "x", "sara", Role.READ)
+        ring.authorize(key + "x", "sara", Access.READ)
     second = add_key(path, ["*"], "read")
-    assert KeyRing.load(path).authorize(second, "anyone", Role.READ).name.startswith("key-")
+    assert KeyRing.load(path).authorize(second, "anyone", Access.READ).name.startswith("key-")
 
 
 @pytest.mark.parametrize(

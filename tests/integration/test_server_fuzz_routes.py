@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from unit import fuzz_strategies as fs
 
 from membrain import Memory, Scope
-from membrain.server import KeyRing, Role, add_key, create_app
+from membrain.server import Access, KeyRing, add_key, create_app
 from membrain.server.run import extensions
 from membrain.testing import HashingEncoder
 
@@ -213,7 +213,7 @@ def server(
     headers: dict[str, str] = {}
     if request.param == "admin key":
         keys_file = tmp_path_factory.mktemp("keys") / "keys.toml"
-        headers["Authorization"] = "Bearer " + add_key(keys_file, ["*"], Role.ADMIN, name="fuzz")
+        headers["Authorization"] = "Bearer " + add_key(keys_file, ["*"], Access.ADMIN, name="fuzz")
         keys = KeyRing.load(keys_file)
     app = create_app(memory, keys=keys, extensions=extensions(memory))
     # in-process: thousands of requests in seconds (a keyless server answers only loopback names)

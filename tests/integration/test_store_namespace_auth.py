@@ -20,7 +20,7 @@ from integration.served import Served, serving
 from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespace
 from membrain import InputError
 from membrain.remote import RemoteAccessError
-from membrain.server import Role
+from membrain.server import Access
 
 TEXT = "Bob keeps the spare key under the blue flowerpot."
 
@@ -42,14 +42,14 @@ def dataset(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    keys: dict[str, tuple[Sequence[str], Role]] = {
-        "dotted-reader": (["bob.x"], Role.READ),
-        "dotted-writer": (["bob.x"], Role.WRITE),
-        "admin": (["*"], Role.ADMIN),
+    keys: dict[str, tuple[Sequence[str], Access]] = {
+        "dotted-reader": (["bob.x"], Access.READ),
+        "dotted-writer": (["bob.x"], Access.WRITE),
+        "admin": (["*"], Access.ADMIN),
     }
     for name in ITEMS:
-        keys[f"{name}-reader"] = ([dataset(name)], Role.READ)
-        keys[f"{name}-writer"] = ([dataset(name)], Role.WRITE)
+        keys[f"{name}-reader"] = ([dataset(name)], Access.READ)
+        keys[f"{name}-writer"] = ([dataset(name)], Access.WRITE)
     with serving(tmp_path_factory.mktemp("store-auth"), keys, writer=True) as state:
         with RemoteMembrainStore(state.url, state.keys["admin"]) as admin:
             for name, namespace in ITEMS.items():

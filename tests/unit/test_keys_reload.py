@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from membrain import ConfigurationError
-from membrain.server import KeyRing, Role, add_key, revoke_key
+from membrain.server import Access, KeyRing, add_key, revoke_key
 from membrain.server.keys import Unauthenticated, hash_key
 
 
@@ -24,21 +24,21 @@ def _touch_later(path: Path) -> None:
 
 def test_a_key_added_while_running_counts_from_the_next_request(tmp_path: Path) -> None:
     path = tmp_path / "keys.toml"
-    first = add_key(path, ["sara"], Role.READ, name="first")
+    first = add_key(path, ["sara"], Access.READ, name="first")
     ring = KeyRing.load(path)
     with pytest.raises(Unauthenticated):
         ring.authenticate("mb_not-yet")
-    second = add_key(path, ["tom"], Role.WRITE, name="second")
+    second = add_key(path, ["tom"], Access.WRITE, name="second")
     _touch_later(path)
-    assert ring.authorize(second, "tom", Role.WRITE).name == "second"
-    assert ring.authorize(first, "sara", Role.READ).name == "first"
+    assert ring.authorize(second, "tom", Access.WRITE).name == "second"
+    assert ring.authorize(first, "sara", Access.READ).name == "first"
     assert len(ring) == 2
 
 
 def test_a_removed_key_stops_working(tmp_path: Path) -> None:
     path = tmp_path / "keys.toml"
-    keep = add_key(path, ["sara"], Role.READ, name="keep")
-    gone = add_key(path, ["sara"], Role.READ, name="gone")
+    keep = add_key(path, ["sara"], Access.READ, name="keep")
+    gone = add_key(path, ["sara"], Access.READ, name="gone")
     ring = KeyRing.load(path)
     assert ring.authenticate(gone).name == "gone"
     text = path.read_text()
@@ -54,7 +54,7 @@ def test_a_change_that_does_not_load_keeps_the_previous_keys(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "keys.toml"
-    key = add_key(path, ["sara"], Role.READ, name="sara")
+    key = add_key(path, ["sara"], Access.READ, name="sara")
     ring = KeyRing.load(path)
     path.write_text(path.read_text() + "\n[[key]\nbroken")
     _touch_later(path)
@@ -77,14 +77,14 @@ def test_a_ring_made_in_code_does_not_read_any_file() -> None:
 def test_revoke_removes_only_that_key_and_keeps_the_rest_as_written(tmp_path: Path) -> None:
     path = tmp_path / "keys.toml"
     path.write_text("# keys of the bakery app\n")
-    keep = add_key(path, ["sara"], Role.READ, name="keep")
-    gone = add_key(path, ["sara", "tom"], Role.WRITE, name="gone")
-    last = add_key(path, ["*"], Role.ADMIN, name="last")
+    keep = add_key(path, ["sara"], Access.READ, name="keep")
+    gone = add_key(path, ["sara", "tom"], Access.WRITE, name="gone")
+    last = add_key(path, ["*"], Access.ADMIN, name="last")
     ring = KeyRing.load(path)
     assert [(g.name, g.role) for g in ring.grants] == [
-        ("keep", Role.READ),
-        ("gone", Role.WRITE),
-        ("last", Role.ADMIN),
+        ("keep", Access.READ),
+        ("gone", Access.WRITE),
+        ("last", Access.ADMIN),
     ]
     assert revoke_key(path, "gone") == 1
     _touch_later(path)

@@ -10,6 +10,9 @@ Example:
     >>> serve(path=".membrain", keys_file="keys.toml")  # doctest: +SKIP
 """
 
+import warnings
+from typing import Any
+
 from membrain.errors import MissingDependencyError
 
 try:
@@ -21,11 +24,11 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from membrain.server.app import create_app
 from membrain.server.keys import (
+    Access,
     AuthError,
     Forbidden,
     Grant,
     KeyRing,
-    Role,
     Unauthenticated,
     add_key,
     revoke_key,
@@ -33,11 +36,11 @@ from membrain.server.keys import (
 from membrain.server.run import serve, serve_in_thread
 
 __all__ = [
+    "Access",
     "AuthError",
     "Forbidden",
     "Grant",
     "KeyRing",
-    "Role",
     "Unauthenticated",
     "add_key",
     "create_app",
@@ -45,3 +48,15 @@ __all__ = [
     "serve",
     "serve_in_thread",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Role":  # the name of :class:`Access` before it was shared with the operations
+        warnings.warn(
+            "membrain.server.Role is deprecated: use membrain.server.Access "
+            "(membrain.Role is a message's author)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Access
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

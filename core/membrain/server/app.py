@@ -58,7 +58,7 @@ from membrain.server.guards import (
     validation_error,
 )
 from membrain.server.inspector import mount_inspector
-from membrain.server.keys import Grant, KeyRing, Role
+from membrain.server.keys import Access, Grant, KeyRing
 from membrain.server.schemas import (
     AddRequest,
     AddResponse,
@@ -89,7 +89,7 @@ from membrain.tokens import count_tokens
 
 __all__ = [
     "ROLE_FIELD",
-    "Access",
+    "Authorized",
     "FactNotFound",
     "Granted",
     "RequestTooLarge",
@@ -114,7 +114,7 @@ class FactNotFound(NotFoundError):
 
 
 @dataclass(frozen=True, slots=True)
-class Access:
+class Authorized:
     """A request that passed the key check: its scope and the key's grant.
 
     ``grant`` is ``None`` when the server runs without keys (loopback only).
@@ -135,16 +135,18 @@ class Access:
         return Actor(kind=ActorKind.REVIEWER, name=name)
 
 
-def needs(role: Role) -> dict[str, Any]:
+def needs(role: Access) -> dict[str, Any]:
     """The ``openapi_extra`` that declares the role a route needs."""
     return {ROLE_FIELD: role.value}
 
 
-def route_role(route: object) -> Role:
+def route_role(route: object) -> Access:
     """The role ``route`` declares (``admin`` when it declares none: fail closed)."""
     extra = route.openapi_extra if isinstance(route, APIRoute) else None
     declared = (extra or {}).get(ROLE_FIELD)
-    return Role(declared) if isinstance(declared, str) and declared in set(Role) else Role.ADMIN
+    return (
+        Access(declared) if isinstance(declared, str) and declared in set(Access) else Access.ADMIN
+    )
 
 
 def json_object(text: str | None, name: str) -> dict[str, Any] | None:
@@ -190,7 +192,7 @@ async def authenticate(
 async def authorize(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Access:
+) -> Authorized:
     """Check the request's key for its scope's dataset and its route's role.
 
     The key is checked first (401), then the scope is read (422 when malformed), then the
@@ -207,10 +209,10 @@ async def authorize(
     scope = Scope.stored(**fields) if PARTS_HEADER in request.headers else Scope(**fields)
     if grant is not None:
         grant.check(scope.dataset, role)
-    return Access(scope=scope, grant=grant)
+    return Authorized(scope=scope, grant=grant)
 
 
-Granted = Annotated[Access, Depends(authorize)]
+Granted = Annotated[Authorized, Depends(authorize)]
 """A route parameter receiving the checked scope and grant (the check runs once)."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -270,7 +272,7 @@ def create_app(
     router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(authorize)], responses=ERRORS)
     in_query = [Depends(_scope_query)]
 
-    @router.post("/add", openapi_extra=needs(Role.WRITE))
+    @router.post("/add", openapi_extra=needs(Access.WRITE))
     def add(body: AddRequest, access: Granted) -> AddResponse:
         """Store messages, then extract their facts (or hand extraction to the writer)."""
         messages = as_messages(body.messages)
@@ -285,24 +287,24 @@ def create_app(
             writer.schedule(access.scope, tokens=sum(count_tokens(m.text) for m in messages))
         return AddResponse.of(result, scheduled=scheduled)
 
-    @router.post("/extract", openapi_extra=needs(Role.WRITE))
+    @router.post("/extract", openapi_extra=needs(Access.WRITE))
     def extract(body: ExtractRequest, access: Granted) -> AddResponse:
         """Extract the scope's pending messages now; answers when they are done."""
         return AddResponse.of(memory.extract_pending(scope=access.scope))
 
-    @router.post("/retry", openapi_extra=needs(Role.WRITE))
+    @router.post("/retry", openapi_extra=needs(Access.WRITE))
     def retry(body: ExtractRequest, access: Granted) -> AddResponse:
         """Extract the scope's failed messages again; answers when they are done."""
         return AddResponse.of(memory.retry_failed(scope=access.scope))
 
-    @router.post("/dismiss", openapi_extra=needs(Role.WRITE))
+    @router.post("/dismiss", openapi_extra=needs(Access.WRITE))
     def dismiss(body: DismissRequest, access: Granted) -> list[str]:
         """Give up on failed messages: kept as evidence, never extracted again."""
         return memory.dismiss_failed(
             body.message_ids, scope=access.scope, by=access.actor, reason=body.reason
         )
 
-    @router.post("/search", response_model=SearchResponse, openapi_extra=needs(Role.READ))
+    @router.post("/search", response_model=SearchResponse, openapi_extra=needs(Access.READ))
     def search(body: SearchRequest, access: Granted) -> ModelResponse:
         """The ``k`` facts that best answer the question, with their sources."""
         result = memory.search(
@@ -319,7 +321,7 @@ def create_app(
         )
         return ModelResponse(SearchResponse.of(result))
 
-    @router.post("/context", response_model=Context, openapi_extra=needs(Role.READ))
+    @router.post("/context", response_model=Context, openapi_extra=needs(Access.READ))
     def context(body: ContextRequest, access: Granted) -> ModelResponse:
         """A cited context block for the question that fits ``max_tokens``."""
         found = memory.context(
@@ -337,7 +339,7 @@ def create_app(
         )
         return ModelResponse(found)
 
-    @router.post("/messages/search", openapi_extra=needs(Role.READ))
+    @router.post("/messages/search", openapi_extra=needs(Access.READ))
     def search_messages(body: MessageSearchRequest, access: Granted) -> list[EvidenceHitBody]:
         """The stored messages that best match the question (BM25, dense or both fused)."""
         found = memory.search_messages(
@@ -345,7 +347,7 @@ def create_app(
         )
         return [EvidenceHitBody.of(hit) for hit in found]
 
-    @router.get("/facts", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/facts", openapi_extra=needs(Access.READ), dependencies=in_query)
     def facts(
         access: Granted,
         include_inactive: bool = False,
@@ -366,7 +368,7 @@ def create_app(
             filters=json_object(filters, "filters"),
         )
 
-    @router.get("/messages", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/messages", openapi_extra=needs(Access.READ), dependencies=in_query)
     def messages(
         access: Granted, ids: Annotated[list[str] | None, Query()] = None
     ) -> list[StoredMessage]:
@@ -376,12 +378,12 @@ def create_app(
         """
         return memory.messages(scope=access.scope, ids=ids)
 
-    @router.post("/forget", openapi_extra=needs(Role.WRITE))
+    @router.post("/forget", openapi_extra=needs(Access.WRITE))
     def forget(body: ForgetRequest, access: Granted) -> list[Fact]:
         """Tombstone facts: kept for audit, out of every search; returns them as updated."""
         return memory.forget(body.fact_ids, scope=access.scope, by=access.actor, reason=body.reason)
 
-    @router.post("/supersede", openapi_extra=needs(Role.WRITE))
+    @router.post("/supersede", openapi_extra=needs(Access.WRITE))
     def supersede(body: SupersedeRequest, access: Granted) -> Fact:
         """Record that new facts replace an old one; returns the old fact as updated."""
         return memory.supersede(
@@ -392,41 +394,41 @@ def create_app(
             reason=body.reason,
         )
 
-    @router.post("/update", openapi_extra=needs(Role.WRITE))
+    @router.post("/update", openapi_extra=needs(Access.WRITE))
     def update(body: UpdateRequest, access: Granted) -> Fact:
         """Replace a fact by a new statement of it; returns the new fact."""
         return memory.update(
             body.fact_id, body.text, scope=access.scope, by=access.actor, reason=body.reason
         )
 
-    @router.post("/confirm", openapi_extra=needs(Role.WRITE))
+    @router.post("/confirm", openapi_extra=needs(Access.WRITE))
     def confirm(body: ConfirmRequest, access: Granted) -> list[Fact]:
         """A person confirms facts: trust ``confirmed``; returns them as updated."""
         return memory.confirm(body.fact_ids, scope=access.scope, by=access.reviewer)
 
-    @router.post("/dispute", openapi_extra=needs(Role.WRITE))
+    @router.post("/dispute", openapi_extra=needs(Access.WRITE))
     def dispute(body: DisputeRequest, access: Granted) -> ReviewItem:
         """A person disputes facts: trust ``disputed``; returns the review item opened."""
         return memory.dispute(
             body.fact_ids, scope=access.scope, reason=body.reason, by=access.reviewer
         )
 
-    @router.get("/entities", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/entities", openapi_extra=needs(Access.READ), dependencies=in_query)
     def entities(access: Granted) -> list[Entity]:
         """The entities of the scope's (dataset, task)."""
         return memory.entities(scope=access.scope)
 
-    @router.get("/participants", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/participants", openapi_extra=needs(Access.READ), dependencies=in_query)
     def participants(access: Granted) -> list[str]:
         """The people who speak in the scope's conversations."""
         return memory.participants(scope=access.scope)
 
-    @router.get("/review", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/review", openapi_extra=needs(Access.READ), dependencies=in_query)
     def review(access: Granted) -> list[ReviewItem]:
         """The scope's open review items, oldest first."""
         return memory.review_queue(scope=access.scope)
 
-    @router.post("/review/resolve", openapi_extra=needs(Role.WRITE))
+    @router.post("/review/resolve", openapi_extra=needs(Access.WRITE))
     def resolve(body: ResolveRequest, access: Granted) -> ReviewItem:
         """Accept (apply the change) or reject a review item; returns it as decided."""
         return memory.resolve(
@@ -437,12 +439,12 @@ def create_app(
             scope=access.scope,
         )
 
-    @router.get("/profile", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/profile", openapi_extra=needs(Access.READ), dependencies=in_query)
     def profile(access: Granted, topics: Annotated[list[str] | None, Query()] = None) -> Profile:
         """The user profile's current entries, in block order (stale ones marked)."""
         return memory.profile(scope=access.scope, topics=topics)
 
-    @router.post("/profile", openapi_extra=needs(Role.WRITE))
+    @router.post("/profile", openapi_extra=needs(Access.WRITE))
     def profile_put(body: ProfilePutRequest, access: Granted) -> ProfileEntry:
         """Set a profile entry: a new version citing facts (the previous one kept)."""
         return memory.profile_put(
@@ -455,21 +457,21 @@ def create_app(
             reason=body.reason,
         )
 
-    @router.post("/profile/forget", openapi_extra=needs(Role.WRITE))
+    @router.post("/profile/forget", openapi_extra=needs(Access.WRITE))
     def profile_forget(body: ProfileForgetRequest, access: Granted) -> ProfileEntry:
         """Remove a profile entry; the version that removes it."""
         return memory.profile_forget(
             body.topic, body.subtopic, scope=access.scope, by=access.actor, reason=body.reason
         )
 
-    @router.get("/profile/history", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/profile/history", openapi_extra=needs(Access.READ), dependencies=in_query)
     def profile_history(
         access: Granted, topic: Annotated[str, Query()], subtopic: Annotated[str, Query()]
     ) -> Profile:
         """Every version of a profile entry, oldest first."""
         return memory.profile_history(topic, subtopic, scope=access.scope)
 
-    @router.post("/purge", openapi_extra=needs(Role.ADMIN))
+    @router.post("/purge", openapi_extra=needs(Access.ADMIN))
     def purge(body: PurgeRequest, access: Granted) -> PurgeResponse:
         """Erase content from every index and the store's files; the audit keeps the ids."""
         messages: list[str] | bool = True if body.sources else body.message_ids
@@ -484,19 +486,19 @@ def create_app(
         )
         return PurgeResponse.of(result)
 
-    @router.delete("/scope", openapi_extra=needs(Role.ADMIN), dependencies=in_query)
+    @router.delete("/scope", openapi_extra=needs(Access.ADMIN), dependencies=in_query)
     def delete_scope(access: Granted) -> DeleteScopeResponse:
         """Delete everything stored under the scope (every session when it names none)."""
         memory.delete_scope(access.scope)
         scope = access.scope
         return DeleteScopeResponse(dataset=scope.dataset, task=scope.task, session=scope.session)
 
-    @router.get("/fact", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/fact", openapi_extra=needs(Access.READ), dependencies=in_query)
     def get(access: Granted, fact_id: Annotated[str, Query()]) -> Fact:
         """One fact by its id, whatever its status."""
         return memory.get(fact_id, scope=access.scope)
 
-    @router.get("/history", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/history", openapi_extra=needs(Access.READ), dependencies=in_query)
     def history(access: Granted, fact_id: Annotated[str, Query()]) -> FactHistory:
         """A fact's life: the facts it replaced and that replaced it, and every event."""
         found = memory.history(fact_id, scope=access.scope)
@@ -504,7 +506,7 @@ def create_app(
             raise FactNotFound(f"no fact with id {fact_id} in scope {access.scope.key!r}")
         return found
 
-    @router.get("/audit", openapi_extra=needs(Role.READ), dependencies=in_query)
+    @router.get("/audit", openapi_extra=needs(Access.READ), dependencies=in_query)
     def audit(
         access: Granted,
         since: datetime | None = None,
@@ -519,7 +521,7 @@ def create_app(
     # Scopes are listed across tasks: the key's datasets decide what is shown, not one scope.
     listing = APIRouter(prefix=API_PREFIX, responses=ERRORS)
 
-    @listing.get("/scopes", openapi_extra=needs(Role.READ))
+    @listing.get("/scopes", openapi_extra=needs(Access.READ))
     def scopes(
         request: Request,
         grant: Annotated[Grant | None, Depends(authenticate)],
@@ -529,11 +531,11 @@ def create_app(
         if dataset is not None:
             dataset = dataset_part(dataset, stored=PARTS_HEADER in request.headers)
         if grant is not None and dataset is not None:
-            grant.check(dataset, Role.READ)  # every role reads: only the dataset is checked
+            grant.check(dataset, Access.READ)  # every role reads: only the dataset is checked
         found = memory.scopes(dataset)
         return [s for s in found if grant is None or grant.covers(s.dataset)]
 
-    @listing.delete("/dataset", openapi_extra=needs(Role.ADMIN))
+    @listing.delete("/dataset", openapi_extra=needs(Access.ADMIN))
     def delete_dataset(
         request: Request,
         grant: Annotated[Grant | None, Depends(authenticate)],
@@ -542,7 +544,7 @@ def create_app(
         """Delete every task of a dataset (a whole user); the scopes deleted."""
         dataset = dataset_part(dataset, stored=PARTS_HEADER in request.headers)
         if grant is not None:
-            grant.check(dataset, Role.ADMIN)
+            grant.check(dataset, Access.ADMIN)
         return memory.delete_dataset(dataset)
 
     @app.get("/api/health")

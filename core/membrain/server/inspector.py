@@ -57,7 +57,7 @@ from membrain.server.inspector_pages import (
     trust_note,
     url,
 )
-from membrain.server.keys import Forbidden, Grant, KeyRing, Role, Unauthenticated
+from membrain.server.keys import Access, Forbidden, Grant, KeyRing, Unauthenticated
 
 __all__ = ["PREFIX", "SESSION_COOKIE", "Sessions", "mount_inspector"]
 
@@ -161,9 +161,9 @@ class Viewer:
         return self.grant.name if self.grant is not None else ""
 
     @property
-    def role(self) -> Role:
+    def role(self) -> Access:
         """The key's role (``admin`` on a server without keys)."""
-        return self.grant.role if self.grant is not None else Role.ADMIN
+        return self.grant.role if self.grant is not None else Access.ADMIN
 
     @property
     def csrf(self) -> str:
@@ -181,9 +181,9 @@ class Viewer:
 
     def may_review(self, dataset: str) -> bool:
         """Whether the key may decide review items of ``dataset``."""
-        return self.covers(dataset) and self.role.includes(Role.WRITE)
+        return self.covers(dataset) and self.role.includes(Access.WRITE)
 
-    def check(self, dataset: str, needs: Role = Role.READ) -> None:
+    def check(self, dataset: str, needs: Access = Access.READ) -> None:
         """Refuse (403) a dataset the key does not cover, or a role above the key's.
 
         Raises:
@@ -564,7 +564,7 @@ def _routes(inspector: Inspector) -> APIRouter:  # noqa: C901 - one closure per 
     async def resolve(request: Request) -> Response:
         viewer, form = await inspector.require_post(request)
         scope = inspector.scope(viewer, form.get("dataset"), form.get("task"))
-        viewer.check(scope.dataset, Role.WRITE)
+        viewer.check(scope.dataset, Access.WRITE)
         decision = form.get("decision")
         if decision not in ("accept", "reject"):
             raise PageError(422, "decide accept or reject")

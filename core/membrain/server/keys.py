@@ -22,6 +22,7 @@ import re
 import secrets
 import threading
 import tomllib
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +35,11 @@ from membrain.scope import dataset_part, is_scope_part
 
 __all__ = [
     "ALL_DATASETS",
+    "Access",
     "AuthError",
     "Forbidden",
     "Grant",
     "KeyRing",
-    "Role",
     "Unauthenticated",
     "add_key",
     "hash_key",
@@ -74,10 +75,6 @@ class Forbidden(AuthError):
     status = 403
 
 
-Role = Access
-"""What a key may do (:class:`membrain.operations.Access`); each role includes the ones before."""
-
-
 @dataclass(frozen=True, slots=True)
 class Grant:
     """What one key may do: its role over its datasets.
@@ -94,7 +91,7 @@ class Grant:
     """
 
     name: str
-    role: Role
+    role: Access
     datasets: frozenset[str]
 
     def __post_init__(self) -> None:
@@ -104,7 +101,7 @@ class Grant:
         """Whether the key may use ``dataset``."""
         return ALL_DATASETS in self.datasets or dataset in self.datasets
 
-    def check(self, dataset: str, needs: Role) -> None:
+    def check(self, dataset: str, needs: Access) -> None:
         """Refuse unless the key may act on ``dataset`` with role ``needs``.
 
         Raises:
@@ -148,7 +145,7 @@ class KeyRing:
 
     Example:
         >>> ring = KeyRing.load("keys.toml")  # doctest: +SKIP
-        >>> ring.authorize("mb_...", "sara", Role.READ).name  # doctest: +SKIP
+        >>> ring.authorize("mb_...", "sara", Access.READ).name  # doctest: +SKIP
         'sara-app'
     """
 
@@ -225,7 +222,7 @@ class KeyRing:
             raise Unauthenticated("unknown API key")
         return found
 
-    def authorize(self, key: str | None, dataset: str, needs: Role) -> Grant:
+    def authorize(self, key: str | None, dataset: str, needs: Access) -> Grant:
         """The grant of ``key`` when it may act on ``dataset`` with role ``needs``.
 
         Raises:
@@ -286,10 +283,10 @@ def _parse_entry(table: object, index: int, source: Path) -> tuple[str, Grant]:
     if not isinstance(digest, str) or not _HASH.match(digest):
         raise ConfigurationError(f"{where}: 'hash' must be 64 lowercase hex digits (SHA-256)")
     role_name = table.get("role")
-    if not isinstance(role_name, str) or role_name not in Role._value2member_map_:
-        known = ", ".join(r.value for r in Role)
+    if not isinstance(role_name, str) or role_name not in Access._value2member_map_:
+        known = ", ".join(r.value for r in Access)
         raise ConfigurationError(f"{where}: 'role' must be one of {known}")
-    role = Role(role_name)
+    role = Access(role_name)
     datasets = _check_datasets(table.get("datasets"), where)
     name = table.get("name")
     if name is None:
@@ -320,7 +317,7 @@ def _check_datasets(value: Any, where: str) -> list[str]:
 
 
 def add_key(
-    path: str | Path, datasets: Sequence[str], role: Role | str, name: str | None = None
+    path: str | Path, datasets: Sequence[str], role: Access | str, name: str | None = None
 ) -> str:
     """Create a key for ``datasets`` with ``role``, append it to the keys file, return it.
 
@@ -333,7 +330,7 @@ def add_key(
     """
     target = Path(path)
     try:
-        chosen = Role(role)
+        chosen = Access(role)
     except ValueError:
         raise ConfigurationError(f"unknown role {role!r}; known: read, write, admin") from None
     where = f"new key for {str(target)!r}"
@@ -414,3 +411,15 @@ def revoke_key(path: str | Path, name: str) -> int:
     finally:
         staged.unlink(missing_ok=True)
     return len(doomed)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Role":  # the name of :class:`Access` before it was shared with the operations
+        warnings.warn(
+            "membrain.server.keys.Role is deprecated: use membrain.operations.Access "
+            "(also membrain.server.Access); membrain.Role is a message's author",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Access
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
