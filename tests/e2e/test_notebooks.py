@@ -26,7 +26,7 @@ CELL_TIMEOUT = 120
 EXPECTED: dict[str, list[str]] = {
     "accountable_memory.ipynb": [
         # Lisbon -> Berlin: the move supersedes the old belief
-        "active      Big news: Sara moved to Berlin last month.",
+        "active      Sara moved to Berlin last month.",
         "superseded  Sara lives in Lisbon with Sara's partner Joao.",
         'replaced: ["Sara lives in Lisbon with Sara\'s partner Joao."]',
         "superseded  by extractor:offline-1",
@@ -42,7 +42,7 @@ EXPECTED: dict[str, list[str]] = {
         "the fact's id is kept: True",
         # the timeline's rows, then the audit trail
         "superseded 2023-01 -> 2024-04  Sara lives in Lisbon with Sara's partner Joao.",
-        "active     2024-04 -> 2024-05  Big news: Sara moved to Berlin last month.",
+        "active     2024-04 -> 2024-05  Sara moved to Berlin last month.",
         "<IPython.core.display.Image object>",  # the timeline drawn (a PNG output)
         "retracted        reviewer:ana         the shelter has no record",
         "review_resolved  reviewer:ana         the shelter has no record",
@@ -51,8 +51,8 @@ EXPECTED: dict[str, list[str]] = {
         # the chat loop and the transcript read back from MemBrain
         "Assistant: Congratulations!",
         "HumanMessage sara-1       I adopted a grey cat named Miso yesterday.",
-        # a reaction is discarded, with the reason recorded
-        "(discarded: greeting, thanks or reaction without content: Congratulations!)",
+        # the assistant's reaction is discarded, with the reason recorded
+        "(discarded: the assistant's own words, not something the user stated: Congratulations!)",
         # extracted facts, annotated
         "[Sara] adopted a grey cat named [Miso] [yesterday::",
         "[Sara's brother] [Nate] runs a bakery in [Lisbon]",
