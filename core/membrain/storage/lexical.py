@@ -57,6 +57,13 @@ from membrain.errors import BackendError, InputError, MembrainError, ScopeError,
 from membrain.listeners import RecordListener
 from membrain.models import Fact, FactStatus, Scope
 from membrain.names import entity_refs
+from membrain.storage.lexical_query import (
+    DEFAULT_FIELDS,
+    FIELD_BOOSTS,
+    QUERY_FIELDS,
+    normalize_query,
+    query_problems,
+)
 from membrain.storage.lexical_terms import TimeKeys, fact_keys, time_keys
 from membrain.temporal import plain_text
 
@@ -71,12 +78,6 @@ __all__ = [
     "validate_query",
 ]
 
-QUERY_FIELDS = ("text", "entities", "year", "month", "day", "layer")
-"""Fields a query may name; the others (tenant, session, status, id) are set by the index."""
-DEFAULT_FIELDS = ["text", "entities"]
-"""Fields searched by words that name no field."""
-FIELD_BOOSTS = {"entities": 2.0}
-_RESERVED = frozenset({"id", "tenant", "session", "status"})
 
 _HEAP_BYTES = 50_000_000  # tantivy needs at least 15 MB per indexing thread
 _TANTIVY_FILE = re.compile(
@@ -84,7 +85,6 @@ _TANTIVY_FILE = re.compile(
 )
 """Files tantivy writes: segment components (deletes carry an opstamp), metadata, locks, and the
 temporary files of an atomic write."""
-_NOT = re.compile(r"(?<![^\s(])NOT(?:\s+|(?=\())")
 _MARK_ID = "~mark"
 _MARK_STATUS = "mark"
 
@@ -126,57 +126,6 @@ def _drop_files(path: Path) -> None:
             child.unlink()
 
 
-def _nodes(ast: Any, depth: int = 0) -> Iterator[tuple[dict[str, Any], int]]:
-    """Every node of a parsed query AST (a dict), with its depth (the root is 0)."""
-    children: Iterable[Any] = ()
-    if isinstance(ast, dict):
-        yield ast, depth
-        children = ast.values()
-    elif isinstance(ast, list | tuple):
-        children = ast
-    for child in children:
-        yield from _nodes(child, depth + 1)
-
-
-def normalize_query(query: str) -> str:
-    """``NOT x`` (outside quotes) written as ``-x``.
-
-    tantivy reads ``a AND NOT b`` as "a, and a group holding only NOT b", and such a group
-    matches nothing, so the whole conjunction finds nothing; ``a AND -b`` is what was meant.
-
-    Example:
-        >>> normalize_query('sara AND NOT "NOT this" AND NOT(golden)')
-        'sara AND -"NOT this" AND -(golden)'
-    """
-    parts = query.split('"')
-    for i in range(0, len(parts), 2):
-        parts[i] = _NOT.sub("-", parts[i])
-    return '"'.join(parts)
-
-
-def _problems(index: tantivy.Index, query: str) -> list[str]:
-    query = normalize_query(query)
-    _, errors = index.parse_query_lenient(query, DEFAULT_FIELDS, FIELD_BOOSTS)
-    problems = [str(e) for e in errors]
-    nodes = list(_nodes(tantivy.parse_query_lenient(query)[0]))
-    # Literals name their field in "field_name", ranges and sets in "field".
-    named = {node.get("field_name") or node.get("field") for node, _ in nodes}
-    for field in sorted(_RESERVED & named):
-        problems.append(f"field {field!r} cannot be queried (use {', '.join(QUERY_FIELDS)})")
-    if any(
-        depth
-        and node.get("type") == "bool"
-        and node.get("clauses")
-        and all(clause[0] == "must_not" for clause in node["clauses"])
-        for node, depth in nodes
-    ):
-        problems.append(
-            "a group of only excluded (NOT/-) clauses matches nothing: attach the exclusion to "
-            "a positive clause, as in (a OR b) -c"
-        )
-    return problems
-
-
 @functools.cache
 def _validator() -> tantivy.Index:
     return tantivy.Index(_schema())
@@ -191,7 +140,7 @@ def validate_query(query: str) -> list[str]:
         >>> validate_query('colour:red')
         ["Field does not exist: 'colour'"]
     """
-    return _problems(_validator(), query)
+    return query_problems(_validator(), query)
 
 
 @contextmanager
@@ -533,7 +482,7 @@ class LexicalIndex(RecordListener):
 
     def validate(self, query: str) -> list[str]:
         """Problems of a query (see :func:`validate_query`); empty when it is valid."""
-        return _problems(self._index, query)
+        return query_problems(self._index, query)
 
     def search(
         self, scope: Scope, query: str, *, limit: int, lenient: bool = True
