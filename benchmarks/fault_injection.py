@@ -7,8 +7,8 @@ Usage (from the repository root)::
         [--keep DIR]
     python benchmarks/fault_injection.py --trials 50
 
-What it does, for each of six operations (``--ops`` picks some of them, ``damage`` the
-damaged-file rows) and ``--trials`` seeded trials of each:
+What it does, for each operation (``--ops`` picks some of them, ``damage`` the damaged-file
+rows) and ``--trials`` seeded trials of each:
 
 1. A base store is built once: a two-speaker conversation (generated, or the first
    ``--messages`` of ``--data``'s first conversation) stored and extracted in two scopes, then
@@ -23,7 +23,11 @@ damaged-file rows) and ``--trials`` seeded trials of each:
    scope's own messages (their source messages and every fact derived from them go too);
    ``delete`` deletes one of the two scopes (the other must stay intact); ``import`` exports
    one of the two scopes (``transfer.export_scope``) and imports the lines into a third, empty
-   one (a copy: every id derived anew), run again after the kill to complete it.
+   one (a copy: every id derived anew), run again after the kill to complete it; ``update``
+   updates one active fact to a new statement with a time and a reason; ``delete_dataset``
+   deletes one of the two datasets (``Memory.delete_dataset``; the other must stay intact);
+   ``profile_put`` sets 1-3 profile entries citing 0-2 active facts; ``profile_forget``
+   removes 1-2 of the three entries the base holds in the main scope.
 3. Reference: the same operation runs without a kill on a copy of the base, in this process.
    It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
    delete), every compaction step (copy, swap) and every tantivy commit or erase.
@@ -31,16 +35,20 @@ damaged-file rows) and ``--trials`` seeded trials of each:
    three trials of four it SIGKILLs itself at a kill point drawn from the seed: first a kind
    of moment (before the first write, between two Qdrant writes, after a Qdrant write and
    before the tantivy one, after a tantivy write, during a compaction, after the operation
-   returned with the store not closed), then one point of that kind. Otherwise this process
-   SIGKILLs it after a random delay, which lands anywhere, also inside a write of Qdrant or
-   tantivy. The second table counts the trials of each kind.
+   returned with the store not closed, or 0-10 ms into a tantivy commit or erase), then one
+   point of that kind. Killed inside a tantivy call, the child is ended by the kernel on a
+   timer it set (SIGALRM's default action, which runs no handler, as SIGKILL; tantivy holds
+   the interpreter while it commits). Otherwise this process SIGKILLs it after a random delay,
+   which lands anywhere, also inside a write of Qdrant or tantivy. The second table counts the
+   trials of each kind.
 5. Once the child is dead, this process reopens the store and checks that no read serves a
    fact the store does not hold as active (searches in fast and expand mode and a deep-mode
    context block, for questions made of each probed fact's words); then resumes as an
-   application would (the same call again; ``extract_pending`` after an ingest; a purge run
-   again that raises ``NotFoundError`` while none of its facts is left counts as done) and
-   compares with the reference. A purge or delete trial then closes the store and scans its
-   files.
+   application would (the same call again; ``extract_pending`` after an ingest or an update;
+   a purge run again that raises ``NotFoundError`` while none of its facts is left, an update
+   that raises ``ConflictError`` while its fact is superseded, and a profile entry removed
+   already count as done) and compares with the reference. A purge or delete trial then closes
+   the store and scans its files.
 
 Per trial:
 
@@ -51,25 +59,30 @@ Per trial:
 * duplicates: stored messages or facts (scope, text, sources) beyond the reference's count (a
   record the operation erases and recovery kept is a difference, not a duplicate).
 * recovered exactly: the same message ids and statuses, fact ids, statuses, texts, sources,
-  supersession links and valid ends, entity ids, names, aliases and description versions as the
-  reference (after an import also its profile versions, its own creation events, each once, and
-  the carried events of the export), no resurrection, and path D's tantivy index agreeing with
-  the store after a deep search (document counts, no inactive fact found); a deleted scope keeps
-  no audit event.
-* text left on disk (purge and delete; ``-`` elsewhere): trials where a file of the closed,
-  recovered store still holds a probe word. Probe words: the words (5 or more ASCII letters) of
-  the erased messages and facts that no remaining record holds (messages, facts of any status,
-  entity names, aliases and descriptions, of both scopes) and that the base store's files held.
-  Each is looked for as text (ASCII case ignored) in every file, and in tantivy's ``.term``
-  files (which keep no word as text) as term chains (:func:`fst_chain`): 4-letter runs of its
-  ``en_stem`` and ``default`` terms that no remaining text or term holds, kept when the base's
-  term dictionaries held them. The clean run's files are scanned too: a word found there is a
+  supersession links and valid ends, entity ids, names, aliases and description versions, and
+  profile entry versions (text, cited facts, removed) as the reference (after an import also its
+  own creation events, each once, and the carried events of the export), no resurrection, and
+  path D's tantivy index agreeing with the store after a deep search (document counts, no
+  inactive fact found); a deleted scope keeps no audit event. An update's message and fact are
+  named by the time the update ran: they are compared by their order instead (see
+  :func:`~benchmarks.fault_injection_ops.snapshot`).
+* inconsistent after recovery: trials whose store opened but did not recover exactly.
+* store does not open: trials whose reopen raised (every message then counts as lost).
+* text left on disk (purge, delete and delete_dataset; ``-`` elsewhere): trials where a file of
+  the closed, recovered store still holds a probe word. Probe words: the words (5 or more ASCII
+  letters) of the erased messages and facts that no remaining record holds (messages, facts of
+  any status, entity names, aliases and descriptions, of both scopes) and that the base store's
+  files held. Each is looked for as text (ASCII case ignored) in every file, and in tantivy's
+  ``.term`` files (which keep no word as text) as term chains (:func:`fst_chain`): 4-letter runs
+  of its ``en_stem`` and ``default`` terms that no remaining text or term holds, kept when the
+  base's term dictionaries held them. The clean run's files are scanned too: a word found there is a
   warning and fails the run.
 * unaudited changes: changes of the reference missing from the recovered store's audit, one
-  each: a fact forgotten, superseded or purged, a message stored or purged (by action and
-  target id); a deleted scope's audit goes with it, so there the other scope's audit must be
-  the base's, event for event. An import needs its own event for each message stored and each
-  fact and entity created (the carried events, the exported store's, do not count).
+  each: a fact forgotten, superseded or purged, a message stored or purged, a profile version
+  set or removed (by action and target id); an import needs its own event for each message
+  stored and each fact and entity created (the carried events, the exported store's, do not
+  count); a deleted scope's audit goes with it, so there the
+  other scope's audit must be the base's, event for event.
 * audit gaps (informational, listed below the tables): audit events of the reference (stored,
   processed, created, forgotten, superseded, purged, by target) missing after recovery.
 
@@ -81,12 +94,15 @@ forgotten or superseded may come back. ``max(1, trials // 10)`` trials per damag
 
 Stores live under ``--tmp`` (default ``/dev/shm`` when it exists): a SIGKILL loses only what
 the process had not handed to the kernel yet, whatever the file system, so a RAM file system
-changes nothing measured here and makes trials about 2.5 times faster. A power loss (page cache
-not on disk) is not simulated. ``--replay OP:N`` runs one trial again (the printed failures
+reaches the same states and makes trials about 2.5 times faster; but its ``fsync`` costs
+nothing, so the moments inside a tantivy commit between two of its files are shorter there and
+kills land in them less often (``--tmp`` on a disk reaches them more often). A power loss (page
+cache not on disk) is not simulated. ``--replay OP:N`` runs one trial again (the printed failures
 give the command) and ``--keep DIR`` keeps its stores for inspection.
 
 The exit status is 1 when any resurrected fact, lost message, duplicate, text left on disk
-(also by a clean run) or unaudited change is counted.
+(also by a clean run), unaudited change, inconsistent trial or store that does not open is
+counted.
 """
 
 from __future__ import annotations
@@ -117,6 +133,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     CATEGORIES,
     DAMAGES,
     ERASURES,
+    INSIDE_TANTIVY,
     KILL_LINE,
     MAIN,
     OPERATIONS,
@@ -125,6 +142,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     SCOPES,
     TIMED_AFTER,
     TIMED_MID,
+    WITHIN_S,
     Base,
     DiskProbe,
     KillSwitch,
@@ -138,6 +156,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     compare,
     copy_store,
     damage,
+    deleted_dataset,
     describe_point,
     disk_probes,
     found_by_d,
@@ -266,7 +285,10 @@ def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple
         watchdog.cancel()
     lines = (first + rest).splitlines()
     problem = f"the child hung for {CHILD_TIMEOUT_S:.0f} s" if hung.is_set() else ""
-    if proc.returncode != -signal.SIGKILL:
+    # Killed by SIGALRM when armed to die inside a call (see ``KillSwitch``): as by SIGKILL.
+    armed = spec.get("within") is not None
+    killed = (-signal.SIGKILL, -signal.SIGALRM) if armed else (-signal.SIGKILL,)
+    if proc.returncode not in killed:
         tail = err_path.read_text(encoding="utf-8", errors="replace").strip()[-400:]
         problem = f"the child exited with status {proc.returncode}, not killed: {tail}"
     if delay is not None:
@@ -275,8 +297,9 @@ def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple
     for line in lines:
         if line.startswith(KILL_LINE + " "):
             point = json.loads(line[len(KILL_LINE) + 1 :])
-            after, before = point["after"], point["before"]
-            return describe_point(after, before), kill_category(after, before), problem
+            after, before, within = point["after"], point["before"], point.get("within")
+            category = INSIDE_TANTIVY if within is not None else kill_category(after, before)
+            return describe_point(after, before, within), category, problem
     return "no kill point reached", "none", problem or "the child never reached its kill point"
 
 
@@ -294,6 +317,7 @@ def check_recovery(
         except Exception as exc:
             verdict.differences.append(f"the store does not open: {exc!r}")
             verdict.lost_messages += len(ref.state.messages)
+            verdict.opened = False
             mem = None
         if mem is not None:
             try:
@@ -322,8 +346,9 @@ def _check_open(
     erased |= base.facts.keys() - ref.state.facts.keys()
     compare(ref.state, recovered, verdict, erased)
     verdict.unaudited_changes += unaudited_changes(ref.changes, base, recovered)
-    if op == "delete" and recovered.audit_ids.get(_scope_key(plan["scope"])):
-        verdict.differences.append(f"the audit of the deleted scope {plan['scope']} is left")
+    dataset = deleted_dataset(op, plan)
+    if dataset is not None and recovered.audit_ids.get(_scope_key(dataset)):
+        verdict.differences.append(f"the audit of the deleted scope {dataset} is left")
     verdict.resurrected |= served_inactive(mem, ref.probes, ref.state.active, listing=True)
     verdict.differences += lexical_problems(mem, ref.probes, ref.state)
 
@@ -342,21 +367,25 @@ def run_kill_trial(
     if key not in refs:
         refs[key] = make_reference(base, op, plan, folder)
     ref = refs[key]
-    delay, kill_at = None, None
+    delay, kill_at, within = None, None, None
     if rng.random() < TIMED_SHARE:
         delay = rng.uniform(0.0, 1.2 * ref.seconds)
     else:  # a kind of moment first, so that rare ones (before a tantivy write) get trials too
         points = points_by_category(ref.labels)
         weights = [0.5 if len(p) == 1 else 1.0 for p in points.values()]
-        kill_at = rng.choice(points[rng.choices(list(points), weights)[0]])
+        kind = rng.choices(list(points), weights)[0]
+        kill_at = rng.choice(points[kind])
+        within = rng.uniform(0.0, WITHIN_S) if kind == INSIDE_TANTIVY else None
     store = folder / "store"
     copy_store(base.path, store)
-    spec = {"store": str(store), "op": op, "plan": plan, "kill_at": kill_at}
+    spec = {"store": str(store), "op": op, "plan": plan, "kill_at": kill_at, "within": within}
     where, category, problem = kill_child(spec, folder, delay)
     trial = Trial(op, index, where, category)
     if problem:
         trial.verdict.differences.append(problem)
-    planned = describe_point(*point_label(ref.labels, kill_at)) if kill_at is not None else where
+    planned = where
+    if kill_at is not None:
+        planned = describe_point(*point_label(ref.labels, kill_at), within)
     if where != planned:
         trial.warnings.append(f"{MOVED}: planned {planned}")
     check_recovery(store, op, plan, ref, trial, base.state)
@@ -400,6 +429,7 @@ def run_damage_trial(dbase: DamageBase, kind: str, index: int, seed: int, folder
             mem = open_memory(store)
         except Exception as exc:
             verdict.differences.append(f"the store does not open: {exc!r}")
+            verdict.opened = False
             return trial
         try:
             verdict.resurrected |= served_inactive(mem, dbase.forbidden, ref.active, listing=True)
@@ -518,6 +548,8 @@ def _row(name: str, group: Sequence[Trial]) -> dict[str, Any]:
             sum(len(t.verdict.unaudited_changes) for t in changed) if changed else None
         ),
         "audit_gaps": sum(len(t.verdict.unaudited) for t in group),
+        "inconsistent_after_recovery": sum(t.verdict.opened and not t.verdict.exact for t in group),
+        "store_does_not_open": sum(not t.verdict.opened for t in group),
         "seconds": sum(t.seconds for t in group),
     }
 
@@ -617,6 +649,8 @@ COLUMNS = (
     ("duplicates", "duplicates"),
     ("text_left_on_disk", "text left on disk"),
     ("unaudited_changes", "unaudited changes"),
+    ("inconsistent_after_recovery", "inconsistent after recovery"),
+    ("store_does_not_open", "store does not open"),
 )
 
 
@@ -696,7 +730,8 @@ def format_report(rep: dict[str, Any]) -> str:
 
 
 def failed(rep: dict[str, Any]) -> bool:
-    """Any resurrected fact, lost message, duplicate, text left on disk or unaudited change."""
+    """Any resurrected fact, lost message, duplicate, text left on disk, unaudited change,
+    inconsistent trial or store that does not open."""
     total = rep["total"]
     counted = (
         "resurrected_facts",
@@ -704,6 +739,8 @@ def failed(rep: dict[str, Any]) -> bool:
         "duplicates",
         "text_left_on_disk",
         "unaudited_changes",
+        "inconsistent_after_recovery",
+        "store_does_not_open",
     )
     leaks = any(p["reference_leaks"] for p in rep["disk_probes"].values())
     return leaks or any(total[k] for k in counted)

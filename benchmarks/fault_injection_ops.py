@@ -3,8 +3,8 @@
 * :class:`Workload`, :func:`build_base`: the messages every trial starts from (stored and
   extracted in two scopes, each with a few messages of its own) and the ones an ``ingest``
   trial adds.
-* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the six operations,
-  their seeded parameters and how an interrupted one is re-run.
+* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the operations, their
+  seeded parameters and how an interrupted one is re-run.
 * :class:`KillSwitch`, :func:`kill_points`, :func:`run_child`: every Qdrant write, compaction
   step and tantivy commit is a numbered kill point; the switch counts them (reference run) or
   SIGKILLs its own process when the chosen one is reached (child process).
@@ -40,8 +40,8 @@ import numpy as np
 import tantivy
 
 from membrain import Memory, Scope
-from membrain.errors import NotFoundError
-from membrain.models import Message
+from membrain.errors import ConflictError, NotFoundError
+from membrain.models import Fact, FactStatus, Message, StoredMessage
 from membrain.storage import edge
 from membrain.storage.edge import EdgeBackend
 from membrain.storage.lexical import LexicalIndex
@@ -56,8 +56,19 @@ COPY = Scope(dataset="u3", task="bench")
 """Empty in the base: an ``import`` trial loads an export of one of the two scopes into it."""
 CHECKED = (*SCOPES, COPY)
 """The scopes a snapshot reads and the checks look at."""
-OPERATIONS = ("ingest", "forget", "supersede", "purge", "delete", "import")
-ERASURES = ("purge", "delete")
+OPERATIONS = (
+    "ingest",
+    "forget",
+    "supersede",
+    "purge",
+    "delete",
+    "import",
+    "update",
+    "delete_dataset",
+    "profile_put",
+    "profile_forget",
+)
+ERASURES = ("purge", "delete", "delete_dataset")
 """Operations whose content must leave the store's files: their trials scan them."""
 BATCH_SIZE = 3
 """Messages per extraction batch: an ``ingest`` of a few messages runs several batches."""
@@ -253,6 +264,14 @@ def make_plan(
         return {"scope": rng.choice([s.dataset for s in SCOPES])}
     if op == "import":
         return _plan_import(rng)
+    if op == "update":
+        return plan_update(rng, active)
+    if op == "delete_dataset":
+        return plan_delete_dataset(rng)
+    if op == "profile_put":
+        return plan_profile_put(rng, active)
+    if op == "profile_forget":
+        return plan_profile_forget(rng)
     raise ValueError(f"unknown operation {op!r}")
 
 
@@ -294,6 +313,14 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
         mem.delete_scope(_scope(plan["scope"]))
     elif op == "import":
         _run_import(mem, plan)
+    elif op == "update":
+        run_update(mem, plan)
+    elif op == "delete_dataset":
+        mem.delete_dataset(plan["dataset"])
+    elif op == "profile_put":
+        run_profile_put(mem, plan)
+    elif op == "profile_forget":
+        run_profile_forget(mem, plan)
     else:
         raise ValueError(f"unknown operation {op!r}")
 
@@ -311,8 +338,14 @@ def resume_operation(mem: Memory, op: str, plan: Plan) -> str:
     """What an application does after a crash: run the same call again (and extract leftovers).
 
     A purge run again raises ``NotFoundError`` once its facts are gone: when none is left, that
-    answers "done before the crash" (the note returned); else the error is raised.
+    answers "done before the crash" (the note returned); else the error is raised. So do an
+    update answered ``ConflictError`` (:func:`resume_update`) and a profile entry removed already
+    (:func:`resume_profile_forget`).
     """
+    if op == "update":
+        return resume_update(mem, plan)
+    if op == "profile_forget":
+        return resume_profile_forget(mem, plan)
     try:
         run_operation(mem, op, plan)
     except NotFoundError:
@@ -324,27 +357,140 @@ def resume_operation(mem: Memory, op: str, plan: Plan) -> str:
     return ""
 
 
+# -- updates, datasets and the profile --------------------------------------------------------
+_CITIES = ("Oslo", "Nairobi", "Quito", "Hanoi", "Tallinn", "Cusco")
+_MONTHS = ("January", "February", "March", "April", "May", "June")
+BASE_PROFILE = (
+    ("lifestyle", "hobbies", "Sara plays chess on Sundays."),
+    ("relationships", "pets", "Sara has a beagle named Rex."),
+    ("preferences", "interests", "Tom likes podcasts about volcanoes."),
+)
+"""Profile entries :func:`build_base` puts in the main scope (a ``profile_forget`` removes some)."""
+_PROFILE_PUTS = (
+    ("lifestyle", "hobbies", "Sara plays the cello and chess."),
+    ("work", "occupation", "Sara teaches chemistry."),
+    ("relationships", "family", "Sara has a sister, Ana, and a daughter, Lily."),
+    ("basic_info", "residence", "Sara lives in Lisbon."),
+    ("lifestyle", "diet", "Sara is allergic to peanuts."),
+)
+
+
+def plan_update(rng: random.Random, active: Sequence[str]) -> Plan:
+    """One active fact updated to a new statement with a time (its valid end is the same in
+    every run, whenever it runs)."""
+    month = rng.randrange(len(_MONTHS))
+    when = f"[in {_MONTHS[month]} 2024::2024-{month + 1:02d}]"
+    text = f"{rng.choice(_SPEAKERS)} moved to {rng.choice(_CITIES)} {when}."
+    return {"fact": rng.choice(sorted(active)), "text": text, "reason": "corrected by support"}
+
+
+def run_update(mem: Memory, plan: Plan) -> None:
+    mem.update(plan["fact"], plan["text"], scope=MAIN, reason=plan["reason"], by="reviewer:ana")
+
+
+def resume_update(mem: Memory, plan: Plan) -> str:
+    """Update again; ``ConflictError`` with the fact superseded answers "done before the crash".
+
+    Then the pending messages are extracted, as a later ``add`` would: none may be the update's.
+    """
+    note = ""
+    try:
+        run_update(mem, plan)
+    except ConflictError:
+        if mem.get(plan["fact"], scope=MAIN).status is not FactStatus.SUPERSEDED:
+            raise
+        note = "updated again: ConflictError, the fact was superseded before the crash"
+    mem.extract_pending(scope=MAIN)
+    return note
+
+
+def plan_delete_dataset(rng: random.Random) -> Plan:
+    """One of the two datasets, deleted whole (the other must stay as it was)."""
+    return {"dataset": rng.choice([s.dataset for s in SCOPES])}
+
+
+def plan_profile_put(rng: random.Random, active: Sequence[str]) -> Plan:
+    """1-3 profile entries set in the main scope, each citing 0-2 active facts."""
+    chosen = rng.sample(_PROFILE_PUTS, rng.randint(1, 3))
+    return {
+        "entries": [
+            [topic, subtopic, text, rng.sample(sorted(active), rng.randint(0, 2))]
+            for topic, subtopic, text in chosen
+        ]
+    }
+
+
+def run_profile_put(mem: Memory, plan: Plan) -> None:
+    for topic, subtopic, text, facts in plan["entries"]:
+        mem.profile_put(topic, subtopic, text, scope=MAIN, facts=facts, reason="the user said so")
+
+
+def plan_profile_forget(rng: random.Random) -> Plan:
+    """1-2 of the entries of :data:`BASE_PROFILE` removed."""
+    chosen = rng.sample(BASE_PROFILE, rng.randint(1, 2))
+    return {"entries": [[topic, subtopic] for topic, subtopic, _ in chosen]}
+
+
+def run_profile_forget(mem: Memory, plan: Plan) -> None:
+    for topic, subtopic in plan["entries"]:
+        mem.profile_forget(topic, subtopic, scope=MAIN, reason="the user asked")
+
+
+def resume_profile_forget(mem: Memory, plan: Plan) -> str:
+    """Remove again; an entry removed already answers ``NotFoundError`` (read as done)."""
+    removed = 0
+    for topic, subtopic in plan["entries"]:
+        try:
+            mem.profile_forget(topic, subtopic, scope=MAIN, reason="the user asked")
+        except NotFoundError:
+            removed += 1
+    return f"forgotten again: NotFoundError, {removed} removed before the crash" if removed else ""
+
+
+def deleted_dataset(op: str, plan: Plan) -> str | None:
+    """The dataset a ``delete`` or ``delete_dataset`` trial deletes (``None`` for the others)."""
+    return plan["scope"] if op == "delete" else plan.get("dataset")
+
+
 # -- kill points ------------------------------------------------------------------------------
 class KillSwitch:
     """Numbers the kill points an operation passes; SIGKILLs this process at ``kill_at``.
 
     Point ``k`` is just before the ``k``-th hooked call (counting from 0); point ``len(labels)``
-    is after the operation returned. Without ``kill_at`` it only records the labels.
+    is after the operation returned. Without ``kill_at`` it only records the labels. With
+    ``within`` (seconds), the process is killed that long after point ``kill_at`` instead, most
+    likely inside the call that starts there (a tantivy commit: :data:`INSIDE_TANTIVY`).
     """
 
-    def __init__(self, kill_at: int | None = None) -> None:
+    def __init__(self, kill_at: int | None = None, within: float | None = None) -> None:
         self.kill_at = kill_at
+        self.within = within
         self.labels: list[str] = []
 
     def reached(self, label: str) -> None:
         if self.kill_at is not None and len(self.labels) == self.kill_at:
-            self._die(label)
+            if self.within is None:
+                self._die(label)
+            else:
+                self._arm(label, self.within)
         self.labels.append(label)
 
     def finish(self) -> None:
         """The operation returned: die here if the chosen point is past every hooked call."""
-        if self.kill_at is not None:
+        if self.kill_at is not None and self.within is None:
             self._die(None)
+
+    def _arm(self, before: str, within: float) -> None:
+        """Have the kernel end this process ``within`` s from now, wherever it is then.
+
+        By SIGALRM, whose default action ends the process as SIGKILL does (no handler, no
+        cleanup) and which needs no Python code to run: a tantivy commit holds the interpreter.
+        """
+        after = self.labels[-1] if self.labels else None
+        point = {"after": after, "before": before, "within": within}
+        print(KILL_LINE, json.dumps(point), flush=True)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, max(within, 1e-6))  # 0 would disarm it
 
     def _die(self, before: str | None) -> None:
         after = self.labels[-1] if self.labels else None
@@ -393,6 +539,10 @@ def kill_points(switch: KillSwitch) -> Iterator[KillSwitch]:
 
 
 TIMED_MID, TIMED_AFTER = "timed SIGKILL, mid-operation", "timed SIGKILL, after the operation"
+INSIDE_TANTIVY = "0-10 ms into a tantivy commit / erase"
+"""Killed a random 0-10 ms after a tantivy commit or erase began (:class:`KillSwitch`'s
+``within``): inside it most of the time, where a kill leaves files half written."""
+WITHIN_S = 0.01
 CATEGORIES = (
     "before the first write",
     "between two Qdrant writes",
@@ -400,10 +550,12 @@ CATEGORIES = (
     "after a tantivy write, before a Qdrant write",
     "during a compaction / erase",
     "after the last write",
+    INSIDE_TANTIVY,
     TIMED_MID,
     TIMED_AFTER,
 )
-"""Kinds of kill moment: those of :func:`kill_category`, then those of a timed SIGKILL."""
+"""Kinds of kill moment: those of :func:`kill_category`, :data:`INSIDE_TANTIVY`, then those of
+a timed SIGKILL."""
 
 
 def kill_category(after: str | None, before: str | None) -> str:
@@ -426,15 +578,21 @@ def point_label(labels: Sequence[str], point: int) -> tuple[str | None, str | No
     return labels[point - 1] if point else None, labels[point] if point < len(labels) else None
 
 
-def describe_point(after: str | None, before: str | None) -> str:
+def describe_point(after: str | None, before: str | None, within: float | None = None) -> str:
+    if within is not None:
+        return f"{within * 1000:.0f} ms into {before}, after {after or 'opening'}"
     return f"after {after or 'opening'}, before {before or 'the end'}"
 
 
 def points_by_category(labels: Sequence[str]) -> dict[str, list[int]]:
-    """Every kill point of an operation, grouped by :func:`kill_category`."""
+    """Every kill point of an operation, grouped by :func:`kill_category`; those just before a
+    tantivy call also under :data:`INSIDE_TANTIVY`."""
     found: dict[str, list[int]] = {}
     for point in range(len(labels) + 1):
-        found.setdefault(kill_category(*point_label(labels, point)), []).append(point)
+        after, before = point_label(labels, point)
+        found.setdefault(kill_category(after, before), []).append(point)
+        if before is not None and before.startswith("tantivy"):
+            found.setdefault(INSIDE_TANTIVY, []).append(point)
     return found
 
 
@@ -442,11 +600,12 @@ def run_child(spec: dict[str, Any]) -> None:
     """The killed process: open the store, run the operation, die at the chosen point."""
     mem = open_memory(Path(spec["store"]))
     print("ready", flush=True)
-    with kill_points(KillSwitch(spec["kill_at"])) as switch:
+    with kill_points(KillSwitch(spec["kill_at"], spec.get("within"))) as switch:
         run_operation(mem, spec["op"], spec["plan"])
         switch.finish()
     print("done", flush=True)
-    signal.pause()  # a timed kill is on its way: the store is never closed
+    while True:  # a timed kill is on its way: the store is never closed
+        signal.pause()
 
 
 # -- state and checks -------------------------------------------------------------------------
@@ -470,6 +629,8 @@ class StoreState:
     """Every text of every record, lowercase: messages, facts, entity names and descriptions."""
     imported: tuple[Any, ...] = ()
     """What an import leaves in :data:`COPY` besides its records (:func:`import_rows`)."""
+    profiles: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Profile entry version id -> (scope, topic, subtopic, version, text, fact ids, removed)."""
 
     def active(self, scope: Scope) -> set[str]:
         return {i for i, f in self.facts.items() if f[0] == scope.key and f[1] == "active"}
@@ -478,42 +639,75 @@ class StoreState:
         return probe_for(scope, fact_id, self.facts[fact_id][2])
 
 
-_AUDITED = ("stored", "processed", "created", "forgotten", "superseded", "purged")
+_AUDITED = (
+    "stored",
+    "processed",
+    "created",
+    "forgotten",
+    "superseded",
+    "purged",
+    "profile_set",
+    "profile_removed",
+)
 """Actions of the changes :attr:`StoreState.audited` lists (an import's carried events aside:
 they record changes of the exported store, not of this one)."""
 
 
 def snapshot(mem: Memory) -> StoreState:
+    """What the store holds; an update's message and fact under ids of their order (below).
+
+    ``Memory.update`` names its message by the time it runs (``update:<fact id>:<time>``), so an
+    update run again after a crash stores another message and fact than the reference did:
+    they are compared as ``update#<n>:<fact>`` (the ``n``-th update message of the fact, by
+    time) and ``update#<n>-fact<k>:<fact>``.
+    """
     messages: dict[str, tuple[str, str, str]] = {}
     facts: dict[str, tuple[Any, ...]] = {}
     entities: dict[str, tuple[Any, ...]] = {}
+    profiles: dict[str, tuple[Any, ...]] = {}
     audited: set[tuple[str, str]] = set()
     audit_ids: dict[str, frozenset[str]] = {}
     texts: dict[str, str] = {}
     words: list[str] = []
+    rename: dict[str, str] = {}
     for scope in CHECKED:
-        for m in mem.messages(scope=scope):
-            messages[m.id] = (scope.key, m.message.source_id or "", m.status.value)
-            texts[m.id] = m.message.text
+        stored = mem.messages(scope=scope)
+        found = mem.facts(scope=scope, include_inactive=True)
+        rename |= _update_names(stored, found)
+        for m in stored:
+            source = m.message.source_id or ""
+            messages[rename.get(m.id, m.id)] = (
+                scope.key,
+                rename.get(source, source),
+                m.status.value,
+            )
+            texts[rename.get(m.id, m.id)] = m.message.text
             words += [m.message.speaker, m.message.text]
-        for f in mem.facts(scope=scope, include_inactive=True):
+        for f in found:
             valid_to = f.valid_to.isoformat() if f.valid_to else ""
-            row = (scope.key, f.status.value, f.text, f.sources, f.supersedes, f.superseded_by)
-            facts[f.id] = (*row, valid_to)
-            texts[f.id] = f.text
+            sources, supersedes, superseded_by = (
+                tuple(rename.get(i, i) for i in ids)
+                for ids in (f.sources, f.supersedes, f.superseded_by)
+            )
+            row = (scope.key, f.status.value, f.text, sources, supersedes, superseded_by)
+            facts[rename.get(f.id, f.id)] = (*row, valid_to)
+            texts[rename.get(f.id, f.id)] = f.text
             words.append(f.text)
         for e in mem.entities(scope=scope):
             entities[e.id] = (scope.key, e.name, e.aliases, len(e.versions))
             words += [e.name, *e.aliases, *(v.description for v in e.versions)]
+        for p in mem.store.profile_versions(scope):
+            cited = tuple(rename.get(i, i) for i in p.fact_ids)
+            profiles[p.id] = (scope.key, p.topic, p.subtopic, p.version, p.text, cited, p.removed)
         events = mem.audit(scope=scope)
         audit_ids[scope.key] = frozenset(e.id for e in events)
         for event in events:
             if event.action.value in _AUDITED and not event.details.get("imported"):
-                audited.update((event.action.value, t) for t in event.targets)
+                audited.update((event.action.value, rename.get(t, t)) for t in event.targets)
     corpus = "\n".join(words).lower()
     imported = import_rows(mem)
     return StoreState(
-        messages, facts, entities, frozenset(audited), audit_ids, texts, corpus, imported
+        messages, facts, entities, frozenset(audited), audit_ids, texts, corpus, imported, profiles
     )
 
 
@@ -532,6 +726,35 @@ def import_rows(mem: Memory) -> tuple[Any, ...]:
     return (profiles, tuple(own), tuple(carried))
 
 
+_UPDATE_SOURCE = re.compile(r"^update:([0-9a-f-]{36}):")
+
+
+def live_names(mem: Memory) -> dict[str, str]:
+    """Store id -> the name :func:`snapshot` gives it, for the ids it renames (of updates)."""
+    names: dict[str, str] = {}
+    for scope in SCOPES:
+        found = mem.facts(scope=scope, include_inactive=True)
+        names |= _update_names(mem.messages(scope=scope), found)
+    return names
+
+
+def _update_names(messages: Sequence[StoredMessage], facts: Sequence[Fact]) -> dict[str, str]:
+    """The order names of the update messages (id and source id) and of the facts citing them."""
+    updates: dict[str, list[StoredMessage]] = {}
+    for m in messages:
+        found = _UPDATE_SOURCE.match(m.message.source_id or "")
+        if found:
+            updates.setdefault(found.group(1), []).append(m)
+    names: dict[str, str] = {}
+    for fact_id, said in updates.items():
+        for n, m in enumerate(sorted(said, key=lambda m: (m.message.timestamp, m.id))):
+            name = f"update#{n}:{fact_id[:8]}"
+            names[m.id] = names[m.message.source_id or ""] = name
+            citing = sorted((f for f in facts if m.id in f.sources), key=lambda f: f.text)
+            names.update((f.id, f"update#{n}-fact{k}:{fact_id[:8]}") for k, f in enumerate(citing))
+    return names
+
+
 @dataclass(slots=True)
 class Verdict:
     """How a recovered store compares with the reference."""
@@ -545,6 +768,8 @@ class Verdict:
     """Changes of the reference without an audit event after recovery (:func:`audited_changes`)."""
     text_left: list[str] | None = None
     """Probe words some file still holds after recovery (``None``: not scanned)."""
+    opened: bool = True
+    """Whether the store opened again (a reopen that raises is ``False``)."""
     differences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -588,6 +813,7 @@ def compare(
         ("message", reference.messages, recovered.messages),
         ("fact", reference.facts, recovered.facts),
         ("entity", reference.entities, recovered.entities),
+        ("profile entry", reference.profiles, recovered.profiles),
     ):
         for key in sorted(want.keys() | got.keys()):
             expected, found = want.get(key), got.get(key)
@@ -636,21 +862,26 @@ def probe_for(scope: Scope, fact_id: str, text: str) -> Probe:
 def served_inactive(
     mem: Memory, probes: Sequence[Probe], allowed: Callable[[Scope], set[str]], *, listing: bool
 ) -> set[str]:
-    """Fact ids a read serves that ``allowed`` says are not active (searches, context, facts)."""
+    """Fact ids a read serves that ``allowed`` says are not active (searches, context, facts).
+
+    Ids are compared as :func:`snapshot` names them.
+    """
+    names = live_names(mem)
     found: set[str] = set()
     for probe in probes:
         active = allowed(probe.scope)
         for mode in MODES:
             hits = mem.search(probe.question, scope=probe.scope, mode=mode)
-            found |= {h.fact.id for h in hits} - active
+            found |= {names.get(h.fact.id, h.fact.id) for h in hits} - active
         context = mem.context(probe.question, scope=probe.scope, mode="deep")
-        found |= {h.fact.id for h in context.hits} - active
-        same_text = any(h.fact.id in active and probe.text in h.text for h in context.hits)
+        served = {h.fact.id: names.get(h.fact.id, h.fact.id) for h in context.hits}
+        found |= set(served.values()) - active
+        same_text = any(served[h.fact.id] in active and probe.text in h.text for h in context.hits)
         if probe.fact_id not in active and probe.text in context.text and not same_text:
             found.add(probe.fact_id)
     if listing:
         for scope in CHECKED:
-            found |= {f.id for f in mem.facts(scope=scope)} - allowed(scope)
+            found |= {names.get(f.id, f.id) for f in mem.facts(scope=scope)} - allowed(scope)
     return found
 
 
@@ -663,8 +894,9 @@ def lexical_problems(mem: Memory, probes: Sequence[Probe], reference: StoreState
         stored, indexed = mem.store.count_facts(scope), index.count(scope)
         if stored != indexed:
             problems.append(f"lexical index of {scope.key}: {indexed} documents, {stored} facts")
+    names = live_names(mem)
     for probe in probes:
-        ids = {i for i, _ in index.search(probe.scope, probe.question, limit=50)}
+        ids = {names.get(i, i) for i, _ in index.search(probe.scope, probe.question, limit=50)}
         stale = ids - reference.active(probe.scope)
         if stale:
             problems.append(f"lexical index serves inactive facts {sorted(stale)}")
@@ -721,6 +953,8 @@ def build_base(path: Path, workload: Workload, *, disk: bool = True) -> Base:
         for scope in SCOPES:
             mem.add(workload.stored(scope), scope=scope)
             mem.search("what happened", scope=scope, mode="deep")  # index and mark of path D
+        for topic, subtopic, text in BASE_PROFILE:
+            mem.profile_put(topic, subtopic, text, scope=MAIN)
         state = snapshot(mem)
         # The probes are worth something only if they find their fact while it is active.
         sample = random.Random(0).sample(sorted(state.active(MAIN)), 2 * PROBES)
@@ -755,11 +989,15 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
         ids, scope = [old for old, _ in plan["pairs"]], MAIN
     elif op == "purge":
         ids, scope = list(plan["facts"]), MAIN
-    elif op == "delete":
-        scope = _scope(plan["scope"])
+    elif op in ("delete", "delete_dataset"):
+        scope = _scope(str(deleted_dataset(op, plan)))
         ids = _sample([i for i, f in base.facts.items() if f[0] == scope.key], key)
     elif op == "import":
         ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), COPY
+    elif op == "update":
+        ids, scope = [plan["fact"]], MAIN
+    elif op.startswith("profile_"):
+        ids, scope = [], MAIN  # no fact changes: the profile entries are compared
     else:
         ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), MAIN
     return [(done if i in done.facts else base).probe(scope, i) for i in ids]
@@ -795,11 +1033,13 @@ SCOPE_DELETED = "scope deleted"
 def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) -> list[str]:
     """The changes from ``before`` to ``after``, each as the audit event it needs ("action id").
 
-    Facts forgotten, superseded or purged, messages stored or purged; a deleted scope is one
-    change (``"scope deleted <dataset>"``): its audit goes with it, the other scope's stays.
+    Facts forgotten, superseded or purged, messages stored or purged, profile versions written
+    (set or removed); a deleted scope or dataset is one change (``"scope deleted <dataset>"``):
+    its audit goes with it, the other scope's stays.
     """
-    if op == "delete":
-        return [f"{SCOPE_DELETED} {plan['scope']}"]
+    dataset = deleted_dataset(op, plan)
+    if dataset is not None:
+        return [f"{SCOPE_DELETED} {dataset}"]
     if op == "import":
         return _import_changes(before, after)
     needed = [
@@ -812,6 +1052,10 @@ def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) 
     needed += [f"purged {i}" for i in before.facts.keys() - after.facts.keys()]
     needed += [f"stored {i}" for i in after.messages.keys() - before.messages.keys()]
     needed += [f"purged {i}" for i in before.messages.keys() - after.messages.keys()]
+    needed += [
+        f"profile_{'removed' if after.profiles[i][6] else 'set'} {i}"
+        for i in after.profiles.keys() - before.profiles.keys()
+    ]
     return sorted(needed)
 
 

@@ -7,8 +7,10 @@ checks its scope and names who acts (``by``: ``"agent:planner"``, ``"reviewer:an
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from datetime import datetime, timedelta
 
 from membrain.arguments import as_ids
@@ -22,6 +24,7 @@ from membrain.audit import (
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_REASON_CHARS, bounded_text
 from membrain.errors import ConfigurationError, ConflictError, InputError, NotFoundError
 from membrain.extraction.stated import StatedFacts
+from membrain.facts import fact_id_of
 from membrain.ingest import Ingestor, message_id
 from membrain.ledger import Ledger
 from membrain.models import (
@@ -32,17 +35,24 @@ from membrain.models import (
     Message,
     MessageStatus,
     Scope,
+    StoredMessage,
     now,
     utc,
 )
 from membrain.results import PurgeResult
 from membrain.scope import dataset_part
-from membrain.storage.base import Collection, check_scope, is_point_id
+from membrain.storage.base import Collection, ScoredPoint, check_scope, is_point_id
 from membrain.store import RecordStore
+from membrain.store.journal import Change
 from membrain.store.records import id_prefix
 from membrain.temporal import find_annotations
 
-__all__ = ["AccountableMemory", "PurgeResult"]
+__all__ = ["UPDATE_CHANGE", "AccountableMemory", "PurgeResult"]
+
+log = logging.getLogger("membrain")
+
+UPDATE_CHANGE = "update"
+"""The announced change of :meth:`AccountableMemory.update` (its finisher's name)."""
 
 
 def _one_id(value: object) -> str:
@@ -134,6 +144,10 @@ class AccountableMemory:
         audit), and the old fact is superseded by it with ``reason``: one audited
         supersession. Returns the new fact.
 
+        It is one change, announced in the audit first: a crash midway leaves it applied in full
+        (or, stopped before the message was stored, not at all) once the store opens again, and
+        the message is never extracted by anything else.
+
         Raises:
             NotFoundError: no fact of ``scope`` has that id.
             ConflictError: the fact is not active (superseded, forgotten or retracted).
@@ -160,19 +174,94 @@ class AccountableMemory:
             metadata=old.metadata,  # the new fact keeps what the old one was filed under
         )
         stored_id = message_id(scope, message)
-        self._ingestor.add(scope, [message], None, extract=False, by=cause.actor)
-        result = self._ingestor.extract(
-            scope,
-            self._store.get_messages(scope, [stored_id]),
-            None,
-            by=cause.actor,
-            extractor=StatedFacts({stored_id: stated}),
+        agent = cause.actor.kind is ActorKind.AGENT
+        evidence = StoredMessage(
+            id=stored_id,
+            scope=scope,
+            message=message.model_copy(update={"id": stored_id}),
+            # Stored as extracted already: no extraction but this one ever reads it.
+            status=MessageStatus.PROCESSED,
+            recorded_at=now(),
+            added_by=str(cause.actor) if agent else None,
         )
-        if result.errors or not result.fact_ids:
-            raise (result.errors or (InputError(f"no fact could be written from {said!r:.80}"),))[0]
-        (new_id,) = result.fact_ids
-        self._ledger.supersede(scope, [old.id], [new_id], Cause(cause.actor, reason or "updated"))
+        new_id = fact_id_of(scope, StatedFacts.id, (stored_id,), stated)
+        # One change: announced first (the supersession's event, pending), then the message,
+        # the fact and the supersession; settled when the store opens if a crash stops it.
+        intent = self._store.announce(
+            scope,
+            Cause(cause.actor, reason or "updated"),
+            Change(
+                AuditAction.SUPERSEDED,
+                (old.id,),
+                {"superseded_by": [new_id]},
+                {"change": UPDATE_CHANGE, "message": stored_id, "fact": new_id},
+            ),
+        )
+        try:
+            self._store.put_messages(scope, [evidence], cause=Cause(cause.actor))
+            self._finish_update(scope, intent)
+        except BaseException:
+            with suppress(Exception):
+                self._abandon_update(scope, intent)
+            raise
         return self.get(new_id, scope=scope)
+
+    def _finish_update(self, scope: Scope, intent: ScoredPoint) -> None:
+        """Write what an announced update has not written yet, then commit its event.
+
+        Every step is skipped when done already: the message stored, the fact written from it,
+        the old fact superseded (a supersession applied again changes nothing).
+
+        Raises:
+            MembrainError: a write or the fact's extraction failed (nothing is undone).
+        """
+        redo = intent.payload["redo"]
+        actor = Actor.model_validate(intent.payload["actor"])
+        (old_id,) = intent.payload["targets"]
+        evidence = self._store.get_messages(scope, [redo["message"]])
+        olds = self._store.get_facts(scope, [old_id])
+        if not evidence or not olds:  # stopped before the message was stored
+            self._store.drop_announced(scope, intent)
+            return
+        (message,), (old,) = evidence, olds
+        new_id = redo["fact"]
+        if self._store.get_facts(scope, [new_id]):
+            self._store.audit_missing(
+                scope, AuditAction.PROCESSED, [message.id], cause=Cause(actor)
+            )
+        else:
+            stated = _bracketed(message.message.text, old.entities)
+            result = self._ingestor.extract(
+                scope, [message], None, by=actor, extractor=StatedFacts({message.id: stated})
+            )
+            if result.errors or new_id not in result.fact_ids:
+                said = message.message.text
+                problem = InputError(f"no fact could be written from {said!r:.80}")
+                raise (result.errors or (problem,))[0]
+        cause = Cause(actor, str(intent.payload.get("reason") or "updated"))
+        self._ledger.supersede(scope, [old.id], [new_id], cause, announced=intent)
+
+    def _abandon_update(self, scope: Scope, intent: ScoredPoint) -> None:
+        """Undo an update that wrote no fact: its message is dismissed, never extracted."""
+        if self._store.get_facts(scope, [intent.payload["redo"]["fact"]]):
+            return  # the fact is written: the update is finished, now or on the next open
+        evidence = self._store.get_messages(scope, [intent.payload["redo"]["message"]])
+        if evidence and evidence[0].status is not MessageStatus.DISMISSED:
+            actor = Actor.model_validate(intent.payload["actor"])
+            cause = Cause(actor, "the update it states failed")
+            self._store.set_message_status(
+                scope, [evidence[0].id], MessageStatus.DISMISSED, cause=cause
+            )
+        self._store.drop_announced(scope, intent)
+
+    def _recover_update(self, scope: Scope, intent: ScoredPoint) -> None:
+        """Settle an update a crash stopped (when the store opens): finish it, or undo it."""
+        try:
+            self._finish_update(scope, intent)
+        except Exception as exc:
+            log.warning("an interrupted update in %s could not be finished: %s", scope.key, exc)
+            with suppress(Exception):
+                self._abandon_update(scope, intent)
 
     def confirm(
         self, fact_ids: Sequence[str], *, scope: Scope, by: Actor | str | None = None

@@ -30,7 +30,7 @@ from membrain.audit import (
 )
 from membrain.errors import ConflictError, InputError, NotFoundError, ScopeError
 from membrain.models import ActorKind, Fact, FactStatus, Scope, Trust
-from membrain.storage.base import is_point_id
+from membrain.storage.base import ScoredPoint, is_point_id
 from membrain.store import FactFilter, RecordStore
 
 __all__ = ["Ledger", "close_validity"]
@@ -100,11 +100,14 @@ class Ledger:
         old_ids: Sequence[str],
         new_ids: Sequence[str],
         cause: Cause,
+        *,
+        announced: ScoredPoint | None = None,
     ) -> list[Fact]:
         """Record that the facts ``new_ids`` replace the facts ``old_ids``; the old ones, updated.
 
         An old fact already superseded keeps its first record time and valid end, and gains the
-        new replacements.
+        new replacements (so the same supersession applied again changes nothing). With
+        ``announced``, its event is that pending one (:meth:`RecordStore.announce`).
 
         Raises:
             InputError: an id names no fact, no new id is given, a fact would replace itself,
@@ -146,6 +149,7 @@ class Ledger:
             action=AuditAction.SUPERSEDED,
             targets=list(old_ids),
             cause=Cause(cause.actor, cause.reason, details),
+            announced=announced,
         )
         return changed[: len(olds)]
 

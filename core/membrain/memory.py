@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from membrain.accountable import AccountableMemory
+from membrain.accountable import UPDATE_CHANGE, AccountableMemory
 from membrain.arguments import as_ids, renamed
 from membrain.audit import Cause, ReviewPolicy
 from membrain.checks import unicode_text
@@ -205,6 +205,7 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         # The derived indexes and caches hear of every mutation from the record store.
         for listener in (self._lexical, self._tree, self._ingestor):
             self._store.subscribe(listener)
+        self._store.on_recover(UPDATE_CHANGE, self._recover_update)
         try:  # a change a killed process left half-applied is settled before anything is served
             self._store.recover()
         except BaseException:

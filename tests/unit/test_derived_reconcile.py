@@ -7,6 +7,7 @@ current state.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -168,6 +169,64 @@ def test_a_damaged_lexical_index_is_rebuilt_with_a_warning(tmp_path: Path, how: 
     with reopened:
         hits = reopened.search("golden retriever", scope=SCOPE, mode="deep")
         assert "D" in next(h.paths for h in hits if h.fact.id == rex)
+
+
+def _killed_mid_commit(lexical: Path) -> None:
+    """The files a process killed inside a tantivy commit of deletions leaves behind.
+
+    tantivy registers each segment's new delete file (``<segment>.<opstamp>.del``) and creates
+    it before it writes ``meta.json``: killed between the two, the next commit of the same
+    opstamp finds the file there and fails with ``FileAlreadyExists``.
+    """
+    meta = json.loads((lexical / "meta.json").read_text())
+    managed_path = lexical / ".managed.json"
+    managed = json.loads(managed_path.read_text())
+    for segment in meta["segments"]:
+        for opstamp in range(meta["opstamp"] + 1, meta["opstamp"] + 9):
+            name = f"{segment['segment_id'].replace('-', '')}.{opstamp}.del"
+            (lexical / name).write_bytes(b"")
+            managed.append(name)
+    managed_path.write_text(json.dumps(managed))
+
+
+def test_a_deletion_killed_inside_the_lexical_commit_leaves_the_store_openable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tom = Scope(dataset="tom", task="assistant")
+    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+        _say(mem, REX, 0)
+        said = {"speaker": "Tom", "text": NURSE, "timestamp": "2024-03-15T11:00:00Z"}
+        mem.add([said], scope=tom)
+        nurse = next(f.id for f in mem.facts(scope=tom))
+        for scope in (SCOPE, tom):
+            mem.search("what happened", scope=scope, mode="deep")  # path D indexes both
+
+    mem = Memory(tmp_path, dense=HashingEncoder(64))
+
+    def killed(self: object, scope: Scope) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(LexicalIndex, "scope_deleted", killed)
+    with pytest.raises(_Killed):
+        mem.delete_dataset("sara")  # announced; killed inside the lexical commit
+    monkeypatch.undo()
+    mem.close()
+    _killed_mid_commit(tmp_path / "lexical")
+
+    with pytest.warns(RuntimeWarning, match="lexical index .* is damaged"):
+        reopened = Memory(tmp_path, dense=HashingEncoder(64))
+    with reopened:
+        assert reopened.scopes() == [tom]  # the deletion was finished
+        hits = reopened.search("nurse at the hospital", scope=tom, mode="deep")
+        assert "D" in next(h.paths for h in hits if h.fact.id == nurse)
+        assert nurse in _lexical_ids(reopened, tom, "nurse AND hospital")
+        reopened.forget([nurse], scope=tom)  # and the index takes writes again
+        assert _lexical_ids(reopened, tom, "nurse") == []
+
+
+def _lexical_ids(mem: Memory, scope: Scope, query: str) -> list[str]:
+    mem._searcher._extra["D"].sync(scope)  # type: ignore[attr-defined]
+    return [i for i, _ in mem._lexical.search(scope, query, limit=10)]
 
 
 def test_an_entity_the_tree_never_heard_of_is_placed_on_the_next_process(

@@ -13,6 +13,7 @@ import pytest
 from benchmarks import fault_injection as bench
 from benchmarks.fault_injection_ops import (
     DAMAGES,
+    INSIDE_TANTIVY,
     MAIN,
     OTHER,
     DiskProbe,
@@ -23,6 +24,7 @@ from benchmarks.fault_injection_ops import (
     build_base,
     compare,
     copy_store,
+    describe_point,
     disk_probes,
     generate_workload,
     kill_category,
@@ -30,6 +32,7 @@ from benchmarks.fault_injection_ops import (
     make_plan,
     open_memory,
     own_facts,
+    points_by_category,
     probe_for,
     recorded_warnings,
     run_operation,
@@ -115,6 +118,54 @@ def test_a_killed_import_is_completed_by_running_it_again(tmp_path: Path) -> Non
     assert row["text_left_on_disk"] is None  # nothing is erased
     assert report["kill_points_per_reference"]["import"][0] > 10  # every step is a kill point
     assert report["unaudited_by_reference"] == [] and status == 0
+
+
+NEW_OPS = ("update", "delete_dataset", "profile_put", "profile_forget")
+
+
+def test_killed_updates_dataset_deletions_and_profile_changes_recover_exactly(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "more.json"
+    argv = ["--trials", "1", "--seed", "0", "--ops", ",".join(NEW_OPS), "--json", str(out)]
+    status = bench.main(argv, log=False)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    rows = {row["operation"]: row for row in report["rows"]}
+    assert list(rows) == list(NEW_OPS)
+    assert all(rows[op]["trials"] == 1 for op in NEW_OPS)
+    assert report["failures"] == [], report["failures"]
+    for row in [*rows.values(), report["total"]]:
+        assert row["recovered_exactly"] == row["trials"], row
+        assert row["inconsistent_after_recovery"] == row["store_does_not_open"] == 0, row
+        assert row["unaudited_changes"] == 0, row
+    assert rows["delete_dataset"]["text_left_on_disk"] == 0
+    assert report["disk_probes"]["delete_dataset"]["references_without_words"] == 0
+    assert report["unsound_probes"] == [] and status == 0
+
+
+def test_trials_that_do_not_open_or_recover_are_counted_apart() -> None:
+    unopened = bench.Trial("update", 0, "x", "none", Verdict(opened=False, lost_messages=3))
+    different = bench.Trial("update", 1, "x", "none", Verdict(differences=["fact f: ..."]))
+    exact = bench.Trial("update", 2, "x", "none")
+    row = bench._row("update", [unopened, different, exact])
+    assert (row["store_does_not_open"], row["inconsistent_after_recovery"]) == (1, 1)
+    assert row["recovered_exactly"] == 1
+
+
+def test_an_update_run_again_is_compared_by_its_order(memory: Memory) -> None:
+    said = {"speaker": "Sara", "text": "I live in Lisbon.", "timestamp": NOON, "id": "m1"}
+    memory.add([said], scope=MAIN)
+    (old,) = [f.id for f in memory.facts(scope=MAIN)]
+    first = snapshot(memory)
+    new = memory.update(old, "Sara moved to Oslo [in May 2024::2024-05].", scope=MAIN)
+    state = snapshot(memory)
+    name = f"update#0-fact0:{old[:8]}"
+    assert set(state.facts) - set(first.facts) == {name}
+    assert state.facts[old][5] == (name,)  # superseded by it, by that name
+    assert state.facts[name][3] == (f"update#0:{old[:8]}",)
+    assert ("superseded", old) in state.audited
+    assert new.id not in state.facts
+    assert served_inactive(memory, [state.probe(MAIN, old)], state.active, listing=True) == set()
 
 
 @pytest.fixture
@@ -257,3 +308,13 @@ def test_kill_points_count_every_write_and_probes_see_served_facts(memory: Memor
 )
 def test_kill_categories(after: str | None, before: str | None, category: str) -> None:
     assert kill_category(after, before) == category
+
+
+def test_points_before_a_tantivy_call_are_also_killed_inside_it() -> None:
+    labels = ["Qdrant upsert audit", "tantivy commit", "Qdrant set_payload audit", "tantivy erase"]
+    points = points_by_category(labels)
+    assert points[INSIDE_TANTIVY] == [1, 3]
+    assert points["after a Qdrant write, before the tantivy write"] == [1]
+    assert describe_point("Qdrant upsert audit", "tantivy commit", 0.004) == (
+        "4 ms into tantivy commit, after Qdrant upsert audit"
+    )

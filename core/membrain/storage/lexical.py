@@ -30,6 +30,12 @@ search sees the change. tantivy allows one writer per directory: one owner per p
 
 A deleted document is only marked deleted: its terms stay in its segment's files until a merge
 rewrites the segment. :meth:`LexicalIndex.erase` drops every document and deletes those files.
+
+Being derived, the index never keeps the store from opening or writing: when tantivy cannot open
+the folder, or fails to commit or reload it (a process killed mid-commit leaves files tantivy
+refuses to write again), the folder's files are deleted and an empty index takes its place, with
+a ``RuntimeWarning``. It has no marks, so every tenant is rebuilt from the record store when it
+is next reconciled.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import re
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +57,13 @@ from membrain.errors import BackendError, InputError, MembrainError, ScopeError,
 from membrain.listeners import RecordListener
 from membrain.models import Fact, FactStatus, Scope
 from membrain.names import entity_refs
+from membrain.storage.lexical_query import (
+    DEFAULT_FIELDS,
+    FIELD_BOOSTS,
+    QUERY_FIELDS,
+    normalize_query,
+    query_problems,
+)
 from membrain.storage.lexical_terms import TimeKeys, fact_keys, time_keys
 from membrain.temporal import plain_text
 
@@ -65,16 +78,13 @@ __all__ = [
     "validate_query",
 ]
 
-QUERY_FIELDS = ("text", "entities", "year", "month", "day", "layer")
-"""Fields a query may name; the others (tenant, session, status, id) are set by the index."""
-DEFAULT_FIELDS = ["text", "entities"]
-"""Fields searched by words that name no field."""
-FIELD_BOOSTS = {"entities": 2.0}
-_RESERVED = frozenset({"id", "tenant", "session", "status"})
 
 _HEAP_BYTES = 50_000_000  # tantivy needs at least 15 MB per indexing thread
-_TANTIVY_FILE = re.compile(r"^(?:[0-9a-f]{32}\.\w+|meta\.json|\.managed\.json|\.tantivy-.+\.lock)$")
-_NOT = re.compile(r"(?<![^\s(])NOT(?:\s+|(?=\())")
+_TANTIVY_FILE = re.compile(
+    r"^(?:[0-9a-f]{32}(?:\.\d+)?\.\w+|meta\.json|\.managed\.json|\.tantivy-.+\.lock|\.tmp\w+)$"
+)
+"""Files tantivy writes: segment components (deletes carry an opstamp), metadata, locks, and the
+temporary files of an atomic write."""
 _MARK_ID = "~mark"
 _MARK_STATUS = "mark"
 
@@ -116,57 +126,6 @@ def _drop_files(path: Path) -> None:
             child.unlink()
 
 
-def _nodes(ast: Any, depth: int = 0) -> Iterator[tuple[dict[str, Any], int]]:
-    """Every node of a parsed query AST (a dict), with its depth (the root is 0)."""
-    children: Iterable[Any] = ()
-    if isinstance(ast, dict):
-        yield ast, depth
-        children = ast.values()
-    elif isinstance(ast, list | tuple):
-        children = ast
-    for child in children:
-        yield from _nodes(child, depth + 1)
-
-
-def normalize_query(query: str) -> str:
-    """``NOT x`` (outside quotes) written as ``-x``.
-
-    tantivy reads ``a AND NOT b`` as "a, and a group holding only NOT b", and such a group
-    matches nothing, so the whole conjunction finds nothing; ``a AND -b`` is what was meant.
-
-    Example:
-        >>> normalize_query('sara AND NOT "NOT this" AND NOT(golden)')
-        'sara AND -"NOT this" AND -(golden)'
-    """
-    parts = query.split('"')
-    for i in range(0, len(parts), 2):
-        parts[i] = _NOT.sub("-", parts[i])
-    return '"'.join(parts)
-
-
-def _problems(index: tantivy.Index, query: str) -> list[str]:
-    query = normalize_query(query)
-    _, errors = index.parse_query_lenient(query, DEFAULT_FIELDS, FIELD_BOOSTS)
-    problems = [str(e) for e in errors]
-    nodes = list(_nodes(tantivy.parse_query_lenient(query)[0]))
-    # Literals name their field in "field_name", ranges and sets in "field".
-    named = {node.get("field_name") or node.get("field") for node, _ in nodes}
-    for field in sorted(_RESERVED & named):
-        problems.append(f"field {field!r} cannot be queried (use {', '.join(QUERY_FIELDS)})")
-    if any(
-        depth
-        and node.get("type") == "bool"
-        and node.get("clauses")
-        and all(clause[0] == "must_not" for clause in node["clauses"])
-        for node, depth in nodes
-    ):
-        problems.append(
-            "a group of only excluded (NOT/-) clauses matches nothing: attach the exclusion to "
-            "a positive clause, as in (a OR b) -c"
-        )
-    return problems
-
-
 @functools.cache
 def _validator() -> tantivy.Index:
     return tantivy.Index(_schema())
@@ -181,7 +140,7 @@ def validate_query(query: str) -> list[str]:
         >>> validate_query('colour:red')
         ["Field does not exist: 'colour'"]
     """
-    return _problems(_validator(), query)
+    return query_problems(_validator(), query)
 
 
 @contextmanager
@@ -220,14 +179,18 @@ class LexicalIndex(RecordListener):
         """Tenants whose mark this object set (by a reconciliation)."""
         self._unsure: set[str] = set()
         """Tenants a write of which failed here since they were last rebuilt."""
+        self._writer: tantivy.IndexWriter | None = None
         with _engine(f"open the lexical index at {path}"):
-            if path is None:
-                self._index = tantivy.Index(self._schema)
-            else:
+            if path is not None:
                 path.mkdir(parents=True, exist_ok=True)
-                self._index = self._open(path)
+            self._index = self._open()
             self._index.config_reader("manual")
-            self._writer: tantivy.IndexWriter | None = self._take_writer()
+            try:
+                self._writer = self._take_writer()
+            except StoreInUseError:
+                raise
+            except Exception as exc:
+                self._reset(exc)
 
     def _take_writer(self) -> tantivy.IndexWriter:
         try:
@@ -240,25 +203,60 @@ class LexicalIndex(RecordListener):
                 "one process owns a store's folder"
             ) from exc
 
-    def _open(self, path: Path) -> tantivy.Index:
-        if not tantivy.Index.exists(str(path)):
-            return tantivy.Index(self._schema, path=str(path))
+    def _open(self) -> tantivy.Index:
+        path = self.path
+        if path is None or not tantivy.Index.exists(str(path)):
+            return self._fresh()
         try:
             index = tantivy.Index(self._schema, path=str(path), reuse=True)
             index.searcher()  # reads every segment's files: damage shows here, not mid-search
-        except ValueError as exc:
+        except Exception as exc:
+            # A derived index of another schema is dropped quietly; a damaged one with a warning.
             if "schema does not match" not in str(exc):
-                warnings.warn(
-                    f"the lexical index at {path} is damaged ({str(exc)[:160]}); it is rebuilt "
-                    "from the record store as scopes are searched",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-            # A derived index of another schema, or damaged: drop its files, owners rebuild it.
-            _drop_files(path)
-            return tantivy.Index(self._schema, path=str(path))
+                self._warn(exc)
+            return self._fresh()
         self.created = False
         return index
+
+    def _fresh(self) -> tantivy.Index:
+        """A new empty index, in place of whatever tantivy files the folder holds."""
+        if self.path is None:
+            return tantivy.Index(self._schema)
+        _drop_files(self.path)
+        return tantivy.Index(self._schema, path=str(self.path))
+
+    def _warn(self, exc: Exception) -> None:
+        warnings.warn(
+            f"the lexical index at {self.path or 'memory'} is damaged ({str(exc)[:160]}); it is "
+            "rebuilt from the record store as scopes are searched",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+    def _reset(self, exc: Exception) -> None:
+        """Replace a damaged index by an empty one; every tenant is rebuilt when reconciled.
+
+        Its files are deleted, not moved aside: what they hold may be erased content.
+
+        Raises:
+            BackendError: even an empty index cannot be written there.
+        """
+        with self._lock:
+            self._warn(exc)
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                with suppress(Exception):
+                    writer.rollback()
+                with suppress(Exception):
+                    writer.wait_merging_threads()  # ends the writer, and its lock with it
+                del writer
+            self._marked.clear()
+            self._unsure.clear()
+            self.created = True
+            with _engine(f"create the lexical index at {self.path}"):
+                self._index = self._fresh()
+                self._index.config_reader("manual")
+                self._writer = self._take_writer()
 
     def __enter__(self) -> LexicalIndex:
         return self
@@ -277,8 +275,12 @@ class LexicalIndex(RecordListener):
         return self._writer
 
     def _commit(self) -> None:
-        self._live_writer().commit()
-        self._index.reload()
+        writer = self._live_writer()
+        try:
+            writer.commit()
+            self._index.reload()
+        except Exception as exc:
+            raise _CommitFailed(str(exc)) from exc
 
     # -- writes ------------------------------------------------------------------------------
     def add(self, scope: Scope, facts: Sequence[Fact]) -> None:
@@ -338,19 +340,21 @@ class LexicalIndex(RecordListener):
 
         Facts revised after it may be missing or stale here; older ones are indexed as stored.
         """
-        with _engine(f"read the mark of {scope.key!r}"):
+        with self._lock:
             self._live_writer()
-            searcher = self._index.searcher()
-            query = tantivy.Query.boolean_query(
-                [
-                    (tantivy.Occur.Must, self._term("tenant", scope.key)),
-                    (tantivy.Occur.Must, self._term("status", _MARK_STATUS)),
-                ]
-            )
-            hits = searcher.search(query, 1).hits
-            if not hits:
+            try:
+                searcher = self._index.searcher()
+                query = tantivy.Query.boolean_query(
+                    [
+                        (tantivy.Occur.Must, self._term("tenant", scope.key)),
+                        (tantivy.Occur.Must, self._term("status", _MARK_STATUS)),
+                    ]
+                )
+                hits = searcher.search(query, 1).hits
+                value = searcher.doc(hits[0][1]).get_first("revision") if hits else None
+            except Exception as exc:
+                self._reset(exc)  # unreadable: empty now, so the tenant is rebuilt
                 return None
-            value = searcher.doc(hits[0][1]).get_first("revision")
             return datetime.fromisoformat(str(value)) if value else None
 
     def delete_scope(self, scope: Scope) -> None:
@@ -371,16 +375,21 @@ class LexicalIndex(RecordListener):
         Raises:
             BackendError: tantivy failed.
         """
-        with self._lock, _engine("erase the lexical index"):
+        with self._lock:
             self._marked.clear()  # every mark goes too: each tenant is rebuilt when next read
-            writer = self._live_writer()
-            writer.delete_all_documents()
-            writer.commit()
-            self._writer = None
-            writer.wait_merging_threads()  # ends the writer: no merge still reads old segments
-            self._index.reload()  # the reader lets go of the old segments' files
-            self._writer = self._index.writer(_HEAP_BYTES, 1)
-            self._writer.garbage_collect_files()
+            try:
+                writer = self._live_writer()
+                writer.delete_all_documents()
+                writer.commit()
+                self._writer = None
+                writer.wait_merging_threads()  # ends the writer: no merge still reads old segments
+                self._index.reload()  # the reader lets go of the old segments' files
+                self._writer = self._index.writer(_HEAP_BYTES, 1)
+                self._writer.garbage_collect_files()
+            except MembrainError:
+                raise
+            except Exception as exc:
+                self._reset(exc)  # deletes every file: the erasure is done all the same
 
     def _write(
         self,
@@ -400,6 +409,11 @@ class LexicalIndex(RecordListener):
                     pending += 1
                 if pending:
                     self._commit()
+            except _CommitFailed as failed:
+                # The folder is damaged (a commit killed midway leaves files tantivy will not
+                # write again): an empty index replaces it, and the tenants are rebuilt.
+                self._reset(failed)
+                return
             except BaseException:
                 self._unsure.add(tenant)
                 writer.rollback()  # nothing half-written reaches a later commit
@@ -468,7 +482,7 @@ class LexicalIndex(RecordListener):
 
     def validate(self, query: str) -> list[str]:
         """Problems of a query (see :func:`validate_query`); empty when it is valid."""
-        return _problems(self._index, query)
+        return query_problems(self._index, query)
 
     def search(
         self, scope: Scope, query: str, *, limit: int, lenient: bool = True
@@ -535,6 +549,10 @@ class LexicalIndex(RecordListener):
             if writer is not None:
                 with _engine("close the lexical index"):
                     writer.wait_merging_threads()
+
+
+class _CommitFailed(Exception):
+    """tantivy failed to commit or reload the index."""
 
 
 _registry_lock = threading.Lock()

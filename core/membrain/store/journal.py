@@ -13,7 +13,10 @@ pending events, on the error's way out or when the store opens (:meth:`AuditJour
 * a message status is kept when it was written, undone otherwise;
 * an erasure (:meth:`~AuditJournal.purge`, :meth:`~AuditJournal.delete_scope`) is always
   finished: records deleted, entity descriptions revised, the store's files and the derived
-  indexes' rewritten, so nothing of the content stays on disk.
+  indexes' rewritten, so nothing of the content stays on disk;
+* a change made of several others (:meth:`~AuditJournal.announce`: ``Memory.update`` stores a
+  message, writes a fact and supersedes another) is settled by the layer that makes it
+  (:meth:`~AuditJournal.on_recover`), once every change inside it is settled.
 
 So no change is left applied without its event, and no event names a change that did not
 happen.
@@ -36,13 +39,19 @@ from membrain.models import EntityVersion, Scope
 from membrain.scope import BOOKKEEPING_TASK_PREFIX, STORED
 from membrain.storage.base import Backend, Collection, Point, ScoredPoint, TimeRange
 
-__all__ = ["AuditJournal", "Change", "ERASURES_TASK", "without_erased"]
+__all__ = ["ANNOUNCED", "AuditJournal", "Change", "ERASURES_TASK", "Finisher", "without_erased"]
 
 STATE = "state"
 """Payload field of an audit event: ``pending`` until its change is applied, then ``done``."""
 REDO = "redo"
 """Payload field of a pending event: how to settle its change (cleared on commit)."""
 PENDING, DONE = "pending", "done"
+ANNOUNCED = "announced"
+"""The redo kind of an event :meth:`AuditJournal.announce` wrote: its ``change`` names who
+settles it (:meth:`AuditJournal.on_recover`)."""
+
+Finisher = Callable[[Scope, ScoredPoint], None]
+"""Settles an announced change from its pending event (the scope is the event's)."""
 
 ERASURES_TASK = f"{BOOKKEEPING_TASK_PREFIX}erasures"
 """The bookkeeping task of a dataset whose audit records its deleted scopes."""
@@ -91,6 +100,7 @@ class AuditJournal:
     _listeners: list[RecordListener]
     _profile_citing: Callable[[Scope, Sequence[str]], list[str]]
     _ticks: MonotonicClock
+    _finishers: dict[str, Finisher]
     exclusive: bool = False
 
     def now(self) -> datetime:
@@ -163,6 +173,44 @@ class AuditJournal:
             for listener in self._listeners:
                 listener.audited(scope, events)
         return events
+
+    def announce(self, scope: Scope, cause: Cause, change: Change) -> ScoredPoint:
+        """Append the pending event of a change the caller makes of several others.
+
+        ``change.redo`` holds ``"change"``, the name of the :meth:`on_recover` finisher that
+        settles it if it is left pending, and the ids that finisher needs (never content).
+        Reads do not see the event until :meth:`commit_announced`; :meth:`drop_announced`
+        undoes it.
+        """
+        redo = {**(change.redo or {}), "kind": ANNOUNCED}
+        points = self._events(scope, cause, [change._replace(redo=redo)])
+        if not points:
+            raise InputError("an announced change is about at least one id")
+        self.backend.upsert(Collection.AUDIT, scope, points)
+        return _scored(points[0])
+
+    def commit_announced(self, scope: Scope, event: ScoredPoint) -> None:
+        """Commit an announced event, timed now: after the changes it is made of."""
+        (stamped,) = _as_events(scope, [event])
+        stamped = stamped.model_copy(update={"at": self.now()})
+        at = stamped.model_dump(mode="json")["at"]
+        self.backend.set_payload(
+            Collection.AUDIT, scope, [event.id], {STATE: DONE, REDO: None, "at": at}
+        )
+        for listener in self._listeners:
+            listener.audited(scope, [stamped])
+
+    def drop_announced(self, scope: Scope, event: ScoredPoint) -> None:
+        """Undo an announced event: its change was not made."""
+        self.backend.delete(Collection.AUDIT, scope, [event.id])
+
+    def on_recover(self, change: str, finish: Finisher) -> None:
+        """Have ``finish`` settle the announced changes named ``change`` left pending.
+
+        :meth:`recover` calls it after every other pending change is settled. Without one the
+        event stays pending (unread) until a finisher is registered.
+        """
+        self._finishers[change] = finish
 
     def import_events(self, scope: Scope, events: Sequence[AuditEvent]) -> None:
         """Append events another store wrote (an export): ids, actors, times and reasons kept.
@@ -388,13 +436,22 @@ class AuditJournal:
         """
         before = None if self.exclusive else self.now() - RECOVERY_GRACE
         settled = 0
+        announced: list[tuple[Scope, ScoredPoint, Finisher]] = []
         for scope in self.backend.tenants(Collection.AUDIT, where={STATE: PENDING}):
             where: dict[str, Any] = {STATE: PENDING}
             if before is not None:
                 where["at"] = TimeRange(lt=before)
             pending = list(self._audit_points(scope, where))
             self._settle(scope, pending)
+            for event in pending:
+                redo = event.payload.get(REDO) or {}
+                finish = self._finishers.get(str(redo.get("change")))
+                if redo.get("kind") == ANNOUNCED and finish is not None:
+                    announced.append((record_scope(scope, event.payload), event, finish))
             settled += len(pending)
+        # Last: the changes an announced one is made of are settled by now.
+        for scope, event, finish in announced:
+            finish(scope, event)
         return settled
 
     def _settle(self, scope: Scope, pending: Sequence[ScoredPoint]) -> None:
@@ -420,6 +477,8 @@ class AuditJournal:
             elif kind == "discarded":
                 found = self._existing(Collection.MESSAGES, own, event.payload["targets"])
                 self._keep_if(own, event, bool(found and found[0].payload.get("discarded")))
+            elif kind == ANNOUNCED:
+                continue  # its finisher settles it (:meth:`recover`)
             else:
                 self._commit(own, [event])
         for events in erasures.values():

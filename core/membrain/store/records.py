@@ -155,6 +155,7 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         self.dense = dense
         self.sparse = sparse
         self._listeners: list[RecordListener] = []
+        self._finishers = {}
         self._ticks = MonotonicClock()
         self._backfill = Backfill(backend)
         self.exclusive = backend.exclusive
@@ -392,17 +393,26 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         action: AuditAction,
         targets: Sequence[str] | None = None,
         cause: Cause | None = None,
+        announced: ScoredPoint | None = None,
     ) -> None:
         """Store the new state of facts already stored (status, trust, links), keeping vectors.
 
         Text, times and sources are what the vectors were computed from: a changed text is a
         new fact, never an update. Audited as one ``action`` event about ``targets`` (default:
-        every fact given).
+        every fact given); or, when the change was ``announced`` (:meth:`announce`), by that
+        event, committed once the facts are written.
         """
         if not facts:
             return
         revised = self.now()
         payloads = {str(point_uuid(f.id)): fact_payload(f, revised) for f in facts}
+        if announced is not None:
+            with self._announcing(scope):
+                for fact_id, payload in payloads.items():
+                    self.backend.set_payload(Collection.FACTS, scope, [fact_id], payload)
+            self.commit_announced(scope, announced)
+            self._facts_written(scope, facts)
+            return
         redo = {
             "kind": "set",
             "collection": Collection.FACTS.value,
