@@ -14,7 +14,15 @@ from typing import Any
 
 import httpx
 import pytest
-from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchOp,
+)
 
 from integration.served import Served, serving
 from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespace
@@ -105,13 +113,22 @@ def test_a_dotted_dataset_never_reads_the_namespace_its_labels_join(
         ListNamespacesOp((MatchCondition("prefix", ("bob.x",)),)),
         ListNamespacesOp((MatchCondition("prefix", ("bob.x", "*")),)),
     ]
-    for op in reads:
-        refused(partial(reader.batch, [op]), 422)  # a label holds no "."
+    for op in reads:  # a label holds no ".": refused before sending, as the embedded store does
+        with pytest.raises(InvalidNamespaceError):
+            reader.batch([op])
+    search = {"op": "search", "namespace_prefix": ["bob.x"], "query": "flowerpot"}
+    sent = httpx.post(  # the server refuses them too
+        f"{served.url}/api/store/batch",
+        json={"ops": [search]},
+        headers={"authorization": f"Bearer {served.keys['dotted-reader']}"},
+    )
+    assert sent.status_code == 422, sent.text
     assert reader.list_namespaces() == []  # no namespace is of dataset "bob.x"
     refused(partial(reader.get, ("bob", "x"), "secret"))
     writer = store("dotted-writer")
     for op in (PutOp(("bob.x",), "secret", {"text": "forged"}), PutOp(("bob.x",), "secret", None)):
-        refused(partial(writer.batch, [op]), 422)
+        with pytest.raises(InvalidNamespaceError):
+            writer.batch([op])
     kept = store("admin").get(("bob", "x"), "secret")
     assert kept is not None and kept.value == {"text": f"{TEXT} (bob)"}
 

@@ -200,8 +200,8 @@ def test_generated_message_ids_are_cited_short(mem: Memory) -> None:
     digest = "llamaindex:" + "0123456789abcdef01234567"
     said = {"speaker": "Sara", "timestamp": "2024-06-01T10:00Z", "id": digest}
     mem.add([{**said, "text": "I play the cello on Fridays."}], scope=SCOPE)
-    lisbon = fact_about(mem, "Lisbon")
-    mem.update(lisbon, "Sara lives in Porto.", scope=SCOPE)
+    berlin = fact_about(mem, "Berlin")  # the current home: Lisbon was superseded by it
+    mem.update(berlin, "Sara lives in Porto.", scope=SCOPE)
     text = mem.context("Sara colour cello lives", scope=SCOPE, max_tokens=2000).text
     for word in ("green", "cello", "Porto"):
         (label,) = cited(text, word)
