@@ -10,7 +10,6 @@ Example:
     >>> serve(path=".membrain", keys_file="keys.toml")  # doctest: +SKIP
 """
 
-import warnings
 from typing import Any
 
 from membrain.errors import MissingDependencyError
@@ -22,6 +21,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependencyError(exc.name or "fastapi", "server") from exc
 
+from membrain.server import keys
 from membrain.server.app import create_app
 from membrain.server.keys import (
     Access,
@@ -50,13 +50,8 @@ __all__ = [
 ]
 
 
+
 def __getattr__(name: str) -> Any:
-    if name == "Role":  # the name of :class:`Access` before it was shared with the operations
-        warnings.warn(
-            "membrain.server.Role is deprecated: use membrain.server.Access "
-            "(membrain.Role is a message's author)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return Access
+    if name == "Role":
+        return keys.Role  # deprecated there: it warns
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

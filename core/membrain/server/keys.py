@@ -416,8 +416,8 @@ def revoke_key(path: str | Path, name: str) -> int:
 def __getattr__(name: str) -> Any:
     if name == "Role":  # the name of :class:`Access` before it was shared with the operations
         warnings.warn(
-            "membrain.server.keys.Role is deprecated: use membrain.operations.Access "
-            "(also membrain.server.Access); membrain.Role is a message's author",
+            "membrain.server.Role is deprecated: use membrain.server.Access "
+            "(membrain.operations.Access); membrain.Role is a message's author",
             DeprecationWarning,
             stacklevel=2,
         )
