@@ -50,7 +50,6 @@ __all__ = [
 ]
 
 
-
 def __getattr__(name: str) -> Any:
     if name == "Role":
         return keys.Role  # deprecated there: it warns
