@@ -6,7 +6,6 @@ import copy
 import json
 import math
 import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
@@ -26,7 +25,7 @@ SHIPPED: dict[str, Any] = json.loads(
 )
 FIELDS = ("feature", "threshold", "left", "right", "value")
 BOUND = 5.0
-"""Seconds a load may take (the shipped file loads in a fraction of that)."""
+"""Seconds after which a load counts as looping forever (the shipped file loads in a fraction)."""
 
 
 class TookTooLong(Exception):
@@ -51,15 +50,12 @@ def bounded(seconds: float = BOUND) -> Iterator[None]:
 
 def loads_or_refuses(data: object) -> Reranker | None:
     """The reranker, or ``None`` when refused with :class:`ModelFileError` (else the test fails)."""
-    started = time.monotonic()
     try:
         with bounded():
             model = Reranker.from_json(data)
     except ModelFileError as exc:
         assert str(exc) and "\n" not in str(exc)
         return None
-    finally:
-        assert time.monotonic() - started < BOUND
     rows = np.random.default_rng(0).normal(size=(4, len(FEATURES)))
     assert np.isfinite(model.scores(rows)).all()  # a loaded model never scores NaN or inf
     return model
