@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from membrain.config import MembrainSettings
 from membrain.memory import Memory
-from membrain.operations import OPERATIONS, operation
+from membrain.requests import OperationRequest
 from membrain.surface import AsyncMemoryLike
 
 __all__ = ["AsyncMemory"]
@@ -30,8 +29,8 @@ class AsyncMemory(AsyncMemoryLike):
     """Long-term memory for async agents: :class:`~membrain.Memory` with awaitable methods.
 
     Takes the same arguments as :class:`~membrain.Memory` (and builds one), or wraps an existing
-    one with :meth:`from_memory`. Every public method of :class:`~membrain.Memory` is here as a
-    coroutine with the same signature; :meth:`aclose` (or ``async with``) releases the store.
+    one with :meth:`from_memory`. Every operation of :class:`~membrain.Memory` is here as a
+    coroutine with the same parameters; :meth:`aclose` (or ``async with``) releases the store.
 
     Example:
         >>> import asyncio
@@ -84,37 +83,10 @@ class AsyncMemory(AsyncMemoryLike):
         """Drain the background writers, then release the store (the same as :meth:`aclose`)."""
         await self.aclose(drain_timeout=drain_timeout)
 
+    async def execute(self, request: OperationRequest) -> Any:
+        """Run one checked request: :meth:`Memory.execute <membrain.Memory.execute>`, awaited.
 
-def _snapshot(value: object) -> object:
-    """A list, set or iterator argument as a tuple, read before the call leaves the loop.
-
-    So messages given as a generator are read on the caller's loop, and a list the caller
-    changes after the call does not change what is stored.
-    """
-    if isinstance(value, list | set | frozenset | Iterator):
-        return tuple(value)
-    return value
-
-
-def _threaded(name: str) -> Callable[..., Awaitable[Any]]:
-    """The coroutine of operation ``name``: :class:`Memory`'s method, awaited in a thread."""
-    method = getattr(Memory, name)
-
-    async def run(self: AsyncMemory, /, *args: Any, **kwargs: Any) -> Any:
-        args = tuple(_snapshot(a) for a in args)
-        kwargs = {key: _snapshot(value) for key, value in kwargs.items()}
-        return await asyncio.to_thread(getattr(self._memory, name), *args, **kwargs)
-
-    run.__name__ = name
-    run.__qualname__ = f"AsyncMemory.{name}"
-    run.__doc__ = (
-        f"{operation(name).summary}\n\n"
-        f"Awaits :meth:`Memory.{name} <membrain.Memory.{name}>` in a worker thread (same "
-        "arguments, same result, same errors)."
-    )
-    run.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    return run
-
-
-for _operation in OPERATIONS:
-    setattr(AsyncMemory, _operation.name, _threaded(_operation.name))
+        The request is built on the caller's loop (messages given as a generator are read
+        there, and a list changed after the call changes nothing), then run in a worker thread.
+        """
+        return await asyncio.to_thread(self._memory.execute, request)

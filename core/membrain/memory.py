@@ -1,22 +1,39 @@
-"""The :class:`Memory` facade: add conversations, search facts.
+"""The :class:`Memory` facade: add conversations, search facts, account for every change.
+
+Every operation of :data:`membrain.operations.OPERATIONS` is a method of :class:`Memory` (made
+from its request model by :class:`~membrain.surface.MemoryLike`) that checks its arguments into
+a request and hands it to :meth:`Memory.execute`, which runs the operation's ``_run_<name>``
+below. The parameters, defaults, limits and documentation of each operation live on its request
+(:mod:`membrain.requests`); what it does lives here.
 
 Write path: messages are stored first, as pending evidence; then :mod:`membrain.ingest` extracts
 them batch by batch and marks them processed once their facts and entities are written. Ids are
 deterministic, so adding the same messages again writes nothing twice, and a crash between the
 steps leaves the messages pending for the next ``add``. Read path: :mod:`membrain.retrieval`.
+Changes of belief (forget, supersede, update, trust, review), their history and audit, and
+erasure follow the rules of :class:`membrain.ledger.Ledger`; every fact id may be given whole or
+as a unique prefix of 8 or more hex digits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+import logging
+import re
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from membrain.accountable import UPDATE_CHANGE, AccountableMemory
-from membrain.arguments import as_ids, renamed
-from membrain.audit import Cause, ReviewPolicy
-from membrain.checks import unicode_text
+from membrain.arguments import as_ids
+from membrain.audit import (
+    AuditAction,
+    AuditEvent,
+    Cause,
+    FactHistory,
+    ReviewItem,
+    ReviewPolicy,
+)
 from membrain.config import MembrainSettings, settings_for
 from membrain.embeddings import (
     Bm25Encoder,
@@ -27,15 +44,16 @@ from membrain.embeddings import (
     default_dense_encoder,
 )
 from membrain.entities import EntityResolver
-from membrain.errors import ConfigurationError, InputError
+from membrain.errors import ConfigurationError, ConflictError, InputError, NotFoundError
 from membrain.extraction.base import Extractor
 from membrain.extraction.llm import LLMClient, as_llm_client, load_model
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.profile_writer import LLMProfileWriter
 from membrain.extraction.prompts import Prompts
+from membrain.extraction.stated import StatedFacts
+from membrain.facts import fact_id_of
 from membrain.ingest import Ingestor, message_id
-from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.ledger import Ledger
 from membrain.metadata import metadata_filter
 from membrain.models import (
@@ -47,15 +65,50 @@ from membrain.models import (
     FactStatus,
     Message,
     MessageStatus,
-    RetrievalMode,
     Scope,
     SearchResult,
     StoredMessage,
+    now,
+    utc,
 )
-from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileSchema
-from membrain.profile_ops import ProfileOperations
+from membrain.operations import OPERATIONS
+from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileEntry, ProfileSchema
 from membrain.profiling import ProfileBook
-from membrain.results import AddResult, EvidenceHit
+from membrain.requests import (
+    AddRequest,
+    ApplyRetentionRequest,
+    AuditRequest,
+    ConfirmRequest,
+    ContextRequest,
+    DeleteDatasetRequest,
+    DeleteScopeRequest,
+    DismissFailedRequest,
+    DisputeRequest,
+    EntitiesRequest,
+    ExtractPendingRequest,
+    FactsRequest,
+    ForgetRequest,
+    GetRequest,
+    HistoryRequest,
+    MessagesRequest,
+    OperationRequest,
+    OptimizeRequest,
+    ParticipantsRequest,
+    ProfileForgetRequest,
+    ProfileHistoryRequest,
+    ProfilePutRequest,
+    ProfileRequest,
+    PurgeRequest,
+    ResolveRequest,
+    RetryFailedRequest,
+    ReviewQueueRequest,
+    ScopesRequest,
+    SearchMessagesRequest,
+    SearchRequest,
+    SupersedeRequest,
+    UpdateRequest,
+)
+from membrain.results import AddResult, EvidenceHit, PurgeResult
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
@@ -65,30 +118,36 @@ from membrain.retrieval.hits import memory_hits
 from membrain.retrieval.rerank import RERANK_DEPTH, Reranker, packaged_reranker
 from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
-from membrain.scope import dataset_part
 from membrain.storage import open_backend
-from membrain.storage.base import DENSE, SPARSE, Backend, Collection, check_scope, is_point_id
+from membrain.storage.base import Backend, Collection, ScoredPoint, is_point_id
 from membrain.storage.lexical import open_lexical_index, release_lexical_index
 from membrain.store import FactFilter, LexicalSync, RecordStore
+from membrain.store.journal import Change
+from membrain.store.records import id_prefix
 from membrain.surface import MemoryLike
+from membrain.temporal import find_annotations
 
-__all__ = ["AddResult", "EvidenceHit", "Memory"]
+__all__ = ["UPDATE_CHANGE", "AddResult", "EvidenceHit", "Memory", "PurgeResult"]
 
+log = logging.getLogger("membrain")
 
 DEFAULT_PATH = Path(".membrain")
-
 
 CANDIDATES = 50
 """How many candidates each retrieval path returns (at least ``k``)."""
 
+UPDATE_CHANGE = "update"
+"""The announced change of an ``update`` (its finisher's name)."""
 
-class Memory(AccountableMemory, ProfileOperations, MemoryLike):
+
+class Memory(MemoryLike):
     """Long-term memory for an agent: conversations in, cited facts out.
 
     Accountable: a changed fact supersedes the old one (both kept, with record and valid time),
     every mutation is audited, facts carry a trust state that people confirm, dispute and review,
-    and a purge erases content from every index (see
-    :class:`~membrain.accountable.AccountableMemory`).
+    and a purge erases content from every index. Its methods are the operations of
+    :data:`membrain.operations.OPERATIONS` (see :mod:`membrain.requests` for each one's
+    parameters); :meth:`execute` runs a request built apart.
 
     Args:
         path: Folder of the embedded store (Qdrant Edge); default ``./.membrain``.
@@ -116,6 +175,8 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         reranker: The model that orders the first results (default: the packaged one,
             :mod:`membrain.retrieval.rerank`; one trained on your own conversations by
             ``benchmarks/train_reranker.py`` is loaded with ``Reranker.from_json``).
+        profile_schema: The topics of the user profile (default
+            :data:`~membrain.profile.DEFAULT_PROFILE_SCHEMA`).
 
     Example:
         >>> from membrain import Memory, Scope
@@ -257,94 +318,54 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         release_lexical_index(self._lexical)
         self._backend.close()
 
-    def optimize(self) -> None:
-        """Build search indexes now (useful after a bulk load)."""
-        self._backend.optimize()
-
-    # -- write -------------------------------------------------------------------------------
-    def add(
-        self,
-        messages: str | Iterable[Message | Mapping[str, Any] | object],
-        *,
-        scope: Scope,
-        on_progress: Callable[[int], None] | None = None,
-        extract: bool = True,
-        by: Actor | str | None = None,
-        user_name: str = DEFAULT_USER_NAME,
-        assistant_name: str = DEFAULT_ASSISTANT_NAME,
-    ) -> AddResult:
-        """Store messages as evidence, then extract facts from them.
-
-        Messages already processed are skipped; messages left pending by an earlier failure are
-        extracted again. Extraction errors do not raise: the affected messages stay pending with
-        the error recorded, and the errors are returned in :attr:`AddResult.errors`.
-
-        Args:
-            messages: :class:`Message` objects or dicts with ``speaker``, ``text``, ``timestamp``;
-                or a string (one user message, said now); OpenAI-style ``{"role", "content"}``
-                dicts; LangChain or LlamaIndex chat messages (see :mod:`membrain.inputs`).
-            scope: Where the memory belongs.
-            on_progress: Called with the number of messages finished after each batch.
-            extract: ``False`` only stores the messages, durably, as pending evidence (for a
-                background writer); :meth:`extract_pending` extracts them later.
-            by: Who adds them (default the application, ``api``). Facts extracted from what an
-                agent adds (``"agent:<name>"``) are ``derived`` and name it as their author.
-            user_name: The speaker of user messages that name none (the name facts use).
-            assistant_name: The speaker of assistant messages that name none.
+    def execute(self, request: OperationRequest) -> Any:
+        """Run one checked request: what every operation's method calls.
 
         Raises:
-            ScopeError: ``scope`` is missing or malformed.
-            InputError: a message is malformed (nothing is stored then).
+            KeyError: no operation takes a request of this type.
+            ConfigurationError: this memory does not implement the operation.
+            MembrainError: the operation's own errors.
         """
-        check_scope(scope)
-        incoming = as_messages(messages, user_name=user_name, assistant_name=assistant_name)
-        actor = Actor.parse(by, ActorKind.API) if by is not None else None
-        return self._ingestor.add(scope, incoming, on_progress, extract=extract, by=actor)
+        op = OPERATIONS.of(request)
+        run: Callable[[Any], Any] | None = getattr(self, f"_run_{op.name}", None)
+        if run is None:
+            raise ConfigurationError(f"{type(self).__name__} does not implement {op.name!r}")
+        return run(request)
 
-    def extract_pending(
-        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
-    ) -> AddResult:
-        """Extract every pending message of the scope.
+    def _fact_ids(self, scope: Scope, value: object) -> list[str]:
+        """Fact ids given as a string or a list, prefixes of 8+ hex digits made whole."""
+        return self._store.full_ids(Collection.FACTS, scope, as_ids(value))
 
-        Pending messages are those ``add(..., extract=False)`` stored and those an earlier
-        failure left pending. Safe to call again: processed messages are never extracted twice.
-        """
-        check_scope(scope)
-        return self._ingestor.extract_pending(scope, on_progress)
-
-    def retry_failed(
-        self, *, scope: Scope, on_progress: Callable[[int], None] | None = None
-    ) -> AddResult:
-        """Extract again the scope's messages marked ``failed`` (each failed on its own).
-
-        What fails again stays failed, with the new error recorded.
-        """
-        check_scope(scope)
-        return self._ingestor.retry_failed(scope, on_progress)
-
-    def dismiss_failed(
-        self,
-        message_ids: Sequence[str] | None = None,
-        *,
-        scope: Scope,
-        by: Actor | str | None = None,
-        reason: str = "",
-    ) -> list[str]:
-        """Give up on failed messages: they stay stored as evidence and are never extracted.
-
-        ``message_ids`` are stored ids (or unique prefixes of 8 or more hex digits) or source
-        ids (default: every failed message of the scope). Audited as ``dismissed`` with ``by``
-        and ``reason``; returns the ids dismissed.
+    def _message_ids(self, scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
+        """Stored message ids for ids that are stored ids (or unique prefixes) or source ids.
 
         Raises:
-            InputError: an id names no failed message of ``scope``.
+            InputError: a prefix names several messages.
         """
-        check_scope(scope)
+        given = as_ids(ids, "message ids")
+        whole = self._store.full_ids(Collection.MESSAGES, scope, given)
+        return tuple(
+            dict.fromkeys([*whole, *(message_id(scope, source_id) for source_id in given)])
+        )
+
+    # -- extraction --------------------------------------------------------------------------
+    def _run_add(self, r: AddRequest) -> AddResult:
+        actor = Actor.parse(r.by, ActorKind.API) if r.by is not None else None
+        return self._ingestor.add(r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor)
+
+    def _run_extract_pending(self, r: ExtractPendingRequest) -> AddResult:
+        return self._ingestor.extract_pending(r.scope, r.on_progress)
+
+    def _run_retry_failed(self, r: RetryFailedRequest) -> AddResult:
+        return self._ingestor.retry_failed(r.scope, r.on_progress)
+
+    def _run_dismiss_failed(self, r: DismissFailedRequest) -> list[str]:
+        scope = r.scope
         failed = {m.id: m for m in self._store.iter_messages(scope, status=MessageStatus.FAILED)}
-        if message_ids is None:
+        if r.message_ids is None:
             chosen = list(failed)
         else:
-            given = as_ids(message_ids, "message ids")
+            given = list(r.message_ids)
             whole = self._store.full_ids(Collection.MESSAGES, scope, given)
             by_source = {m.message.source_id: i for i, m in failed.items() if m.message.source_id}
             chosen = [
@@ -355,259 +376,339 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
             if unknown:
                 raise InputError(f"no failed message of {scope.key!r} has id {unknown[0]!r}")
         if chosen:
-            cause = Cause.of(by, ActorKind.API, reason)
+            cause = Cause.of(r.by, ActorKind.API, r.reason)
             self._store.set_message_status(scope, chosen, MessageStatus.DISMISSED, cause=cause)
         return chosen
 
-    # -- read --------------------------------------------------------------------------------
-    @renamed("question", "query")
-    def search(
-        self,
-        query: str,
-        *,
-        scope: Scope,
-        mode: RetrievalMode | str = RetrievalMode.EXPAND,
-        k: int = 10,
-        reference: datetime | None = None,
-        exclude_paths: Sequence[str] = (),
-        as_of: datetime | None = None,
-        valid_at: datetime | None = None,
-        rerank: bool = True,
-        filters: Mapping[str, object] | None = None,
-    ) -> SearchResult:
-        """The ``k`` facts that best answer ``query``, with their sources and explanation.
-
-        Args:
-            query: What to look for, as a question (``question=`` is still accepted, deprecated).
-            scope: Where to look.
-            mode: Which paths run (see :class:`RetrievalMode`).
-            k: How many facts.
-            reference: "Now" for relative times in the question ("last summer"); default the
-                current time.
-            exclude_paths: Path names the mode would run but should not ("B2", "time", ...;
-                "answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`).
-            as_of: Search what the memory believed at this record time: facts recorded by
-                then and not yet superseded, forgotten or retracted then. Default: the
-                current beliefs (active facts).
-            valid_at: Search the beliefs about this valid time: facts superseded since that
-                were true then are included. A time the question names does the same.
-            rerank: Order the first results of the answer follow-up (every mode but ``fast``,
-                chats between named people) with the packaged reranker
-                (:mod:`membrain.retrieval.rerank`); ``False`` keeps the fused order.
-            filters: Only facts whose metadata meets these conditions (``{"project":
-                "apollo"}``, ``{"project": {"in": ["apollo", "zeus"]}}``; :mod:`membrain.metadata`).
-
-        Returns:
-            A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
-            says which mode ran (``auto`` ends as ``fast`` or ``expand``, ``escalated`` when it
-            went on) and which paths. Every hit's ``paths`` maps each path that found the fact
-            to its rank there, and ``score`` is the fused score.
-
-        Raises:
-            ScopeError: ``scope`` is missing or malformed.
-            InputError: empty question or ``k < 1``.
-            ConfigurationError: unknown mode.
-        """
-        requested = RetrievalMode.parse(mode)
-        check_scope(scope)
-        _check_query(query, k)
-        conditions = metadata_filter(filters)
+    # -- reading -----------------------------------------------------------------------------
+    def _run_search(self, r: SearchRequest) -> SearchResult:
+        scope, k, skip = r.scope, r.k, r.exclude_paths
         ctx = SearchContext.for_question(
-            query,
+            r.query,
             scope,
             self._store,
-            participants=self.participants(scope=scope),
+            participants=self._ingestor.participants(scope),
             limit=max(k, CANDIDATES),
             llm=self._llm,
-            reference=reference,
-            as_of=as_of,
-            valid_at=valid_at,
-            metadata=conditions,
+            reference=r.reference,
+            as_of=r.as_of,
+            valid_at=r.valid_at,
+            metadata=metadata_filter(r.filters),
         )
         # The reranker orders what the answer follow-up returns: without it (``fast``) it
         # gained nothing on LoCoMo dev (benchmarks/train_reranker.py).
-        rerank = rerank and "answers" not in exclude_paths and self._searcher.reranks(ctx)
+        rerank = r.rerank and "answers" not in skip and self._searcher.reranks(ctx)
         depth = max(k, RERANK_DEPTH) if rerank else k
-        run = self._searcher.search(requested, ctx, k=k, skip=exclude_paths, depth=depth)
-        ranked = [(r.fact, r.score, r.paths) for r in run.results if r.fact is not None]
+        run = self._searcher.search(r.mode, ctx, k=k, skip=skip, depth=depth)
+        ranked = [(x.fact, x.score, x.paths) for x in run.results if x.fact is not None]
         paths = run.paths
-        scored: list[tuple[Ranking, float | None]] = [(r, None) for r in ranked]
-        if run.mode is not RetrievalMode.FAST and "answers" not in exclude_paths:
+        scored: list[tuple[Ranking, float | None]] = [(x, None) for x in ranked]
+        if run.mode is not run.mode.FAST and "answers" not in skip:
             ranked = with_answers(
                 self._store, scope, ranked, k=depth, view=ctx.view, admits=ctx.admits
             )
             paths = (*paths, "answers")
-            scored = self._searcher.rerank(ctx, ranked) if rerank else [(r, None) for r in ranked]
+            scored = self._searcher.rerank(ctx, ranked) if rerank else [(x, None) for x in ranked]
         scored = scored[:k]
-        reranked = {r[0].id: score for r, score in scored if score is not None}
+        reranked = {x[0].id: score for x, score in scored if score is not None}
         return SearchResult(
-            question=query,
-            hits=tuple(memory_hits(self._store, scope, [r for r, _ in scored], reranked)),
-            requested=requested,
+            question=r.query,
+            hits=tuple(memory_hits(self._store, scope, [x for x, _ in scored], reranked)),
+            requested=r.mode,
             mode=run.mode,
             escalated=run.escalated,
             paths=paths,
         )
 
-    @renamed("question", "query")
-    def context(
-        self,
-        query: str,
-        *,
-        scope: Scope,
-        max_tokens: int = 2000,
-        mode: RetrievalMode | str = RetrievalMode.EXPAND,
-        k: int = 50,
-        profile_tokens: int = 0,
-        reference: datetime | None = None,
-        as_of: datetime | None = None,
-        valid_at: datetime | None = None,
-        filters: Mapping[str, object] | None = None,
-        profile_ratio: float = 0.0,
-    ) -> Context:
-        """A cited context block for ``query`` that fits ``max_tokens`` (cl100k tokens).
-
-        Facts are searched (``k`` candidates), then as many as fit are grouped under the
-        entities they mention (with the entities' latest descriptions), ordered in time, each
-        citing its source messages. With ``profile_ratio`` (0-1) the user profile's current
-        entries (:meth:`profile`, stale ones left out) open the context within
-        ``profile_ratio * max_tokens`` tokens, and the facts get the rest, the profile's unused
-        share included. ``profile_tokens`` only reserves budget (no block). ``as_of``,
-        ``valid_at`` and ``filters`` read as in :meth:`search`. Lines mark disputed facts,
-        facts an agent wrote and superseded facts (when and by which fact).
-
-        Raises:
-            InputError: ``max_tokens < 1``, a reserve larger than the budget, a ratio outside
-                0-1, or both a ratio and a reserve.
-        """
-        if isinstance(profile_ratio, bool) or not isinstance(profile_ratio, int | float):
-            raise InputError(f"profile_ratio must be a number, got {profile_ratio!r}")
-        if not 0 <= profile_ratio <= 1 or (profile_ratio and profile_tokens):
+    def _run_context(self, r: ContextRequest) -> Context:
+        if r.profile_ratio and r.profile_tokens:
             raise InputError("profile_ratio is between 0 and 1, and excludes profile_tokens")
-        entries = self.profile(scope=scope) if profile_ratio else None
-        share = int(profile_ratio * max_tokens) if entries is not None else profile_tokens
-        hits = self.search(
-            query,
-            scope=scope,
-            mode=mode,
-            k=k,
-            reference=reference,
-            as_of=as_of,
-            valid_at=valid_at,
-            filters=filters,
-        ).hits
+        entries = self._profiles.current(r.scope, None) if r.profile_ratio else None
+        share = int(r.profile_ratio * r.max_tokens) if entries is not None else r.profile_tokens
+        search = SearchRequest.of(
+            query=r.query,
+            scope=r.scope,
+            mode=r.mode,
+            k=r.k,
+            reference=r.reference,
+            as_of=r.as_of,
+            valid_at=r.valid_at,
+            filters=r.filters,
+        )
+        hits = self._run_search(search).hits
         return assemble_context(
-            query, hits, max_tokens=max_tokens, profile_tokens=share, profile=entries
+            r.query, hits, max_tokens=r.max_tokens, profile_tokens=share, profile=entries
         )
 
-    @renamed("question", "query")
-    def search_messages(
-        self,
-        query: str,
-        *,
-        scope: Scope,
-        k: int = 10,
-        paths: Sequence[str] = (SPARSE, DENSE),
-    ) -> list[EvidenceHit]:
-        """Search the raw messages (the evidence) directly, by BM25, dense or both fused."""
-        check_scope(scope)
-        _check_query(query, k)
-        unknown = set(paths) - {SPARSE, DENSE}
-        if not paths or unknown:
-            raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
+    def _run_search_messages(self, r: SearchMessagesRequest) -> list[EvidenceHit]:
         found = self._store.search_messages(
-            scope, query, using=paths, limit=k, candidates=max(k, CANDIDATES)
+            r.scope, r.query, using=r.paths, limit=r.k, candidates=max(r.k, CANDIDATES)
         )
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
 
-    def facts(
-        self,
-        *,
-        scope: Scope,
-        include_inactive: bool = False,
-        derived_from: Sequence[str] = (),
-        ids: Sequence[str] | None = None,
-        filters: Mapping[str, object] | None = None,
-    ) -> list[Fact]:
-        """Every fact of the scope (active only unless ``include_inactive``).
-
-        ``derived_from`` keeps the facts citing one of these messages, named by the caller's
-        message ids (``Message.source_id``, as :attr:`MemoryHit.source_ids` shows them) or by
-        their stored ids (:attr:`StoredMessage.id`, or a unique prefix). ``ids`` keeps only
-        these facts, in the order given, each named whole or by a unique prefix of 8 or more
-        hex digits (ids that name no fact of the scope are skipped). ``filters`` keeps the facts
-        whose metadata meets them (as in :meth:`search`).
-        """
-        check_scope(scope)
-        stored = self._message_ids(scope, derived_from)
-        status = None if include_inactive else FactStatus.ACTIVE
-        where = FactFilter(status=status, sources=stored, metadata=metadata_filter(filters))
-        if ids is not None:
-            given = self._store.full_ids(Collection.FACTS, scope, as_ids(ids))
+    def _run_facts(self, r: FactsRequest) -> list[Fact]:
+        scope = r.scope
+        stored = self._message_ids(scope, r.derived_from)
+        status = None if r.include_inactive else FactStatus.ACTIVE
+        where = FactFilter(status=status, sources=stored, metadata=metadata_filter(r.filters))
+        if r.ids is not None:
+            given = self._store.full_ids(Collection.FACTS, scope, list(r.ids))
             wanted = [i for i in given if is_point_id(i)]
             found = self._store.get_facts(scope, wanted) if wanted else []
             cited = set(stored)
             return [f for f in found if where.admits(f) and (not cited or cited & set(f.sources))]
-        if not include_inactive or stored or where.metadata:
+        if not r.include_inactive or stored or where.metadata:
             return list(self._store.iter_facts(scope, where))
         return list(self._store.iter_facts(scope))
 
-    def messages(self, *, scope: Scope, ids: Sequence[str] | None = None) -> list[StoredMessage]:
-        """Every stored message of the scope, with its processing status, in time order.
+    def _run_get(self, r: GetRequest) -> Fact:
+        (whole,) = self._fact_ids(r.scope, r.fact_id)
+        (fact,) = self._ledger.facts(r.scope, [whole])
+        return fact
 
-        ``ids`` keeps only these messages, named by the caller's message ids
-        (``Message.source_id``) or by their stored ids (:attr:`StoredMessage.id`), whole or by
-        a unique prefix of 8 or more hex digits (as a context cites them); ids that name no
-        message of the scope are skipped.
-
-        Raises:
-            InputError: a prefix names several messages of the scope (the message names them).
-        """
-        check_scope(scope)
-        if ids is None:
-            found = list(self._store.iter_messages(scope))
+    def _run_messages(self, r: MessagesRequest) -> list[StoredMessage]:
+        if r.ids is None:
+            found = list(self._store.iter_messages(r.scope))
         else:
-            wanted = [i for i in self._message_ids(scope, ids) if is_point_id(i)]
-            found = self._store.get_messages(scope, wanted) if wanted else []
+            wanted = [i for i in self._message_ids(r.scope, r.ids) if is_point_id(i)]
+            found = self._store.get_messages(r.scope, wanted) if wanted else []
         return sorted(found, key=lambda m: m.message.timestamp)
 
-    def _message_ids(self, scope: Scope, ids: Sequence[str]) -> tuple[str, ...]:
-        """Stored message ids for ids that are stored ids (or unique prefixes) or source ids.
+    def _run_entities(self, r: EntitiesRequest) -> list[Entity]:
+        return list(self._store.iter_entities(r.scope.without_session()))
 
-        Raises:
-            InputError: ``ids`` is neither a string nor a sequence of strings, or a prefix
-                names several messages.
-        """
-        given = as_ids(ids, "message ids")
-        whole = self._store.full_ids(Collection.MESSAGES, scope, given)
-        return tuple(
-            dict.fromkeys([*whole, *(message_id(scope, source_id) for source_id in given)])
+    def _run_participants(self, r: ParticipantsRequest) -> list[str]:
+        return self._ingestor.participants(r.scope)
+
+    def _run_scopes(self, r: ScopesRequest) -> list[Scope]:
+        return self._store.scopes(r.dataset)
+
+    def _run_review_queue(self, r: ReviewQueueRequest) -> list[ReviewItem]:
+        return self._ledger.review_queue(r.scope)
+
+    def _run_history(self, r: HistoryRequest) -> FactHistory:
+        (whole,) = self._fact_ids(r.scope, r.fact_id)
+        if not is_point_id(whole) and id_prefix(whole) is not None:
+            raise NotFoundError(f"no fact with id {r.fact_id} in scope {r.scope.key!r}")
+        return self._ledger.history(r.scope, whole)
+
+    def _run_audit(self, r: AuditRequest) -> list[AuditEvent]:
+        try:
+            wanted = [AuditAction(a) for a in r.actions or ()]
+        except ValueError:
+            known = ", ".join(a.value for a in AuditAction)
+            raise ConfigurationError(
+                f"unknown audit action in {list(r.actions or ())!r}; known: {known}"
+            ) from None
+        start = utc(r.since) if r.since is not None else None
+        return self._store.iter_audit(r.scope, targets=r.targets, actions=wanted, since=start)
+
+    def _run_profile(self, r: ProfileRequest) -> list[ProfileEntry]:
+        wanted = None if r.topics is None else as_ids(r.topics, "topics")
+        return self._profiles.current(r.scope, wanted)
+
+    def _run_profile_history(self, r: ProfileHistoryRequest) -> list[ProfileEntry]:
+        return self._profiles.history(r.scope, r.topic, r.subtopic)
+
+    # -- changes of belief -------------------------------------------------------------------
+    def _run_forget(self, r: ForgetRequest) -> list[Fact]:
+        cause = Cause.of(r.by, ActorKind.API, r.reason)
+        return self._ledger.forget(r.scope, self._fact_ids(r.scope, r.fact_ids), cause)
+
+    def _run_supersede(self, r: SupersedeRequest) -> Fact:
+        cause = Cause.of(r.by, ActorKind.API, r.reason)
+        old_id = self._fact_ids(r.scope, r.old_fact_id)
+        new_ids = self._fact_ids(r.scope, r.new_fact_ids)
+        (old,) = self._ledger.supersede(r.scope, old_id, new_ids, cause)
+        return old
+
+    def _run_update(self, r: UpdateRequest) -> Fact:
+        scope = r.scope
+        old = self._run_get(GetRequest.of(fact_id=r.fact_id, scope=scope))
+        if old.status is not FactStatus.ACTIVE:
+            raise ConflictError(f"only active facts can be updated; {old.id} is {old.status}")
+        said = r.text.strip()
+        if not said:
+            raise InputError("the new text of a fact is empty")
+        stated = _bracketed(said, old.entities)
+        find_annotations(stated)  # a malformed time is refused before anything is written
+        cause = Cause.of(r.by, ActorKind.API, r.reason)
+        moment = now()
+        message = Message(
+            speaker=str(cause.actor),
+            text=said,
+            timestamp=moment,
+            source_id=f"update:{old.id}:{moment.isoformat()}",
+            metadata=old.metadata,  # the new fact keeps what the old one was filed under
         )
+        stored_id = message_id(scope, message)
+        agent = cause.actor.kind is ActorKind.AGENT
+        evidence = StoredMessage(
+            id=stored_id,
+            scope=scope,
+            message=message.model_copy(update={"id": stored_id}),
+            # Stored as extracted already: no extraction but this one ever reads it.
+            status=MessageStatus.PROCESSED,
+            recorded_at=now(),
+            added_by=str(cause.actor) if agent else None,
+        )
+        new_id = fact_id_of(scope, StatedFacts.id, (stored_id,), stated)
+        # One change: announced first (the supersession's event, pending), then the message,
+        # the fact and the supersession; settled when the store opens if a crash stops it.
+        intent = self._store.announce(
+            scope,
+            Cause(cause.actor, r.reason or "updated"),
+            Change(
+                AuditAction.SUPERSEDED,
+                (old.id,),
+                {"superseded_by": [new_id]},
+                {"change": UPDATE_CHANGE, "message": stored_id, "fact": new_id},
+            ),
+        )
+        try:
+            self._store.put_messages(scope, [evidence], cause=Cause(cause.actor))
+            self._finish_update(scope, intent)
+        except BaseException:
+            with suppress(Exception):
+                self._abandon_update(scope, intent)
+            raise
+        return self._run_get(GetRequest.of(fact_id=new_id, scope=scope))
 
-    def entities(self, *, scope: Scope) -> list[Entity]:
-        """Every entity of the scope's (dataset, task)."""
-        check_scope(scope)
-        return list(self._store.iter_entities(scope.without_session()))
+    def _finish_update(self, scope: Scope, intent: ScoredPoint) -> None:
+        """Write what an announced update has not written yet, then commit its event.
 
-    def participants(self, *, scope: Scope) -> list[str]:
-        """The speakers of the scope's (dataset, task): whom its first-person facts are about."""
-        check_scope(scope)
-        return self._ingestor.participants(scope)
-
-    def scopes(self, dataset: str | None = None) -> list[Scope]:
-        """The (dataset, task) scopes that hold messages or facts (of ``dataset`` when given).
+        Every step is skipped when done already: the message stored, the fact written from it,
+        the old fact superseded (a supersession applied again changes nothing).
 
         Raises:
-            ScopeError: ``dataset`` is not a valid scope part.
+            MembrainError: a write or the fact's extraction failed (nothing is undone).
         """
-        if dataset is not None:
-            dataset = dataset_part(dataset)
-        return self._store.scopes(dataset)
+        redo = intent.payload["redo"]
+        actor = Actor.model_validate(intent.payload["actor"])
+        (old_id,) = intent.payload["targets"]
+        evidence = self._store.get_messages(scope, [redo["message"]])
+        olds = self._store.get_facts(scope, [old_id])
+        if not evidence or not olds:  # stopped before the message was stored
+            self._store.drop_announced(scope, intent)
+            return
+        (message,), (old,) = evidence, olds
+        new_id = redo["fact"]
+        if self._store.get_facts(scope, [new_id]):
+            self._store.audit_missing(
+                scope, AuditAction.PROCESSED, [message.id], cause=Cause(actor)
+            )
+        else:
+            stated = _bracketed(message.message.text, old.entities)
+            result = self._ingestor.extract(
+                scope, [message], None, by=actor, extractor=StatedFacts({message.id: stated})
+            )
+            if result.errors or new_id not in result.fact_ids:
+                said = message.message.text
+                problem = InputError(f"no fact could be written from {said!r:.80}")
+                raise (result.errors or (problem,))[0]
+        cause = Cause(actor, str(intent.payload.get("reason") or "updated"))
+        self._ledger.supersede(scope, [old.id], [new_id], cause, announced=intent)
+
+    def _abandon_update(self, scope: Scope, intent: ScoredPoint) -> None:
+        """Undo an update that wrote no fact: its message is dismissed, never extracted."""
+        if self._store.get_facts(scope, [intent.payload["redo"]["fact"]]):
+            return  # the fact is written: the update is finished, now or on the next open
+        evidence = self._store.get_messages(scope, [intent.payload["redo"]["message"]])
+        if evidence and evidence[0].status is not MessageStatus.DISMISSED:
+            actor = Actor.model_validate(intent.payload["actor"])
+            cause = Cause(actor, "the update it states failed")
+            self._store.set_message_status(
+                scope, [evidence[0].id], MessageStatus.DISMISSED, cause=cause
+            )
+        self._store.drop_announced(scope, intent)
+
+    def _recover_update(self, scope: Scope, intent: ScoredPoint) -> None:
+        """Settle an update a crash stopped (when the store opens): finish it, or undo it."""
+        try:
+            self._finish_update(scope, intent)
+        except Exception as exc:
+            log.warning("an interrupted update in %s could not be finished: %s", scope.key, exc)
+            with suppress(Exception):
+                self._abandon_update(scope, intent)
+
+    def _run_confirm(self, r: ConfirmRequest) -> list[Fact]:
+        cause = Cause.of(r.by, ActorKind.REVIEWER)
+        return self._ledger.confirm(r.scope, self._fact_ids(r.scope, r.fact_ids), cause)
+
+    def _run_dispute(self, r: DisputeRequest) -> ReviewItem:
+        cause = Cause.of(r.by, ActorKind.REVIEWER, r.reason)
+        return self._ledger.dispute(r.scope, self._fact_ids(r.scope, r.fact_ids), cause)
+
+    def _run_resolve(self, r: ResolveRequest) -> ReviewItem:
+        scope = r.scope if r.scope is not None else self._ledger.scope_of(r.item)
+        cause = Cause.of(r.by, ActorKind.REVIEWER, r.note)
+        return self._ledger.resolve(scope, r.item, r.accept, cause)
+
+    def _run_profile_put(self, r: ProfilePutRequest) -> ProfileEntry:
+        cause = Cause.of(r.by, ActorKind.API, r.reason)
+        return self._profiles.put(r.scope, r.topic, r.subtopic, r.text, list(r.facts), cause)
+
+    def _run_profile_forget(self, r: ProfileForgetRequest) -> ProfileEntry:
+        cause = Cause.of(r.by, ActorKind.API, r.reason)
+        return self._profiles.forget(r.scope, r.topic, r.subtopic, cause)
+
+    # -- erasure and the store ---------------------------------------------------------------
+    def _run_purge(self, r: PurgeRequest) -> PurgeResult:
+        scope, messages = r.scope, r.messages
+        ids = [] if isinstance(messages, bool) else list(messages)
+        ids = self._store.full_ids(Collection.MESSAGES, scope, ids)
+        fact_ids = self._fact_ids(scope, r.fact_ids)
+        if not fact_ids and not ids:
+            raise InputError("purge needs fact ids or message ids")
+        cause = Cause.of(r.by, ActorKind.API, r.reason)
+        facts, erased, entities = self._ledger.purge(
+            scope, fact_ids, ids, cause, sources=messages is True
+        )
+        return PurgeResult(tuple(facts), tuple(erased), tuple(entities))
+
+    def _run_apply_retention(self, r: ApplyRetentionRequest) -> PurgeResult:
+        moment = utc(r.at) if r.at is not None else now()
+        if self.keep_messages is None:
+            return PurgeResult()
+        try:
+            cutoff = moment - self.keep_messages
+        except OverflowError:
+            raise InputError(f"{moment.isoformat()} minus the retention is before year 1") from None
+        scopes = [r.scope] if r.scope is not None else self._store.message_tenants()
+        cause = Cause(Actor(kind=ActorKind.SYSTEM, name="retention"), "retention policy")
+        erased: list[str] = []
+        for target in scopes:
+            old = [
+                m.id
+                for m in self._store.iter_messages(target, status=MessageStatus.PROCESSED)
+                if m.message.timestamp < cutoff
+            ]
+            if old:
+                self._store.purge(target, messages=old, cause=cause)
+                erased.extend(old)
+        return PurgeResult(message_ids=tuple(erased))
+
+    def _run_delete_scope(self, r: DeleteScopeRequest) -> None:
+        self._store.delete_scope(r.scope, r.scope.bookkeeping())
+
+    def _run_delete_dataset(self, r: DeleteDatasetRequest) -> list[Scope]:
+        every = self._store.scopes(r.dataset, every=True)
+        if every:
+            self._store.delete_scope(*every)
+        return [s for s in every if not s.is_bookkeeping]
+
+    def _run_optimize(self, r: OptimizeRequest) -> None:
+        self._backend.optimize()
 
 
-def _check_query(query: str, k: int) -> None:
-    if not isinstance(query, str) or not query.strip():
-        raise InputError("the query must be a non-empty string")
-    unicode_text(query, "the query")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InputError(f"k must be an integer of at least 1, got {k!r}")
+def _bracketed(text: str, names: Sequence[str]) -> str:
+    """``text`` with each whole word of ``names`` outside brackets put in brackets."""
+    if not names:
+        return text
+    alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True))
+    name = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
+    parts = re.split(r"(\[[^\[\]]*\])", text)  # odd parts: a ref or an annotation already
+    return "".join(
+        part if i % 2 else name.sub(lambda m: f"[{m.group(0)}]", part)
+        for i, part in enumerate(parts)
+    )

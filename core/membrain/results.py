@@ -6,12 +6,29 @@ reads them without importing storage, retrieval or extraction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 from membrain.errors import ExtractionError
 from membrain.models import Message
 
 __all__ = ["AddResult", "EvidenceHit", "PurgeResult"]
+
+
+def _errors(value: Iterable[object]) -> tuple[ExtractionError, ...]:
+    return tuple(e if isinstance(e, ExtractionError) else ExtractionError(str(e)) for e in value)
+
+
+Errors = Annotated[
+    tuple[ExtractionError, ...],
+    PlainValidator(_errors),
+    PlainSerializer(lambda errors: [str(e) for e in errors], return_type=list[str]),
+    WithJsonSchema({"type": "array", "items": {"type": "string"}}),
+]
+"""Extraction errors; as JSON, one line of text each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +44,8 @@ class AddResult:
     fact_ids: tuple[str, ...] = ()
     entity_ids: tuple[str, ...] = ()
     discarded: int = 0
-    errors: tuple[ExtractionError, ...] = ()
+    errors: Errors = ()
+    """Extraction errors: their messages stay pending."""
     llm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0

@@ -1,14 +1,14 @@
-"""What every memory offers: the served operations, as base classes of every surface.
+"""What every memory offers: a method per operation, made from the table, over one ``execute``.
 
 :class:`MemoryLike` is the blocking surface (:class:`~membrain.Memory`,
 :class:`~membrain.remote.RemoteMemory`), :class:`AsyncMemoryLike` the awaitable one
-(:class:`~membrain.aio.AsyncMemory`, :class:`~membrain.remote.AsyncRemoteMemory`). Their
-methods are the operations of :data:`membrain.operations.OPERATIONS` that a server serves,
-with the parameters of :class:`~membrain.Memory`'s method of the same name: type checkers and
-IDEs read them from ``surface.pyi``, which ``python -m membrain.stubs`` writes from
-:class:`~membrain.Memory`, and the remote clients bind their arguments with them
-(:func:`signature`). So each operation's parameters are written once, on
-:class:`~membrain.Memory`, and a type checker holds :class:`~membrain.Memory` to them.
+(:class:`~membrain.aio.AsyncMemory`, :class:`~membrain.remote.AsyncRemoteMemory`). Each has one
+method per operation of :data:`membrain.operations.OPERATIONS`, made here from the
+operation's request model: the method takes the request's fields as parameters
+(:func:`signature`), builds the checked request (:func:`request_of`) and hands it to the
+surface's ``execute``, the one method a surface implements. So a parameter, a default or a
+limit is written once, on the request, and every surface has it. Type checkers and IDEs read
+the methods from ``surface.pyi``, which ``python -m membrain.stubs`` writes from the table.
 
 ``isinstance(x, MemoryLike)`` holds for any object with every method (a test double, an
 application's own wrapper), as it would for a :class:`typing.Protocol`.
@@ -18,22 +18,24 @@ Defined below the engine, so a caller of a served memory reads it without loadin
 
 from __future__ import annotations
 
-import ast
 import inspect
+import warnings
 from abc import ABCMeta
-from functools import cache
-from pathlib import Path
-from typing import Self
+from collections.abc import Callable
+from typing import Any, Self
 
-from membrain.operations import OPERATIONS
+from membrain.errors import InputError
+from membrain.operations import OPERATIONS, Operation
+from membrain.requests import OperationRequest
 
-__all__ = ["AsyncMemoryLike", "MemoryLike", "signature"]
+__all__ = ["AsyncMemoryLike", "MemoryLike", "request_of", "signature"]
 
-_STUB = Path(__file__).with_suffix(".pyi")
+_RENAMED = {"question": "query"}
+"""Former parameter names still read, with a warning."""
 
 
 class _Structural(ABCMeta):
-    """A surface holds for any class with every served operation (blocking or awaitable).
+    """A surface holds for any class with every operation (blocking or awaitable).
 
     Only for the surfaces themselves: a subclass (``Memory``) is checked as usual.
     """
@@ -44,11 +46,10 @@ class _Structural(ABCMeta):
         awaitable = vars(cls).get("_awaitable")
         if awaitable is None:
             return False
-        names = [op.name for op in OPERATIONS if op.route is not None]
         return all(
-            callable(method := getattr(other, name, None))
+            callable(method := getattr(other, op.name, None))
             and inspect.iscoroutinefunction(method) is awaitable
-            for name in names
+            for op in OPERATIONS
         )
 
     def __instancecheck__(cls, instance: object) -> bool:
@@ -67,6 +68,10 @@ class MemoryLike(metaclass=_Structural):
     __slots__ = ()
     _awaitable = False
 
+    def execute(self, request: OperationRequest) -> Any:
+        """Run one checked request (what every method of an operation calls)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Release the memory (or the connection to it)."""
         raise NotImplementedError
@@ -84,6 +89,10 @@ class AsyncMemoryLike(metaclass=_Structural):
     __slots__ = ()
     _awaitable = True
 
+    async def execute(self, request: OperationRequest) -> Any:
+        """Run one checked request (what every method of an operation awaits)."""
+        raise NotImplementedError
+
     async def aclose(self) -> None:
         """Release the memory (or the connection to it)."""
         raise NotImplementedError
@@ -99,56 +108,72 @@ class AsyncMemoryLike(metaclass=_Structural):
         await self.aclose()
 
 
-@cache
-def _declared() -> dict[str, inspect.Signature]:
-    tree = ast.parse(_STUB.read_text(encoding="utf-8"))
-    (surface,) = (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MemoryLike")
-    return {
-        node.name: _signature(node.args)
-        for node in surface.body
-        if isinstance(node, ast.FunctionDef)
-    }
-
-
-def _signature(args: ast.arguments) -> inspect.Signature:
+def signature(op: Operation | str) -> inspect.Signature:
+    """The parameters of operation ``op``'s method (``self`` first): its request's fields."""
+    op = OPERATIONS.named(op) if isinstance(op, str) else op
+    model = op.request
     Parameter = inspect.Parameter  # noqa: N806
-    positional = [*args.posonlyargs, *args.args]
-    defaults = [Parameter.empty] * (len(positional) - len(args.defaults))
-    defaults += [ast.literal_eval(d) for d in args.defaults]
-    parameters = [
-        Parameter(
-            arg.arg,
-            Parameter.POSITIONAL_ONLY
-            if i < len(args.posonlyargs)
-            else Parameter.POSITIONAL_OR_KEYWORD,
-            default=default,
-            annotation=ast.unparse(arg.annotation) if arg.annotation else Parameter.empty,
-        )
-        for i, (arg, default) in enumerate(zip(positional, defaults, strict=True))
-    ]
-    parameters += [
-        Parameter(
-            arg.arg,
-            Parameter.KEYWORD_ONLY,
-            default=Parameter.empty if default is None else ast.literal_eval(default),
-            annotation=ast.unparse(arg.annotation) if arg.annotation else Parameter.empty,
-        )
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
-    ]
-    return inspect.Signature(parameters)
+    parameters = [Parameter("self", Parameter.POSITIONAL_ONLY)]
+    for name, field in model.model_fields.items():
+        kind = Parameter.POSITIONAL_OR_KEYWORD if name in model.positional else Parameter.KEYWORD_ONLY
+        default = Parameter.empty if field.is_required() else field.default
+        parameters.append(Parameter(name, kind, default=default, annotation=field.annotation))
+    positional = sorted(
+        (p for p in parameters[1:] if p.kind is Parameter.POSITIONAL_OR_KEYWORD),
+        key=lambda p: model.positional.index(p.name),
+    )
+    keyword = [p for p in parameters[1:] if p.kind is Parameter.KEYWORD_ONLY]
+    return inspect.Signature([parameters[0], *positional, *keyword], return_annotation=op.result)
 
 
-_STALE = inspect.Signature(
-    [
-        inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
-        inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
-        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
-    ]
-)
-"""The parameters of an operation the stub does not declare yet (``python -m membrain.stubs``
-writes it; the surface tests fail until then)."""
+def request_of(op: Operation, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OperationRequest:
+    """The checked request of a call of ``op``'s method with these arguments.
+
+    Raises:
+        TypeError: as a call with these arguments would (a missing or unknown one).
+        InputError: an argument is malformed or over a limit (or the check's own error).
+    """
+    for old, new in _RENAMED.items():
+        if old in kwargs and new in op.request.model_fields:
+            if new in kwargs or (new in op.request.positional and args):
+                raise InputError(f"pass {new}= only ({old}= is its former name)")
+            warnings.warn(
+                f"{op.name}({old}=...) is deprecated; pass {new}=", DeprecationWarning, stacklevel=3
+            )
+            kwargs = {**kwargs, new: kwargs.pop(old)}
+    bound = signature(op).bind(None, *args, **kwargs)
+    arguments = dict(list(bound.arguments.items())[1:])  # without ``self``
+    return op.request.of(**arguments)
 
 
-def signature(name: str) -> inspect.Signature:
-    """The parameters of served operation ``name`` (``self`` first), as :class:`Memory` has them."""
-    return _declared().get(name, _STALE)
+def _describe(op: Operation, run: Callable[..., Any], cls: str) -> Callable[..., Any]:
+    run.__name__ = op.name
+    run.__qualname__ = f"{cls}.{op.name}"
+    run.__doc__ = f"{op.summary}\n\n{inspect.cleandoc(op.request.__doc__ or '')}"
+    run.__signature__ = signature(op)  # type: ignore[attr-defined]
+    return run
+
+
+def _blocking(op: Operation) -> Callable[..., Any]:
+    def run(self: MemoryLike, /, *args: Any, **kwargs: Any) -> Any:
+        return self.execute(request_of(op, args, kwargs))
+
+    return _describe(op, run, "MemoryLike")
+
+
+def _awaitable(op: Operation) -> Callable[..., Any]:
+    async def run(self: AsyncMemoryLike, /, *args: Any, **kwargs: Any) -> Any:
+        return await self.execute(request_of(op, args, kwargs))
+
+    return _describe(op, run, "AsyncMemoryLike")
+
+
+def _install(op: Operation, declared: bool) -> None:
+    for surface, make in ((MemoryLike, _blocking), (AsyncMemoryLike, _awaitable)):
+        if declared:
+            setattr(surface, op.name, make(op))
+        elif op.name in vars(surface):
+            delattr(surface, op.name)
+
+
+OPERATIONS.listen(_install)

@@ -1,26 +1,21 @@
 """The ``asyncio`` client: :class:`AsyncRemoteMemory`.
 
-Its operations are :class:`~membrain.remote.RemoteMemory`'s: each builds the same request
-(:mod:`membrain.remote.requests`) and awaits it on ``httpx.AsyncClient``, so both clients check
-and send the same request for the same call. One coroutine per served operation of
-:data:`membrain.operations.OPERATIONS` is added when this module is imported; type checkers read
-their signatures from :class:`~membrain.surface.AsyncMemoryLike`.
+Its operations are :class:`~membrain.remote.RemoteMemory`'s: each checks the same request and
+sends the same call (:func:`~membrain.remote.transport.call_of`), awaited on
+``httpx.AsyncClient``. The methods come from :class:`~membrain.surface.AsyncMemoryLike`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from membrain.operations import OPERATIONS
-from membrain.remote.client import bound, describe
 from membrain.remote.common import API_PREFIX, RETRIES, answer, connection, headers, send_async
-from membrain.remote.requests import REQUESTS, Answered, request
+from membrain.remote.transport import call_of
+from membrain.requests import OperationRequest
 from membrain.surface import AsyncMemoryLike
-
-T = TypeVar("T")
 
 __all__ = ["AsyncRemoteMemory"]
 
@@ -66,13 +61,12 @@ class AsyncRemoteMemory(AsyncMemoryLike):
             transport=transport,
         )
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
-        planned = request(name, arguments)
-        if isinstance(planned, Answered):
-            return planned.value
-        read = REQUESTS[name].read
-        response = await send_async(self._client, self.url, self._retries, planned)
-        return answer(response, lambda body: read(body, arguments))
+    async def execute(self, request: OperationRequest) -> Any:
+        """Send one checked request and read the answer (see :meth:`RemoteMemory.execute`)."""
+        op = OPERATIONS.of(request)
+        call = call_of(request, "AsyncRemoteMemory")
+        response = await send_async(self._client, self.url, self._retries, call)
+        return answer(response, op.load_result)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -81,15 +75,3 @@ class AsyncRemoteMemory(AsyncMemoryLike):
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
-
-
-def _awaiting(name: str) -> Callable[..., Awaitable[Any]]:
-    async def run(self: AsyncRemoteMemory, /, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(name, bound(name, args, kwargs))
-
-    return describe(name, "AsyncRemoteMemory", run)
-
-
-for _operation in OPERATIONS:
-    if _operation.route is not None:
-        setattr(AsyncRemoteMemory, _operation.name, _awaiting(_operation.name))

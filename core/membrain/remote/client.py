@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from membrain.arguments import renamed
-from membrain.operations import OPERATIONS, operation
+from membrain.operations import OPERATIONS
 from membrain.remote.common import API_PREFIX, RETRIES, answer, connection, headers, send
-from membrain.remote.requests import REQUESTS, Answered, request
-from membrain.surface import MemoryLike, signature
+from membrain.remote.transport import call_of
+from membrain.requests import OperationRequest
+from membrain.surface import MemoryLike
 
-__all__ = ["RemoteMemory", "bound", "describe"]
-
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["RemoteMemory"]
 
 
 class RemoteMemory(MemoryLike):
     """A MemBrain server's memory, with :class:`~membrain.Memory`'s methods (blocking).
 
-    Each served operation of :data:`membrain.operations.OPERATIONS` is a method with
-    :class:`~membrain.Memory`'s parameters (declared on :class:`~membrain.surface.MemoryLike`):
-    the call is checked and its request built (:mod:`membrain.remote.requests`) before
-    anything is sent, and the answer is read back into the record the memory returns.
+    Each operation of :data:`membrain.operations.OPERATIONS` is a method with
+    :class:`~membrain.Memory`'s parameters (made by :class:`~membrain.surface.MemoryLike` from
+    the operation's request): the call is checked into its request before anything is sent,
+    sent to the operation's route (:func:`~membrain.remote.transport.call_of`), and the answer
+    is read back into the record the memory returns.
 
     Args:
         url: The server's base URL (``http://host:9574``). A user and password in it
@@ -64,13 +62,16 @@ class RemoteMemory(MemoryLike):
             transport=transport,
         )
 
-    def _call(self, name: str, arguments: dict[str, Any]) -> Any:
-        planned = request(name, arguments)
-        if isinstance(planned, Answered):
-            return planned.value
-        read = REQUESTS[name].read
-        response = send(self._client, self.url, self._retries, planned)
-        return answer(response, lambda body: read(body, arguments))
+    def execute(self, request: OperationRequest) -> Any:
+        """Send one checked request and read the answer into the operation's result.
+
+        Raises:
+            ConfigurationError: the request sets ``by`` or ``on_progress`` (nothing is sent).
+            MembrainError: the server's answer, as the embedded memory raises it.
+        """
+        op = OPERATIONS.of(request)
+        response = send(self._client, self.url, self._retries, call_of(request, "RemoteMemory"))
+        return answer(response, op.load_result)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -79,41 +80,3 @@ class RemoteMemory(MemoryLike):
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
-
-
-def bound(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of a call of operation ``name`` by parameter, defaults applied.
-
-    Raises:
-        TypeError: as a call with these arguments would (a missing or unknown one).
-    """
-    arguments = signature(name).bind(None, *args, **kwargs)
-    arguments.apply_defaults()
-    return dict(list(arguments.arguments.items())[1:])  # without ``self``
-
-
-def describe(name: str, cls: str, run: F) -> F:
-    """``run`` named as ``cls``'s method of operation ``name``, with its signature and docs.
-
-    An operation taking a ``query`` still reads ``question=``, its former name, with a warning.
-    """
-    run.__name__ = name
-    run.__qualname__ = f"{cls}.{name}"
-    run.__doc__ = (
-        f"{operation(name).summary}\n\nSee :meth:`Memory.{name} <membrain.Memory.{name}>`: the "
-        "same arguments, result and errors, from the server."
-    )
-    run.__signature__ = signature(name)  # type: ignore[attr-defined]
-    return renamed("question", "query")(run) if "query" in signature(name).parameters else run
-
-
-def _blocking(name: str) -> Callable[..., Any]:
-    def run(self: RemoteMemory, /, *args: Any, **kwargs: Any) -> Any:
-        return self._call(name, bound(name, args, kwargs))
-
-    return describe(name, "RemoteMemory", run)
-
-
-for _operation in OPERATIONS:
-    if _operation.route is not None:
-        setattr(RemoteMemory, _operation.name, _blocking(_operation.name))

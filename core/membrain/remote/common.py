@@ -1,7 +1,7 @@
 """What the clients of a server share: the connection's settings, answers read, errors mapped.
 
 An error response becomes the library's own error (:func:`error`); a successful one is read by
-the caller's reader (:func:`answer`). Requests are built in :mod:`membrain.remote.requests`.
+the caller's reader (:func:`answer`). Requests are built in :mod:`membrain.remote.transport`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """How both remote clients send a request: encoded once, sent again when no answer came.
 
-:class:`Call` is a request built apart from any I/O; :func:`encoded` turns it into bytes (or an
+:class:`Call` is a request built apart from any I/O (:func:`call_of` makes it from an
+operation's request); :func:`encoded` turns it into bytes (or an
 ``InputError`` before anything is sent); :func:`send` and :func:`send_async` send it with
 tenacity's retries on a connection failure or a 502/503/504.
 """
@@ -22,12 +23,15 @@ from tenacity import (
 )
 
 from membrain.checks import is_unicode
-from membrain.errors import BackendError, InputError
+from membrain.errors import BackendError, ConfigurationError, InputError
+from membrain.operations import OPERATIONS
+from membrain.requests import OperationRequest
 
 __all__ = [
     "RETRIES",
     "Call",
     "Transient",
+    "call_of",
     "check_transient",
     "encoded",
     "redacted",
@@ -142,6 +146,27 @@ class Call:
     path: str
     body: dict[str, Any] | None = None
     query: dict[str, str | list[str]] = field(default_factory=dict)
+
+
+def call_of(request: OperationRequest, client: str) -> Call:
+    """The HTTP call of ``request``: its operation's route, its fields as body or query.
+
+    Raises:
+        ConfigurationError: ``request`` sets a field of the calling process only (``by``,
+            ``on_progress``): a served memory names the API key instead.
+    """
+    op = OPERATIONS.of(request)
+    local = request.local_arguments()
+    if local:
+        why = " (the server names the API key as the actor of a change)" if "by" in local else ""
+        raise ConfigurationError(
+            f"{client}.{op.name} does not support {', '.join(local)}: "
+            f"the HTTP API has no field for it{why}"
+        )
+    method, path = op.route
+    if method == "POST":
+        return Call(method, path, request.wire())
+    return Call(method, path, query=request.params())
 
 
 def encoded(call: Call) -> tuple[bytes | None, dict[str, str]]:
