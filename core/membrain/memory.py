@@ -351,7 +351,9 @@ class Memory(MemoryLike):
     # -- extraction --------------------------------------------------------------------------
     def _run_add(self, r: AddRequest) -> AddResult:
         actor = Actor.parse(r.by, ActorKind.API) if r.by is not None else None
-        return self._ingestor.add(r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor)
+        return self._ingestor.add(
+            r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor
+        )
 
     def _run_extract_pending(self, r: ExtractPendingRequest) -> AddResult:
         return self._ingestor.extract_pending(r.scope, r.on_progress)

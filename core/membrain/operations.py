@@ -470,7 +470,3 @@ def operation(name: str) -> Operation:
         KeyError: there is none.
     """
     return OPERATIONS.named(name)
-
-
-_ = (Context, Entity, Fact, SearchResult, StoredMessage, AuditEvent, FactHistory, ReviewItem)
-_ = (ProfileEntry, AddResult, EvidenceHit, PurgeResult, Scope)  # named by the table

@@ -153,7 +153,7 @@ def _filters(value: object) -> dict[str, Any] | None:
     if isinstance(value, str | bytes):  # a query parameter holds the JSON text
         value = loads_json(value, "filters")
     metadata_filter(value)  # type: ignore[arg-type]  # refuses what is not a filter
-    return dict(value)  # type: ignore[call-overload]
+    return {**value}  # type: ignore[dict-item]
 
 
 def _actions(value: object) -> tuple[AuditAction, ...]:

@@ -26,7 +26,7 @@ from typing import Any, Self
 
 from membrain.errors import InputError
 from membrain.operations import OPERATIONS, Operation
-from membrain.requests import OperationRequest
+from membrain.requests import Accepts, OperationRequest
 
 __all__ = ["AsyncMemoryLike", "MemoryLike", "request_of", "signature"]
 
@@ -115,9 +115,13 @@ def signature(op: Operation | str) -> inspect.Signature:
     Parameter = inspect.Parameter  # noqa: N806
     parameters = [Parameter("self", Parameter.POSITIONAL_ONLY)]
     for name, field in model.model_fields.items():
-        kind = Parameter.POSITIONAL_OR_KEYWORD if name in model.positional else Parameter.KEYWORD_ONLY
+        kind = (
+            Parameter.POSITIONAL_OR_KEYWORD if name in model.positional else Parameter.KEYWORD_ONLY
+        )
         default = Parameter.empty if field.is_required() else field.default
-        parameters.append(Parameter(name, kind, default=default, annotation=field.annotation))
+        accepts = [m.annotation for m in field.metadata if isinstance(m, Accepts)]
+        shown = accepts[-1] if accepts else field.annotation
+        parameters.append(Parameter(name, kind, default=default, annotation=shown))
     positional = sorted(
         (p for p in parameters[1:] if p.kind is Parameter.POSITIONAL_OR_KEYWORD),
         key=lambda p: model.positional.index(p.name),

@@ -147,9 +147,7 @@ async def authorize(
     grant = await authenticate(request, credentials)
     op = OPERATIONS.named(getattr(request.scope.get("route"), "name", ""))
     fields = await request_fields(request, op)
-    parts = {name: fields.get(name) for name in _SCOPE_FIELDS}
-    # stored parts when a remote client sends them
-    scope = Scope.stored(**parts) if PARTS_HEADER in request.headers else Scope(**parts)
+    scope = _scope_of(request, fields)
     if grant is not None:
         grant.check(scope.dataset, role)
     return Authorized(scope=scope, grant=grant)
@@ -159,6 +157,18 @@ Granted = Annotated[Authorized, Depends(authorize)]
 """A route parameter receiving the checked scope and grant (the check runs once)."""
 Authenticated = Annotated[Grant | None, Depends(authenticate)]
 """A route parameter receiving the key's grant; the route checks the datasets it names."""
+
+
+def _scope_of(request: Request, fields: dict[str, Any]) -> Scope:
+    """The scope the fields name: stored parts when a remote client says so.
+
+    Raises:
+        ScopeError: a missing or malformed part.
+    """
+    dataset, task, session = (fields.get(name) for name in _SCOPE_FIELDS)
+    if PARTS_HEADER in request.headers:
+        return Scope.stored(dataset, task, session)  # type: ignore[arg-type]
+    return Scope(dataset=dataset, task=task, session=session)
 
 
 def scoped(op: Operation) -> bool:
@@ -189,12 +199,9 @@ async def request_fields(request: Request, op: Operation) -> dict[str, Any]:
 
 def _named_scope(request: Request, fields: dict[str, Any]) -> Scope | None:
     """The scope the fields name, read as stored parts when the client says so."""
-    parts = {name: fields.get(name) for name in _SCOPE_FIELDS}
-    if parts["dataset"] is None:
+    if fields.get("dataset") is None:
         return None
-    if PARTS_HEADER in request.headers:
-        return Scope.stored(**parts)
-    return Scope(**{k: v for k, v in parts.items() if v is not None})
+    return _scope_of(request, fields)
 
 
 def _check_unscoped(
