@@ -1,8 +1,11 @@
 """An MCP server that gives an agent host one memory scope (the ``mcp`` extra).
 
-Four tools: ``search_memory``, ``add_memory``, ``get_context`` and ``forget_memory``. The scope
-is fixed when the server starts (``--dataset --task [--session]``): no tool takes a dataset or a
-task, so the model an agent host drives can read and write this memory and no other.
+One tool per operation of :data:`membrain.operations.OPERATIONS` that names one (``mcp``):
+``search_memory``, ``add_memory``, ``get_context`` and ``forget_memory``, written for a model
+(few arguments, a compact answer); an operation declared with a tool and no such writing gets
+one made from its request. The scope is fixed when the server starts (``--dataset --task
+[--session]``): no tool takes a dataset or a task, so the model an agent host drives can read
+and write this memory and no other.
 
 Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
 
@@ -17,11 +20,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -38,8 +42,10 @@ from membrain.errors import (
 from membrain.indexing import render_fact
 from membrain.memory import Memory
 from membrain.models import MemoryHit, Scope
+from membrain.operations import OPERATIONS, Operation
 from membrain.remote import MemoryLike, RemoteMemory
 from membrain.remote.protocol import actor_for
+from membrain.requests import LOCAL
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context, MCPServer
@@ -230,15 +236,59 @@ def build_server(
 
     budget = max_tokens
     read_only = tool_annotations(readOnlyHint=True, openWorldHint=False)
-    tools: Sequence[tuple[Callable[..., object], str, ToolAnnotations]] = (
-        (search_memory, SEARCH, read_only),
-        (add_memory, ADD, tool_annotations(readOnlyHint=False, idempotentHint=True)),
-        (get_context, CONTEXT, read_only),
-        (forget_memory, FORGET, tool_annotations(readOnlyHint=False, destructiveHint=True)),
-    )
-    for fn, description, hints in tools:
-        server.add_tool(fn, description=description, annotations=hints)
+    changes = tool_annotations(readOnlyHint=False, destructiveHint=True)
+    # Operations whose tool is written for a model: fewer arguments, a compact answer.
+    written: dict[str, tuple[Callable[..., object], str, ToolAnnotations]] = {
+        "search": (search_memory, SEARCH, read_only),
+        "add": (add_memory, ADD, tool_annotations(readOnlyHint=False, idempotentHint=True)),
+        "context": (get_context, CONTEXT, read_only),
+        "forget": (forget_memory, FORGET, changes),
+    }
+    for op in OPERATIONS:
+        if op.mcp is None:
+            continue
+        fn, description, hints = written.get(op.name) or (
+            _tool(op, memory, scope, calling),
+            inspect.cleandoc(op.request.__doc__ or op.summary),
+            changes if op.mutates else read_only,
+        )
+        server.add_tool(fn, name=op.mcp, description=description, annotations=hints)
     return server
+
+
+def _tool(
+    op: Operation,
+    memory: MemoryLike,
+    scope: Scope,
+    calling: Callable[[], AbstractContextManager[None]],
+) -> Callable[..., object]:
+    """The tool of an operation declared with one: its request's fields, the scope bound.
+
+    The model passes every field but the scope (the server's) and the caller's own fields
+    (``by``: the server's agent); the answer is the operation's result as JSON data.
+    """
+    Parameter = inspect.Parameter  # noqa: N806
+    taken = [
+        Parameter(
+            name,
+            Parameter.KEYWORD_ONLY,
+            default=Parameter.empty if field.is_required() else field.default,
+            annotation=Annotated[field.annotation, Field(description=field.description)],
+        )
+        for name, field in op.request.model_fields.items()
+        if name not in (*LOCAL, "scope")
+    ]
+
+    def tool(**arguments: Any) -> Any:
+        local = {"by": actor_for(memory, AGENT)} if "by" in op.request.model_fields else {}
+        bound = {"scope": scope} if "scope" in op.request.model_fields else {}
+        with calling():
+            request = op.request.of(**arguments, **bound, **local)
+            return op.dump_result(memory.execute(request))
+
+    tool.__name__ = op.mcp or op.name
+    tool.__signature__ = inspect.Signature(taken, return_annotation=Any)  # type: ignore[attr-defined]
+    return tool
 
 
 def run(

@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "arguments",
                 "results",
                 "operations",
+                "requests",
                 "scope",
                 "metadata",
                 "surface",
@@ -49,7 +50,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
     (frozenset({"store"}),),
     (frozenset({"facts", "entities", "ledger", "profiling"}),),
     (frozenset({"retrieval"}), frozenset({"ingest"})),
-    (frozenset({"memory", "accountable", "profile_ops"}),),
+    (frozenset({"memory"}),),
     (
         frozenset(
             {
