@@ -73,18 +73,22 @@ def operations_rows() -> list[str]:
 
     rows = []
     for op in OPERATIONS:
-        http = f"`{op.route[0]} {API_PREFIX}{op.route[1]}`" if op.route else "–"
-        cli = f"`membrain {op.cli}`" if op.cli else "–"
+        request = f"[`{op.request.__name__}`](../reference/requests.md#{op.request.__module__}.{op.request.__name__})"
+        http = f"`{op.route[0]} {API_PREFIX}{op.route[1]}`"
+        command = f"`membrain op {op.name.replace('_', '-')}`"
+        cli = f"{command}, `membrain {op.cli}`" if op.cli else command
         mcp = f"`{op.mcp}`" if op.mcp else "–"
-        rows.append(f"| `{op.name}` | {op.summary} | {http} | {cli} | {mcp} | {op.role.value} |")
+        rows.append(
+            f"| `{op.name}` | {op.summary} | {request} | {http} | {cli} | {mcp} | {op.role.value} |"
+        )
     return rows
 
 
 def operations_table() -> str:
     """The operations table, as Markdown."""
     head = [
-        "| operation | what it does | HTTP | CLI | MCP | role |",
-        "|---|---|---|---|---|---|",
+        "| operation | what it does | request | HTTP | CLI | MCP | access |",
+        "|---|---|---|---|---|---|---|",
     ]
     return "\n".join([*head, *operations_rows()])
 

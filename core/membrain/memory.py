@@ -25,6 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
+from membrain import requests as rq
 from membrain.arguments import as_ids
 from membrain.audit import (
     AuditAction,
@@ -74,40 +75,6 @@ from membrain.models import (
 from membrain.operations import OPERATIONS
 from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileEntry, ProfileSchema
 from membrain.profiling import ProfileBook
-from membrain.requests import (
-    AddRequest,
-    ApplyRetentionRequest,
-    AuditRequest,
-    ConfirmRequest,
-    ContextRequest,
-    DeleteDatasetRequest,
-    DeleteScopeRequest,
-    DismissFailedRequest,
-    DisputeRequest,
-    EntitiesRequest,
-    ExtractPendingRequest,
-    FactsRequest,
-    ForgetRequest,
-    GetRequest,
-    HistoryRequest,
-    MessagesRequest,
-    OperationRequest,
-    OptimizeRequest,
-    ParticipantsRequest,
-    ProfileForgetRequest,
-    ProfileHistoryRequest,
-    ProfilePutRequest,
-    ProfileRequest,
-    PurgeRequest,
-    ResolveRequest,
-    RetryFailedRequest,
-    ReviewQueueRequest,
-    ScopesRequest,
-    SearchMessagesRequest,
-    SearchRequest,
-    SupersedeRequest,
-    UpdateRequest,
-)
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
@@ -318,7 +285,7 @@ class Memory(MemoryLike):
         release_lexical_index(self._lexical)
         self._backend.close()
 
-    def execute(self, request: OperationRequest) -> Any:
+    def execute(self, request: rq.OperationRequest) -> Any:
         """Run one checked request: what every operation's method calls.
 
         Raises:
@@ -349,19 +316,19 @@ class Memory(MemoryLike):
         )
 
     # -- extraction --------------------------------------------------------------------------
-    def _run_add(self, r: AddRequest) -> AddResult:
+    def _run_add(self, r: rq.AddRequest) -> AddResult:
         actor = Actor.parse(r.by, ActorKind.API) if r.by is not None else None
         return self._ingestor.add(
             r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor
         )
 
-    def _run_extract_pending(self, r: ExtractPendingRequest) -> AddResult:
+    def _run_extract_pending(self, r: rq.ExtractPendingRequest) -> AddResult:
         return self._ingestor.extract_pending(r.scope, r.on_progress)
 
-    def _run_retry_failed(self, r: RetryFailedRequest) -> AddResult:
+    def _run_retry_failed(self, r: rq.RetryFailedRequest) -> AddResult:
         return self._ingestor.retry_failed(r.scope, r.on_progress)
 
-    def _run_dismiss_failed(self, r: DismissFailedRequest) -> list[str]:
+    def _run_dismiss_failed(self, r: rq.DismissFailedRequest) -> list[str]:
         scope = r.scope
         failed = {m.id: m for m in self._store.iter_messages(scope, status=MessageStatus.FAILED)}
         if r.message_ids is None:
@@ -383,7 +350,7 @@ class Memory(MemoryLike):
         return chosen
 
     # -- reading -----------------------------------------------------------------------------
-    def _run_search(self, r: SearchRequest) -> SearchResult:
+    def _run_search(self, r: rq.SearchRequest) -> SearchResult:
         scope, k, skip = r.scope, r.k, r.exclude_paths
         ctx = SearchContext.for_question(
             r.query,
@@ -422,12 +389,12 @@ class Memory(MemoryLike):
             paths=paths,
         )
 
-    def _run_context(self, r: ContextRequest) -> Context:
+    def _run_context(self, r: rq.ContextRequest) -> Context:
         if r.profile_ratio and r.profile_tokens:
             raise InputError("profile_ratio is between 0 and 1, and excludes profile_tokens")
         entries = self._profiles.current(r.scope, None) if r.profile_ratio else None
         share = int(r.profile_ratio * r.max_tokens) if entries is not None else r.profile_tokens
-        search = SearchRequest.of(
+        search = rq.SearchRequest.of(
             query=r.query,
             scope=r.scope,
             mode=r.mode,
@@ -442,13 +409,13 @@ class Memory(MemoryLike):
             r.query, hits, max_tokens=r.max_tokens, profile_tokens=share, profile=entries
         )
 
-    def _run_search_messages(self, r: SearchMessagesRequest) -> list[EvidenceHit]:
+    def _run_search_messages(self, r: rq.SearchMessagesRequest) -> list[EvidenceHit]:
         found = self._store.search_messages(
             r.scope, r.query, using=r.paths, limit=r.k, candidates=max(r.k, CANDIDATES)
         )
         return [EvidenceHit(message=m.message, score=score) for m, score in found]
 
-    def _run_facts(self, r: FactsRequest) -> list[Fact]:
+    def _run_facts(self, r: rq.FactsRequest) -> list[Fact]:
         scope = r.scope
         stored = self._message_ids(scope, r.derived_from)
         status = None if r.include_inactive else FactStatus.ACTIVE
@@ -463,12 +430,12 @@ class Memory(MemoryLike):
             return list(self._store.iter_facts(scope, where))
         return list(self._store.iter_facts(scope))
 
-    def _run_get(self, r: GetRequest) -> Fact:
+    def _run_get(self, r: rq.GetRequest) -> Fact:
         (whole,) = self._fact_ids(r.scope, r.fact_id)
         (fact,) = self._ledger.facts(r.scope, [whole])
         return fact
 
-    def _run_messages(self, r: MessagesRequest) -> list[StoredMessage]:
+    def _run_messages(self, r: rq.MessagesRequest) -> list[StoredMessage]:
         if r.ids is None:
             found = list(self._store.iter_messages(r.scope))
         else:
@@ -476,25 +443,25 @@ class Memory(MemoryLike):
             found = self._store.get_messages(r.scope, wanted) if wanted else []
         return sorted(found, key=lambda m: m.message.timestamp)
 
-    def _run_entities(self, r: EntitiesRequest) -> list[Entity]:
+    def _run_entities(self, r: rq.EntitiesRequest) -> list[Entity]:
         return list(self._store.iter_entities(r.scope.without_session()))
 
-    def _run_participants(self, r: ParticipantsRequest) -> list[str]:
+    def _run_participants(self, r: rq.ParticipantsRequest) -> list[str]:
         return self._ingestor.participants(r.scope)
 
-    def _run_scopes(self, r: ScopesRequest) -> list[Scope]:
+    def _run_scopes(self, r: rq.ScopesRequest) -> list[Scope]:
         return self._store.scopes(r.dataset)
 
-    def _run_review_queue(self, r: ReviewQueueRequest) -> list[ReviewItem]:
+    def _run_review_queue(self, r: rq.ReviewQueueRequest) -> list[ReviewItem]:
         return self._ledger.review_queue(r.scope)
 
-    def _run_history(self, r: HistoryRequest) -> FactHistory:
+    def _run_history(self, r: rq.HistoryRequest) -> FactHistory:
         (whole,) = self._fact_ids(r.scope, r.fact_id)
         if not is_point_id(whole) and id_prefix(whole) is not None:
             raise NotFoundError(f"no fact with id {r.fact_id} in scope {r.scope.key!r}")
         return self._ledger.history(r.scope, whole)
 
-    def _run_audit(self, r: AuditRequest) -> list[AuditEvent]:
+    def _run_audit(self, r: rq.AuditRequest) -> list[AuditEvent]:
         try:
             wanted = [AuditAction(a) for a in r.actions or ()]
         except ValueError:
@@ -505,28 +472,28 @@ class Memory(MemoryLike):
         start = utc(r.since) if r.since is not None else None
         return self._store.iter_audit(r.scope, targets=r.targets, actions=wanted, since=start)
 
-    def _run_profile(self, r: ProfileRequest) -> list[ProfileEntry]:
+    def _run_profile(self, r: rq.ProfileRequest) -> list[ProfileEntry]:
         wanted = None if r.topics is None else as_ids(r.topics, "topics")
         return self._profiles.current(r.scope, wanted)
 
-    def _run_profile_history(self, r: ProfileHistoryRequest) -> list[ProfileEntry]:
+    def _run_profile_history(self, r: rq.ProfileHistoryRequest) -> list[ProfileEntry]:
         return self._profiles.history(r.scope, r.topic, r.subtopic)
 
     # -- changes of belief -------------------------------------------------------------------
-    def _run_forget(self, r: ForgetRequest) -> list[Fact]:
+    def _run_forget(self, r: rq.ForgetRequest) -> list[Fact]:
         cause = Cause.of(r.by, ActorKind.API, r.reason)
         return self._ledger.forget(r.scope, self._fact_ids(r.scope, r.fact_ids), cause)
 
-    def _run_supersede(self, r: SupersedeRequest) -> Fact:
+    def _run_supersede(self, r: rq.SupersedeRequest) -> Fact:
         cause = Cause.of(r.by, ActorKind.API, r.reason)
         old_id = self._fact_ids(r.scope, r.old_fact_id)
         new_ids = self._fact_ids(r.scope, r.new_fact_ids)
         (old,) = self._ledger.supersede(r.scope, old_id, new_ids, cause)
         return old
 
-    def _run_update(self, r: UpdateRequest) -> Fact:
+    def _run_update(self, r: rq.UpdateRequest) -> Fact:
         scope = r.scope
-        old = self._run_get(GetRequest.of(fact_id=r.fact_id, scope=scope))
+        old = self._run_get(rq.GetRequest.of(fact_id=r.fact_id, scope=scope))
         if old.status is not FactStatus.ACTIVE:
             raise ConflictError(f"only active facts can be updated; {old.id} is {old.status}")
         said = r.text.strip()
@@ -574,7 +541,7 @@ class Memory(MemoryLike):
             with suppress(Exception):
                 self._abandon_update(scope, intent)
             raise
-        return self._run_get(GetRequest.of(fact_id=new_id, scope=scope))
+        return self._run_get(rq.GetRequest.of(fact_id=new_id, scope=scope))
 
     def _finish_update(self, scope: Scope, intent: ScoredPoint) -> None:
         """Write what an announced update has not written yet, then commit its event.
@@ -633,29 +600,29 @@ class Memory(MemoryLike):
             with suppress(Exception):
                 self._abandon_update(scope, intent)
 
-    def _run_confirm(self, r: ConfirmRequest) -> list[Fact]:
+    def _run_confirm(self, r: rq.ConfirmRequest) -> list[Fact]:
         cause = Cause.of(r.by, ActorKind.REVIEWER)
         return self._ledger.confirm(r.scope, self._fact_ids(r.scope, r.fact_ids), cause)
 
-    def _run_dispute(self, r: DisputeRequest) -> ReviewItem:
+    def _run_dispute(self, r: rq.DisputeRequest) -> ReviewItem:
         cause = Cause.of(r.by, ActorKind.REVIEWER, r.reason)
         return self._ledger.dispute(r.scope, self._fact_ids(r.scope, r.fact_ids), cause)
 
-    def _run_resolve(self, r: ResolveRequest) -> ReviewItem:
+    def _run_resolve(self, r: rq.ResolveRequest) -> ReviewItem:
         scope = r.scope if r.scope is not None else self._ledger.scope_of(r.item)
         cause = Cause.of(r.by, ActorKind.REVIEWER, r.note)
         return self._ledger.resolve(scope, r.item, r.accept, cause)
 
-    def _run_profile_put(self, r: ProfilePutRequest) -> ProfileEntry:
+    def _run_profile_put(self, r: rq.ProfilePutRequest) -> ProfileEntry:
         cause = Cause.of(r.by, ActorKind.API, r.reason)
         return self._profiles.put(r.scope, r.topic, r.subtopic, r.text, list(r.facts), cause)
 
-    def _run_profile_forget(self, r: ProfileForgetRequest) -> ProfileEntry:
+    def _run_profile_forget(self, r: rq.ProfileForgetRequest) -> ProfileEntry:
         cause = Cause.of(r.by, ActorKind.API, r.reason)
         return self._profiles.forget(r.scope, r.topic, r.subtopic, cause)
 
     # -- erasure and the store ---------------------------------------------------------------
-    def _run_purge(self, r: PurgeRequest) -> PurgeResult:
+    def _run_purge(self, r: rq.PurgeRequest) -> PurgeResult:
         scope, messages = r.scope, r.messages
         ids = [] if isinstance(messages, bool) else list(messages)
         ids = self._store.full_ids(Collection.MESSAGES, scope, ids)
@@ -668,7 +635,7 @@ class Memory(MemoryLike):
         )
         return PurgeResult(tuple(facts), tuple(erased), tuple(entities))
 
-    def _run_apply_retention(self, r: ApplyRetentionRequest) -> PurgeResult:
+    def _run_apply_retention(self, r: rq.ApplyRetentionRequest) -> PurgeResult:
         moment = utc(r.at) if r.at is not None else now()
         if self.keep_messages is None:
             return PurgeResult()
@@ -690,16 +657,17 @@ class Memory(MemoryLike):
                 erased.extend(old)
         return PurgeResult(message_ids=tuple(erased))
 
-    def _run_delete_scope(self, r: DeleteScopeRequest) -> None:
+    def _run_delete_scope(self, r: rq.DeleteScopeRequest) -> Scope:
         self._store.delete_scope(r.scope, r.scope.bookkeeping())
+        return r.scope
 
-    def _run_delete_dataset(self, r: DeleteDatasetRequest) -> list[Scope]:
+    def _run_delete_dataset(self, r: rq.DeleteDatasetRequest) -> list[Scope]:
         every = self._store.scopes(r.dataset, every=True)
         if every:
             self._store.delete_scope(*every)
         return [s for s in every if not s.is_bookkeeping]
 
-    def _run_optimize(self, r: OptimizeRequest) -> None:
+    def _run_optimize(self, r: rq.OptimizeRequest) -> None:
         self._backend.optimize()
 
 

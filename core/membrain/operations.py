@@ -439,7 +439,7 @@ OPERATIONS = OperationTable(
         "delete_scope",
         "Delete everything stored under a scope.",
         DeleteScopeRequest,
-        None,
+        Scope,
         Access.ADMIN,
         ("DELETE", "/scope"),
     ),

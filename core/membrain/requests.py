@@ -27,6 +27,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     WrapValidator,
     model_validator,
@@ -124,6 +125,8 @@ def _optional_scope(value: object) -> Scope | None:
 
 def _ids(what: str) -> Callable[[object], tuple[str, ...]]:
     def check(value: object) -> tuple[str, ...]:
+        if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+            value = list(value)  # an iterator is read once, here, where the call is made
         ids = as_ids(value, what)
         if len(ids) > MAX_IDS:
             raise InputError(f"at most {MAX_IDS:,} {what} in one request, got {len(ids):,}")
@@ -243,6 +246,14 @@ class OperationRequest(BaseModel):
 
     positional: ClassVar[tuple[str, ...]] = ()
     """The fields a method takes by position, in order (the others by keyword)."""
+    served_scope: ClassVar[bool] = False
+    """A served memory needs the scope even where an embedded one may find it by itself."""
+
+    @classmethod
+    def names_one_scope(cls) -> bool:
+        """Whether a served memory reads this request within one scope it checks first."""
+        field = cls.model_fields.get("scope")
+        return field is not None and (field.is_required() or cls.served_scope)
 
     @classmethod
     def of(cls, **arguments: Any) -> Self:
@@ -304,13 +315,23 @@ class OperationRequest(BaseModel):
         return cls.of(**sent, **local)
 
     @classmethod
+    def many(cls, name: str) -> bool:
+        """Whether field ``name`` holds several values (a query repeats it)."""
+        field = cls.model_fields.get(name)
+        return field is not None and _is_many(field.annotation)
+
+    @classmethod
     def query_fields(cls, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
         """The fields of a URL query (each name to its values): lists kept, others single."""
         fields: dict[str, Any] = {}
         for name, values in params.items():
             field = cls.model_fields.get(name)
-            many = field is not None and _is_many(field.annotation)
-            fields[name] = [v for v in values if v != ""] if many else values[-1]
+            if field is not None and _is_many(field.annotation):
+                fields[name] = [v for v in values if v != ""]
+            elif field is not None and field.annotation in (int, float, bool):
+                fields[name] = _scalar(field.annotation, values[-1], name)
+            else:
+                fields[name] = values[-1]
         return fields
 
     def local_arguments(self) -> list[str]:
@@ -320,6 +341,14 @@ class OperationRequest(BaseModel):
             for name in LOCAL
             if name in type(self).model_fields and getattr(self, name) is not None
         ]
+
+
+def _scalar(kind: type, text: str, name: str) -> Any:
+    """A number or a truth value of a URL query, as its text says it."""
+    try:
+        return TypeAdapter(kind).validate_python(text)
+    except ValidationError:
+        raise InputError(f"{name} must be {kind.__name__}, got {text!r:.40}") from None
 
 
 def _query_value(value: object) -> str:
@@ -403,9 +432,7 @@ class AddRequest(OperationRequest):
             }
             given = data["messages"]
             if isinstance(given, Sequence) and len(given) > MAX_MESSAGES:
-                raise InputError(
-                    f"at most {MAX_MESSAGES:,} messages in one add, got {len(given):,}"
-                )
+                raise InputError(f"at most {MAX_MESSAGES} messages in one add, got {len(given)}")
             data = {**data, "messages": tuple(as_messages(given, **names))}
         return data
 
@@ -474,7 +501,7 @@ class SearchRequest(OperationRequest):
     query: Query
     scope: ScopeField
     mode: Mode = RetrievalMode.EXPAND
-    k: int = Field(10, ge=1, le=MAX_K, description="How many facts.")
+    k: int = Field(10, ge=1, le=MAX_K, strict=True, description="How many facts.")
     reference: Reference = None
     exclude_paths: Annotated[
         tuple[str, ...],
@@ -516,18 +543,22 @@ class ContextRequest(OperationRequest):
     positional: ClassVar[tuple[str, ...]] = ("query",)
     query: Query
     scope: ScopeField
-    max_tokens: int = Field(2000, ge=1, le=1_000_000, description="The token budget.")
+    max_tokens: int = Field(2000, ge=1, le=1_000_000, strict=True, description="The token budget.")
     mode: Mode = RetrievalMode.EXPAND
-    k: int = Field(50, ge=1, le=MAX_K, description="How many facts are candidates.")
+    k: int = Field(50, ge=1, le=MAX_K, strict=True, description="How many facts are candidates.")
     profile_tokens: int = Field(
-        0, ge=0, description="Tokens reserved for a profile block the caller writes."
+        0, ge=0, strict=True, description="Tokens reserved for a profile block the caller writes."
     )
     reference: Reference = None
     as_of: AsOf = None
     valid_at: ValidAt = None
     filters: Filters = None
     profile_ratio: float = Field(
-        0.0, ge=0, le=1, description="The share of the budget the user profile may open with."
+        0.0,
+        ge=0,
+        le=1,
+        strict=True,
+        description="The share of the budget the user profile may open with.",
     )
 
     @model_validator(mode="after")
@@ -550,7 +581,7 @@ class SearchMessagesRequest(OperationRequest):
     positional: ClassVar[tuple[str, ...]] = ("query",)
     query: Query
     scope: ScopeField
-    k: int = Field(10, ge=1, le=MAX_K, description="How many messages.")
+    k: int = Field(10, ge=1, le=MAX_K, strict=True, description="How many messages.")
     paths: Annotated[
         tuple[str, ...],
         BeforeValidator(_message_paths),
@@ -831,6 +862,7 @@ class ResolveRequest(OperationRequest):
     """
 
     positional: ClassVar[tuple[str, ...]] = ("item",)
+    served_scope: ClassVar[bool] = True  # a served memory checks the key for the item's dataset
     item: Annotated[
         str,
         BeforeValidator(lambda v: v.id if isinstance(v, ReviewItem) else v),
@@ -839,7 +871,11 @@ class ResolveRequest(OperationRequest):
     ]
     accept: bool = Field(True, description="Apply the change (``False``: reject it).")
     by: By = None
-    note: Reason = ""
+    note: Annotated[
+        str,
+        BeforeValidator(lambda v: bounded_text(v, "note", MAX_REASON_CHARS)),
+        Field(description="Why, as the audit log records it."),
+    ] = ""
     scope: Annotated[
         Scope | None,
         BeforeValidator(_optional_scope),
@@ -966,7 +1002,7 @@ class ApplyRetentionRequest(OperationRequest):
 
 
 class DeleteScopeRequest(OperationRequest):
-    """Delete everything stored under ``scope`` (all sessions when it has none).
+    """Delete everything stored under ``scope`` (all sessions when it has none); returns it.
 
     That includes its audit log, its derived lexical index entries and its bookkeeping scope
     (:meth:`Scope.bookkeeping`, e.g. a chat history's "cleared" markers). The embedded

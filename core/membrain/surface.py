@@ -139,12 +139,11 @@ def request_of(op: Operation, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     """
     for old, new in _RENAMED.items():
         if old in kwargs and new in op.request.model_fields:
+            warnings.warn(f"{old}= is deprecated; pass {new}=", DeprecationWarning, stacklevel=3)
             if new in kwargs or (new in op.request.positional and args):
-                raise InputError(f"pass {new}= only ({old}= is its former name)")
-            warnings.warn(
-                f"{op.name}({old}=...) is deprecated; pass {new}=", DeprecationWarning, stacklevel=3
-            )
-            kwargs = {**kwargs, new: kwargs.pop(old)}
+                raise InputError(f"give {new}, or the deprecated {old}, not both")
+            kwargs = dict(kwargs)
+            kwargs[new] = kwargs.pop(old)
     bound = signature(op).bind(None, *args, **kwargs)
     arguments = dict(list(bound.arguments.items())[1:])  # without ``self``
     return op.request.of(**arguments)

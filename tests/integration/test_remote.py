@@ -484,7 +484,6 @@ def test_a_bad_key_and_another_datasets_key_are_refused(served: Served) -> None:
         lambda m: m.forget(["no-such-fact"], scope=SARA),
         lambda m: m.supersede("no-such-fact", ["other"], scope=SARA),
         lambda m: m.add([{"speaker": "Sara"}], scope=SARA),
-        lambda m: m.add([], scope=SARA),
     ],
 )
 def test_bad_input_is_an_input_error(served: Served, call: Any) -> None:

@@ -31,7 +31,7 @@ from langchain_membrain.langgraph.sidecar import FORMAT, connect, layout, ns_tex
 from llama_index_membrain import MembrainRetriever as LlamaRetriever
 from membrain import Memory, Message, RemoteMemory, Scope, ScopeError
 from membrain.binding import ScopeBinding
-from membrain.remote.requests import scope_fields
+from membrain.requests import EntitiesRequest
 from membrain.scope import PARTS_HEADER
 from membrain.server import Access
 from membrain.server.keys import Grant
@@ -92,7 +92,8 @@ def test_every_surface_stores_an_id_as_scope_does(memory: Memory, value: str) ->
     )
     assert LlamaRetriever(memory=memory, dataset=value, task="t").scope.dataset == expected
     # a remote client sends the parts it holds; the server reads them back as that scope
-    assert Scope.stored(**scope_fields(Scope(dataset=value, task="t"))).dataset == expected
+    sent = EntitiesRequest.of(scope=Scope(dataset=value, task="t")).wire()
+    assert Scope.stored(**sent).dataset == expected
     assert Grant(name="k", role=Access.READ, datasets=frozenset({value})).covers(expected)
 
 

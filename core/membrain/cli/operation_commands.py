@@ -50,8 +50,7 @@ def command_name(op: Operation) -> str:
 def _kind(op: Operation, name: str) -> Any:
     """The type a command-line value of field ``name`` is read as (the request checks it)."""
     annotation = op.request.model_fields[name].annotation
-    many = op.request.query_fields({name: ["x", "y"]})[name] == ["x", "y"]
-    if many:
+    if op.request.many(name):
         return list[str]
     if annotation is bool:
         return bool

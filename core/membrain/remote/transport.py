@@ -23,7 +23,7 @@ from tenacity import (
 )
 
 from membrain.checks import is_unicode
-from membrain.errors import BackendError, ConfigurationError, InputError
+from membrain.errors import BackendError, ConfigurationError, InputError, ScopeError
 from membrain.operations import OPERATIONS
 from membrain.requests import OperationRequest
 
@@ -154,6 +154,7 @@ def call_of(request: OperationRequest, client: str) -> Call:
     Raises:
         ConfigurationError: ``request`` sets a field of the calling process only (``by``,
             ``on_progress``): a served memory names the API key instead.
+        ScopeError: a request a served memory reads within one scope names none.
     """
     op = OPERATIONS.of(request)
     local = request.local_arguments()
@@ -163,6 +164,8 @@ def call_of(request: OperationRequest, client: str) -> Call:
             f"{client}.{op.name} does not support {', '.join(local)}: "
             f"the HTTP API has no field for it{why}"
         )
+    if request.names_one_scope() and getattr(request, "scope", None) is None:
+        raise ScopeError(f"{client}.{op.name} needs scope= (a served memory checks its dataset)")
     method, path = op.route
     if method == "POST":
         return Call(method, path, request.wire())

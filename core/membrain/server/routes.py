@@ -172,9 +172,8 @@ def _scope_of(request: Request, fields: dict[str, Any]) -> Scope:
 
 
 def scoped(op: Operation) -> bool:
-    """Whether ``op``'s request names one scope it cannot do without."""
-    field = op.request.model_fields.get("scope")
-    return field is not None and field.is_required()
+    """Whether ``op`` is served within one scope, checked before the route runs."""
+    return op.request.names_one_scope()
 
 
 async def request_fields(request: Request, op: Operation) -> dict[str, Any]:
