@@ -329,7 +329,7 @@ class OperationRequest(BaseModel):
             if field is not None and _is_many(field.annotation):
                 fields[name] = [v for v in values if v != ""]
             elif field is not None and field.annotation in (int, float, bool):
-                fields[name] = _scalar(field.annotation, values[-1], name)
+                fields[name] = _scalar(field.annotation, values[-1], name)  # type: ignore[arg-type]
             else:
                 fields[name] = values[-1]
         return fields
@@ -713,10 +713,10 @@ class AuditRequest(OperationRequest):
     scope: ScopeField
     since: datetime | None = Field(None, description="Only events recorded from then.")
     actions: Annotated[
-        tuple[AuditAction, ...] | None,
+        Annotated[tuple[AuditAction, ...], Field(max_length=64)] | None,
         BeforeValidator(_optional(_actions)),
         Accepts("Sequence[AuditAction | str] | None"),
-        Field(max_length=64, description="Only these kinds of change."),
+        Field(description="Only these kinds of change."),
     ] = None
     targets: Annotated[
         MessageIds, Accepts("Sequence[str]"), Field(description="Only events about these ids.")
@@ -736,9 +736,9 @@ class ProfileRequest(OperationRequest):
 
     scope: ScopeField
     topics: Annotated[
-        tuple[str, ...] | None,
+        Annotated[tuple[str, ...], Field(max_length=256)] | None,
         Accepts("Sequence[str] | None"),
-        Field(max_length=256, description="Only these topics."),
+        Field(description="Only these topics."),
     ] = None
 
 

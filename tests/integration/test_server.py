@@ -19,8 +19,8 @@ from fastapi.routing import APIRoute
 
 from membrain import BackendError, ConfigurationError, Memory, Scope, StoreInUseError
 from membrain.background import BackgroundWriter
-from membrain.server import Access, KeyRing, add_key, create_app, serve, serve_in_thread
 from membrain.operations import OPERATIONS
+from membrain.server import Access, KeyRing, add_key, create_app, serve, serve_in_thread
 from membrain.server.app import route_role
 from membrain.server.keys import Forbidden, Unauthenticated, hash_key
 from membrain.server.run import check_host

@@ -105,7 +105,7 @@ async def test_a_body_at_the_limit_is_read() -> None:
     content = b'{"dataset": "sara", "task": "assistant", "k": 0}'
     padded = content[:-1] + b" " * (LIMIT - len(content)) + b"}"
     status, body, _ = await asgi_post(unopened(max_body_bytes=LIMIT), [padded], length=LIMIT)
-    assert status == 422 and body["type"] == "ValidationError"  # read, then found invalid
+    assert status == 422 and body["type"] == "InputError"  # read, then found invalid
 
 
 def test_a_bad_limit_is_a_configuration_error() -> None:
@@ -226,7 +226,7 @@ def test_a_question_longer_than_the_limit_is_a_422(roomy: httpx.Client, path: st
     longer = {**SARA, "question": "x" * (MAX_QUESTION_CHARS + 1)}
     assert roomy.post(f"/api/memory{path}", json=longest).status_code == 200
     body = one_line_422(roomy.post(f"/api/memory{path}", json=longer))
-    assert body["type"] == "ValidationError" and "8000" in body["error"]
+    assert body["type"] == "InputError" and "8,000" in body["error"]
 
 
 @pytest.mark.parametrize(
@@ -263,8 +263,8 @@ def test_a_reason_or_note_longer_than_the_limit_is_a_422(
     named = "note" if "note" in fields else "reason"
     longer = {**SARA, **fields, named: "x" * (MAX_REASON_CHARS + 1)}
     body = one_line_422(roomy.post(f"/api/memory{path}", json=longer))
-    assert body["type"] == "ValidationError" and named in body["error"]
-    assert "2000" in body["error"]
+    assert body["type"] == "InputError" and named in body["error"]
+    assert "2,000" in body["error"]
 
 
 # -- MCP tool errors -----------------------------------------------------------------------------
