@@ -52,6 +52,7 @@ from membrain.models import (
     SearchResult,
     StoredMessage,
 )
+from membrain.path_names import BOOLEAN, ENTITY_TREE, current_names
 from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileSchema
 from membrain.profile_ops import ProfileOperations
 from membrain.profiling import ProfileBook
@@ -185,8 +186,8 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
             rrf_k=RRF_K,
             reranker=reranker or packaged_reranker(),
             extra_paths={
-                "C": EntityTreePath(self._tree),
-                "D": BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
+                ENTITY_TREE: EntityTreePath(self._tree),
+                BOOLEAN: BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
             },
         )
         llm = self._llm
@@ -384,8 +385,11 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
             k: How many facts.
             reference: "Now" for relative times in the question ("last summer"); default the
                 current time.
-            exclude_paths: Path names the mode would run but should not ("B2", "time", ...;
+            exclude_paths: Path names the mode would run but should not ("hyde", "time", ...;
                 "answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`).
+                The former letters ("A", "B2", ...; :mod:`membrain.path_names`) are read as the
+                names they stand for, with a ``DeprecationWarning``. A name no path has leaves
+                nothing out.
             as_of: Search what the memory believed at this record time: facts recorded by
                 then and not yet superseded, forgotten or retracted then. Default: the
                 current beliefs (active facts).
@@ -412,6 +416,8 @@ class Memory(AccountableMemory, ProfileOperations, MemoryLike):
         check_scope(scope)
         _check_query(query, k)
         conditions = metadata_filter(filters)
+        # The caller is behind the ``renamed`` wrapper: three frames up.
+        exclude_paths = current_names(exclude_paths, stacklevel=3)
         ctx = SearchContext.for_question(
             query,
             scope,
