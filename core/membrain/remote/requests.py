@@ -37,6 +37,7 @@ from membrain.models import (
     StoredMessage,
 )
 from membrain.operations import operation
+from membrain.path_names import current_names
 from membrain.profile import ProfileEntry
 from membrain.remote.transport import Call
 from membrain.results import AddResult, EvidenceHit, PurgeResult
@@ -244,7 +245,10 @@ def _query_body(a: Arguments) -> dict[str, Any]:
 
 def _search(a: Arguments) -> Fields:
     body = _query_body(a)
-    body.update(exclude_paths=as_ids(a["exclude_paths"], "exclude_paths"), rerank=a["rerank"])
+    # A former path letter warns the client's caller (up through request, _call, the method and
+    # its ``renamed`` wrapper) and is sent as the name it stands for.
+    skip = current_names(as_ids(a["exclude_paths"], "exclude_paths"), stacklevel=6)
+    body.update(exclude_paths=list(skip), rerank=a["rerank"])
     return body
 
 

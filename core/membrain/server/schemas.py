@@ -14,12 +14,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from membrain.arguments import DENSE, SPARSE
 from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
 from membrain.models import MemoryHit, Message, RetrievalMode, SearchResult
+from membrain.path_names import current_names
 from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry
 from membrain.results import AddResult, EvidenceHit, PurgeResult
 
@@ -55,6 +56,10 @@ MAX_K = 1000
 """The most facts one search or context request may ask for."""
 MAX_MESSAGES = 5000
 """The most messages one add request may carry (send a longer import in parts)."""
+
+PathNames = Annotated[list[str], AfterValidator(lambda v: list(current_names(v, warn=False)))]
+"""Retrieval path names; a former letter is read as the name it stands for (no warning here: an
+HTTP client would never see it)."""
 
 Question = Annotated[
     str,
@@ -120,8 +125,10 @@ class SearchRequest(_Query):
     """A search: the ``k`` facts that best answer ``question``."""
 
     k: int = Field(default=10, ge=1, le=MAX_K, description="How many facts.")
-    exclude_paths: list[str] = Field(
-        default=[], description="Paths the mode would run but should not ('B2', 'time', ...)."
+    exclude_paths: PathNames = Field(
+        default=[],
+        description="Paths the mode would run but should not ('hyde', 'time', ...; the former "
+        "letters 'A', 'B2', ... are still read).",
     )
     rerank: bool = Field(
         default=True, description="Order the first results with the reranker (false: fused)."
