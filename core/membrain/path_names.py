@@ -66,10 +66,10 @@ def current_names(
 ) -> tuple[str, ...]:
     """``names`` (one name, or several) with every former letter replaced by its name.
 
-    Order is kept and names no path has pass through unchanged. With ``warn``, a letter
-    among them raises one ``DeprecationWarning`` naming the names to use instead, attributed
-    as :func:`warnings.warn` called with ``stacklevel`` where this function is called (``2``:
-    that function's caller).
+    Order is kept and names no path has pass through unchanged. With ``warn``, letters among
+    them give one ``DeprecationWarning`` naming the names to use instead, attributed as by
+    :func:`warnings.warn` called with ``stacklevel`` where this function is called (``2``: that
+    function's caller).
     """
     given = (names,) if isinstance(names, str) else tuple(names)
     if warn:
