@@ -12,10 +12,10 @@ rows) and ``--trials`` seeded trials of each:
 
 1. A base store is built once: a two-speaker conversation (generated, or the first
    ``--messages`` of ``--data``'s first conversation) stored and extracted in two scopes, then
-   searched in deep mode so the lexical index of path D holds a reconciliation mark. Each scope
-   also holds a few messages of its own (generated: 6 and 4 statements with long unusual words;
-   with ``--data``: the 4 and 4 messages after those taken), so that what a purge or a deleted
-   scope erases has words no other record holds.
+   searched in deep mode so the lexical index of the boolean path holds a reconciliation mark.
+   Each scope also holds a few messages of its own (generated: 6 and 4 statements with long
+   unusual words; with ``--data``: the 4 and 4 messages after those taken), so that what a purge
+   or a deleted scope erases has words no other record holds.
 2. The trial's parameters are drawn from ``random.Random(f"{seed}:{op}:{trial}")``: ``ingest``
    adds 3 or more new messages (and re-sends up to 2 stored ones) in extraction batches of 3;
    ``forget`` forgets 1-4 facts; ``supersede`` supersedes 1-3 disjoint pairs of facts;
@@ -62,7 +62,7 @@ Per trial:
   supersession links and valid ends, entity ids, names, aliases and description versions, and
   profile entry versions (text, cited facts, removed) as the reference (after an import also its
   own creation events, each once, and the carried events of the export), no resurrection, and
-  path D's tantivy index agreeing with the store after a deep search (document counts, no
+  the boolean path's tantivy index agreeing with the store after a deep search (document counts, no
   inactive fact found); a deleted scope keeps no audit event. An update's message and fact are
   named by the time the update ran: they are compared by their order instead (see
   :func:`~benchmarks.fault_injection_ops.snapshot`).
@@ -89,7 +89,7 @@ Per trial:
 Damaged-file rows: a base with forgotten and superseded facts is closed, then one file of its
 lexical index is damaged (``meta.json`` truncated, a ``.term`` file deleted, a ``.store`` file
 zeroed; or the whole folder deleted). The store must open, with a ``RuntimeWarning`` (except for
-the deleted folder), deep search must find active facts through path D again and nothing
+the deleted folder), deep search must find active facts through the boolean path again and nothing
 forgotten or superseded may come back. ``max(1, trials // 10)`` trials per damage.
 
 Stores live under ``--tmp`` (default ``/dev/shm`` when it exists): a SIGKILL loses only what
@@ -159,7 +159,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     deleted_dataset,
     describe_point,
     disk_probes,
-    found_by_d,
+    found_by_boolean,
     generate_workload,
     kill_category,
     kill_points,
@@ -400,7 +400,7 @@ class DamageBase:
     base: Base
     forbidden: list[Probe]
     findable: list[Probe]
-    """Active facts deep search finds through path D on the undamaged store."""
+    """Active facts deep search finds through the boolean path on the undamaged store."""
 
 
 def build_damage_base(base: Base, folder: Path, seed: int) -> DamageBase:
@@ -413,12 +413,12 @@ def build_damage_base(base: Base, folder: Path, seed: int) -> DamageBase:
         state = snapshot(mem)
         forbidden = [state.probe(MAIN, i) for i in (a, b, c)]
         candidates = [state.probe(MAIN, i) for i in sorted(state.active(MAIN))]
-        findable = [p for p in candidates if found_by_d(mem, p)][: 2 * PROBES]
+        findable = [p for p in candidates if found_by_boolean(mem, p)][: 2 * PROBES]
     return DamageBase(Base(path, state), forbidden, findable)
 
 
 def run_damage_trial(dbase: DamageBase, kind: str, index: int, seed: int, folder: Path) -> Trial:
-    """Damage a copy, reopen it: no resurrection, path D finds again, same records."""
+    """Damage a copy, reopen it: no resurrection, the boolean path finds again, same records."""
     trial = Trial(kind, index, kind, kind)
     verdict, ref = trial.verdict, dbase.base.state
     store = folder / "store"
@@ -434,8 +434,8 @@ def run_damage_trial(dbase: DamageBase, kind: str, index: int, seed: int, folder
         try:
             verdict.resurrected |= served_inactive(mem, dbase.forbidden, ref.active, listing=True)
             for probe in dbase.findable:
-                if not found_by_d(mem, probe):
-                    verdict.differences.append(f"path D does not find {probe.question!r}")
+                if not found_by_boolean(mem, probe):
+                    verdict.differences.append(f"the boolean path does not find {probe.question!r}")
             compare(ref, snapshot(mem), verdict)
             verdict.differences += lexical_problems(mem, dbase.forbidden, ref)
         except Exception as exc:
@@ -529,7 +529,7 @@ def run(
     rep = report(results, refs, trials, seed, data, time.perf_counter() - started)
     rep["replay"] = f"replay of {replay[0]}:{replay[1]}" if replay else None
     rep["probe_power"] = base.probe_power
-    rep["damage_probes"] = {"forbidden": 3, "found_by_d": len(dbase.findable) if dbase else 0}
+    rep["damage_probes"] = {"forbidden": 3, "found_by_boolean": len(dbase.findable) if dbase else 0}
     return rep
 
 

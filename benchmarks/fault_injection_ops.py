@@ -9,8 +9,9 @@
   step and tantivy commit is a numbered kill point; the switch counts them (reference run) or
   SIGKILLs its own process when the chosen one is reached (child process).
 * :func:`snapshot`, :func:`compare`: what the store holds and how it differs from the reference.
-* :class:`Probe`, :func:`served_inactive`, :func:`lexical_problems`, :func:`found_by_d`: whether
-  a read serves a fact that is not active, and whether path D's index agrees with the store.
+* :class:`Probe`, :func:`served_inactive`, :func:`lexical_problems`, :func:`found_by_boolean`:
+  whether a read serves a fact that is not active, and whether the boolean path's index agrees
+  with the store.
 * :func:`audited_changes`, :func:`unaudited_changes`: the changes an operation made and those
   without an audit event.
 * :class:`DiskProbe`, :func:`disk_probes`, :func:`text_left`: the words an erasure must remove
@@ -42,6 +43,7 @@ import tantivy
 from membrain import Memory, Scope
 from membrain.errors import ConflictError, NotFoundError
 from membrain.models import Fact, FactStatus, Message, StoredMessage
+from membrain.path_names import BOOLEAN
 from membrain.storage import edge
 from membrain.storage.edge import EdgeBackend
 from membrain.storage.lexical import LexicalIndex
@@ -886,7 +888,7 @@ def served_inactive(
 
 
 def lexical_problems(mem: Memory, probes: Sequence[Probe], reference: StoreState) -> list[str]:
-    """How path D's tantivy index disagrees with the store, once a deep search reconciled it."""
+    """How the boolean path's tantivy index disagrees with the store, after a deep search."""
     index: LexicalIndex = mem._lexical
     problems = []
     for scope in CHECKED:
@@ -945,14 +947,14 @@ def blank_files(path: Path) -> Path:
 
 
 def build_base(path: Path, workload: Workload, *, disk: bool = True) -> Base:
-    """Store and extract the base messages in both scopes; a deep search marks path D's index.
+    """Store and extract the base messages in both scopes; a deep search marks the lexical index.
 
     With ``disk``, also what the disk probes of an erasure need (:attr:`Base.on_disk`, ...).
     """
     with recorded_warnings(), open_memory(path) as mem:
         for scope in SCOPES:
             mem.add(workload.stored(scope), scope=scope)
-            mem.search("what happened", scope=scope, mode="deep")  # index and mark of path D
+            mem.search("what happened", scope=scope, mode="deep")  # the boolean path's index
         for topic, subtopic, text in BASE_PROFILE:
             mem.profile_put(topic, subtopic, text, scope=MAIN)
         state = snapshot(mem)
@@ -1003,10 +1005,10 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
     return [(done if i in done.facts else base).probe(scope, i) for i in ids]
 
 
-def found_by_d(mem: Memory, probe: Probe) -> bool:
-    """Whether a deep search for the probe finds its fact through path D (tantivy)."""
+def found_by_boolean(mem: Memory, probe: Probe) -> bool:
+    """Whether a deep search for the probe finds its fact through the boolean path (tantivy)."""
     hits = mem.search(probe.question, scope=probe.scope, mode="deep")
-    return any(h.fact.id == probe.fact_id and "D" in h.paths for h in hits)
+    return any(h.fact.id == probe.fact_id and BOOLEAN in h.paths for h in hits)
 
 
 def damage(lexical: Path, kind: str, rng: random.Random) -> None:

@@ -64,9 +64,9 @@ exclude_paths=(name,))``), and once with the three time boosts (``time``, ``stat
 removed together as "time boosts", and once without the answer follow-up ("answers"). Only
 paths seen in the main run are ablated: removing a path that found none of any question's results
 leaves every ranking unchanged. For ``auto`` the paths are those of ``expand``, which it
-escalates to; removing A or B there also changes when it escalates. Reported per removed path:
-recall@k, recall within each budget, search latency and the change of each against the full mode
-(``ablation`` in the JSON).
+escalates to; removing ``bm25`` or ``dense`` there also changes when it escalates. Reported per
+removed path: recall@k, recall within each budget, search latency and the change of each against
+the full mode (``ablation`` in the JSON).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ _BASELINE_PATHS: dict[str, tuple[str, ...]] = {
 _CITED_TOP = 10
 TIME_BOOSTS = ("time", "stated", "when")
 """The boosts every mode adds when the question names a time or asks when (one ablation group)."""
-_PATH_ORDER = ("A", "B", "B2", "B3", "C", "D", *TIME_BOOSTS)
+_PATH_ORDER = (*MODE_PATHS[RetrievalMode.DEEP], *TIME_BOOSTS)
 
 
 @dataclass(frozen=True, slots=True)

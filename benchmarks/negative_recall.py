@@ -48,11 +48,12 @@ what a surface returns:
 
 * ``search <mode>``: ``Memory.search`` in every mode, k=50;
 * ``path <name>``: ``Memory.search(mode="deep")`` with ``exclude_paths`` leaving that path alone
-  (A, B, B2, B3, D; the time boosts and the answer follow-up are excluded too), counted only
-  when the path ran. Path C only for targets whose named facts name an entity other than a
-  participant, and ``replaced`` only in the main scopes for targets whose named facts replaced
-  others (none, on LoCoMo): those paths return no other fact, so elsewhere their 0 would prove
-  nothing. (``replaced`` still runs as a boost in the mode searches once supersessions exist.);
+  (``bm25``, ``dense``, ``hyde``, ``event``, ``boolean``; the time boosts and the answer
+  follow-up are excluded too), counted only when the path ran. ``entity_tree`` only for targets
+  whose named facts name an entity other than a participant, and ``replaced`` only in the main
+  scopes for targets whose named facts replaced others (none, on LoCoMo): those paths return no
+  other fact, so elsewhere their 0 would prove nothing. (``replaced`` still runs as a boost in
+  the mode searches once supersessions exist.);
 * ``context``: ``Memory.context`` (fact ids of its hits; for purge the purged text in its text);
 * ``search_messages``: only for ``purge`` and ``delete`` (the other operations keep messages by
   design);

@@ -34,11 +34,12 @@ from llama_index_membrain import MembrainMemoryBlock
 from llama_index_membrain import MembrainRetriever as LlamaIndexRetriever
 from membrain import Memory
 from membrain.models import MemoryHit, Scope
+from membrain.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, HYDE
 from membrain.temporal import plain_text
 from membrain.testing import file_extents
 
 MODES = ("fast", "expand", "deep", "auto")
-PATHS = ("A", "B", "B2", "B3", "C", "D")
+PATHS = (BM25, DENSE, HYDE, EVENT, ENTITY_TREE, BOOLEAN)
 REPLACED = "replaced"
 _NOT_A_PATH = ("asked", "time", "stated", "when", "answers")
 """Boosts, the replies to asked questions and the answer follow-up: excluded when one path runs
@@ -263,9 +264,10 @@ class Prober:
     def plan(self, setups: Sequence[ConversationSetup]) -> None:
         """Choose, before the operations, the paths each target is probed on alone.
 
-        A path alone is probed only where it can return one of the target's named facts: path
-        C returns only facts naming an entity other than a participant, ``replaced`` (in the
-        main scopes) only facts that replaced others. Elsewhere its 0 would prove nothing.
+        A path alone is probed only where it can return one of the target's named facts:
+        ``entity_tree`` returns only facts naming an entity other than a participant,
+        ``replaced`` (in the main scopes) only facts that replaced others. Elsewhere its 0 would
+        prove nothing.
         """
         for setup in setups:
             for scope in dict.fromkeys(t.scope for t in setup.targets):
@@ -274,7 +276,7 @@ class Prober:
                 for target in (t for t in setup.targets if t.scope == scope):
                     named = [facts[i] for i in target.fact_ids if i in facts]
                     entity = any(set(f.entity_ids) & others for f in named)
-                    paths = [p for p in PATHS if p != "C" or entity]
+                    paths = [p for p in PATHS if p != ENTITY_TREE or entity]
                     if scope == setup.main and any(f.supersedes for f in named):
                         paths.append(REPLACED)
                     self.paths[(scope.key, target.fact_id)] = tuple(paths)

@@ -26,8 +26,8 @@ What it measures at each level, in the same run:
 * the per-tenant work as the tenant grows: one new message added to the large tenant and to a
   small one through offline extraction (entity resolution, the known facts a message may
   replace, the lexical index's catch-up), in ms, median of five;
-* the lexical catch-up: the first ``deep`` search after the level's writes (it brings path D's
-  tantivy index up to date) against its steady p50.
+* the lexical catch-up: the first ``deep`` search after the level's writes (it brings the boolean
+  path's tantivy index up to date) against its steady p50.
 
 Each level's figures are printed as soon as it is measured, the whole table at the end.
 

@@ -76,7 +76,7 @@ from membrain.models import (
     Scope,
     StoredMessage,
 )
-from membrain.retrieval.search import RetrievalMode
+from membrain.retrieval.search import MODE_PATHS, RetrievalMode
 from membrain.storage.base import DENSE, Collection, VectorQuery
 from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder
@@ -726,7 +726,7 @@ def _floor_target(measured: float | None, bound: float) -> dict[str, Any]:
     return {"at_most": bound, "measured": measured, "holds": holds}
 
 
-_ORDER = ("A", "B", "B2", "B3", "C", "D", "time", "stated", "when")
+_ORDER = (*MODE_PATHS[RetrievalMode.DEEP], "time", "stated", "when")
 
 
 def _path_order(name: str) -> tuple[int, str]:

@@ -2,7 +2,7 @@
 
 Every mutation of a record passes through :class:`membrain.store.RecordStore`, which tells each
 subscribed :class:`RecordListener` what changed, after the change is stored. A new derived index
-(the lexical index of path D, the entity tree of path C, an audit log) subclasses
+(the lexical index of the ``boolean`` path, the entity tree, an audit log) subclasses
 ``RecordListener``, overrides the events it needs and subscribes with
 :meth:`~membrain.store.RecordStore.subscribe`: nothing else has to know about it.
 

@@ -73,6 +73,7 @@ from membrain.models import (
     utc,
 )
 from membrain.operations import OPERATIONS
+from membrain.path_names import BOOLEAN, ENTITY_TREE
 from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileEntry, ProfileSchema
 from membrain.profiling import ProfileBook
 from membrain.results import AddResult, EvidenceHit, PurgeResult
@@ -213,8 +214,8 @@ class Memory(MemoryLike):
             rrf_k=RRF_K,
             reranker=reranker or packaged_reranker(),
             extra_paths={
-                "C": EntityTreePath(self._tree),
-                "D": BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
+                ENTITY_TREE: EntityTreePath(self._tree),
+                BOOLEAN: BooleanPath(self._lexical, sync=LexicalSync(self._store, self._lexical)),
             },
         )
         llm = self._llm

@@ -408,7 +408,8 @@ class MemoryHit(Record):
     entities: tuple[EntityView, ...] = ()
     sources: tuple[Message, ...] = ()
     paths: dict[str, int] = Field(default_factory=dict)
-    """Retrieval path name -> 1-based rank at which that path returned the fact."""
+    """Retrieval path name (``bm25``, ``dense``, ``time``, ...; :mod:`membrain.path_names`) ->
+    1-based rank at which that path returned the fact."""
     rerank: float | None = None
     """The reranker's score (log-odds that the fact is evidence), when it ordered the results."""
 
@@ -456,11 +457,11 @@ class RetrievalMode(StrEnum):
     """Which retrieval paths a search runs."""
 
     FAST = "fast"
-    """BM25 (path A) and dense (path B) over facts, fused by reciprocal rank fusion. No LLM call."""
+    """The ``bm25`` and ``dense`` paths over facts, fused by reciprocal rank fusion. No LLM call."""
     EXPAND = "expand"
-    """A on a rewritten query, B, B2 (hypothetical fact) and B3 (event focus)."""
+    """``bm25`` on a rewritten query, ``dense``, ``hyde`` (hypothetical fact), ``event``."""
     DEEP = "deep"
-    """All six paths: A, B, B2, B3, C (entity tree) and D (boolean tantivy query)."""
+    """All six paths: those four, ``entity_tree`` and ``boolean`` (boolean tantivy query)."""
     AUTO = "auto"
     """Starts as ``fast``; escalates to ``expand`` when the best result is a question."""
 
@@ -489,7 +490,7 @@ class SearchResult(Record):
     Example:
         >>> result = mem.search("Where does Sara live?", scope=scope, mode="auto")  # doctest: +SKIP
         >>> result.mode, result.escalated, result[0].paths  # doctest: +SKIP
-        (<RetrievalMode.EXPAND: 'expand'>, True, {'A': 1, 'B2': 3})
+        (<RetrievalMode.EXPAND: 'expand'>, True, {'bm25': 1, 'hyde': 3})
     """
 
     question: str

@@ -47,6 +47,7 @@ from membrain.errors import ConfigurationError, InputError, MembrainError
 from membrain.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.metadata import metadata_filter
 from membrain.models import Actor, Message, RetrievalMode
+from membrain.path_names import current_names
 from membrain.profile import MAX_PROFILE_TEXT
 from membrain.scope import Scope, dataset_part
 
@@ -56,6 +57,7 @@ __all__ = [
     "MAX_K",
     "MAX_MESSAGES",
     "Accepts",
+    "Former",
     "AddRequest",
     "ApplyRetentionRequest",
     "AuditRequest",
@@ -99,6 +101,20 @@ MAX_IDS = 10_000
 LOCAL = ("on_progress", "by")
 """Fields of the calling process only: never sent to a server (it names the key's actor)."""
 _SCOPE_FIELDS = ("dataset", "task", "session")
+
+
+class Former:
+    """Values a field still reads under a former name.
+
+    The field's check maps them silently; a method's call warns of them
+    (``DeprecationWarning``) where it is made.
+    """
+
+    __slots__ = ("warn",)
+
+    def __init__(self, warn: Callable[[Any, int], object]) -> None:
+        self.warn = warn
+        """Warn of the former values in a value given, at ``stacklevel`` (the caller's)."""
 
 
 class Accepts:
@@ -166,6 +182,15 @@ def _actions(value: object) -> tuple[AuditAction, ...]:
     except ValueError:
         known = ", ".join(a.value for a in AuditAction)
         raise ConfigurationError(f"unknown audit action in {given!r}; known: {known}") from None
+
+
+def _path_names(value: object) -> tuple[str, ...]:
+    given = (value,) if isinstance(value, str) else value
+    if isinstance(given, Iterable) and not isinstance(given, bytes | Mapping):
+        given = list(given)
+        if all(isinstance(name, str) for name in given):
+            return current_names(given, warn=False)
+    raise InputError("exclude_paths must be a list of path names")
 
 
 def _mode(value: object) -> RetrievalMode:
@@ -505,11 +530,15 @@ class SearchRequest(OperationRequest):
     reference: Reference = None
     exclude_paths: Annotated[
         tuple[str, ...],
+        BeforeValidator(_path_names),
+        Former(lambda value, stacklevel: current_names(value, stacklevel=stacklevel)),
         Accepts("Sequence[str]"),
         Field(
             max_length=64,
-            description='Path names the mode would run but should not ("B2", "time", ...; '
-            '"answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`).',
+            description='Path names the mode would run but should not ("hyde", "time", ...; '
+            '"answers" turns off the answer follow-up of :mod:`membrain.retrieval.followup`). '
+            'The former letters ("A", "B2", ...; :mod:`membrain.path_names`) are read as the '
+            "names they stand for, with a ``DeprecationWarning``.",
         ),
     ] = ()
     as_of: AsOf = None

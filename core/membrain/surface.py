@@ -26,7 +26,7 @@ from typing import Any, Self
 
 from membrain.errors import InputError
 from membrain.operations import OPERATIONS, Operation
-from membrain.requests import Accepts, OperationRequest
+from membrain.requests import Accepts, Former, OperationRequest
 
 __all__ = ["AsyncMemoryLike", "MemoryLike", "request_of", "signature"]
 
@@ -146,7 +146,15 @@ def request_of(op: Operation, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             kwargs[new] = kwargs.pop(old)
     bound = signature(op).bind(None, *args, **kwargs)
     arguments = dict(list(bound.arguments.items())[1:])  # without ``self``
+    for name, value in arguments.items():
+        for former in _former(op, name):
+            former.warn(value, 4)  # the caller of the method
     return op.request.of(**arguments)
+
+
+def _former(op: Operation, name: str) -> list[Former]:
+    field = op.request.model_fields.get(name)
+    return [m for m in field.metadata if isinstance(m, Former)] if field is not None else []
 
 
 def _describe(op: Operation, run: Callable[..., Any], cls: str) -> Callable[..., Any]:

@@ -21,14 +21,9 @@ from membrain.storage.client import QdrantClientBackend
 from .conftest import DENSE_ENCODER, SPARSE_ENCODER
 
 MODES = [mode.value for mode in RetrievalMode]
-SEARCH_PATHS = ("A", "B", "B2", "B3", "C", "D")
+SEARCH_PATHS = ("bm25", "dense", "hyde", "event", "entity_tree", "boolean")
 ALL_PATHS = (
-    "A",
-    "B",
-    "B2",
-    "B3",
-    "C",
-    "D",
+    *SEARCH_PATHS,
     "replaced",
     "asked",
     "turn",
@@ -178,7 +173,7 @@ def test_forget_leaves_every_search_but_not_the_past(memory: Memory, scope: Scop
     assert finders(memory, scope, CAT_QUESTION, cat) == []
     assert cat in {f.id for f in memory.facts(scope=scope, include_inactive=True)}
     past = finders(memory, scope, CAT_QUESTION, cat, as_of=before)
-    assert past[: len(MODES)] == MODES and {"A", "B"} <= set(past)
+    assert past[: len(MODES)] == MODES and {"bm25", "dense"} <= set(past)
 
 
 def test_purge_erases_the_fact_and_its_message(memory: Memory, scope: Scope) -> None:

@@ -121,6 +121,15 @@ def test_search_without_a_path_matches_the_memory(served: Served) -> None:
     assert skipped not in found.paths and set(found.paths) < set(full.paths)
 
 
+def test_a_path_letter_warns_the_caller_and_is_sent_as_its_name(served: Served) -> None:
+    with served.remote() as remote:
+        named = remote.search(CAT, scope=SARA, mode="expand", k=3, exclude_paths=["hyde"])
+        with pytest.warns(DeprecationWarning, match="'B2' is now 'hyde'") as caught:
+            lettered = remote.search(CAT, scope=SARA, mode="expand", k=3, exclude_paths=["B2"])
+    assert lettered == named and "hyde" not in lettered.paths and "bm25" in lettered.paths
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_context_facts_and_messages_match_the_memory(served: Served) -> None:
     with served.remote() as remote:
         context = remote.context(CAT, scope=SARA, max_tokens=300, mode="fast")
@@ -423,6 +432,14 @@ async def test_the_async_client_adds_and_searches(served: Served) -> None:
             await remote.delete_scope(scope)
     assert set(result.fact_ids) == {f.id for f in facts}
     assert found == served.memory.search(CAT, scope=scope, mode="fast", k=2)
+
+
+async def test_the_async_client_warns_of_a_path_letter_too(served: Served) -> None:
+    async with AsyncRemoteMemory(served.url, served.keys["sara-writer"]) as remote:
+        with pytest.warns(DeprecationWarning, match="'C' is now 'entity_tree'") as caught:
+            found = await remote.search(CAT, scope=SARA, mode="deep", k=2, exclude_paths="C")
+    assert "entity_tree" not in found.paths and "boolean" in found.paths
+    assert [w.filename for w in caught] == [__file__]
 
 
 async def test_the_async_client_has_the_evidence_and_accountability_calls(

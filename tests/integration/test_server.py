@@ -125,6 +125,18 @@ def test_the_reference_search_body_works_verbatim(served: Served) -> None:
     assert [m["source_id"] for m in top["sources"]] == ["m1"]
 
 
+def test_search_answers_name_paths_and_still_read_their_letters(served: Served) -> None:
+    body = {**REFERENCE_BODY, "mode": "expand"}
+    with served.client("sara-reader") as client:
+        full = client.post("/api/memory/search", json=body).json()
+        named = client.post("/api/memory/search", json={**body, "exclude_paths": ["hyde"]})
+        lettered = client.post("/api/memory/search", json={**body, "exclude_paths": ["B2"]})
+    assert full["paths"][:4] == ["bm25", "dense", "hyde", "event"]
+    assert {p for h in full["hits"] for p in h["paths"]} <= set(full["paths"])
+    assert lettered.status_code == named.status_code == 200, lettered.text
+    assert lettered.json() == named.json() and "hyde" not in named.json()["paths"]
+
+
 def test_add_reports_what_it_stored_and_the_audit_names_the_key(served: Served) -> None:
     message = {
         "id": "a1",

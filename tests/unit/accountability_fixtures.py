@@ -3,8 +3,8 @@
 A :class:`Turn` is one message with what a scripted model says about it (its entities and its
 facts). :func:`story_model` builds a :class:`~membrain.testing.ScriptedChatModel` whose replies
 are functions reading the prompt: the entity and fact calls answer for the turns found below the
-prompt's divider, in any order, and every other prompt (query rewrites, path D's query, tree
-summaries) makes the model raise, so retrieval falls back to its deterministic versions.
+prompt's divider, in any order, and every other prompt (query rewrites, the boolean path's query,
+tree summaries) makes the model raise, so retrieval falls back to its deterministic versions.
 """
 
 from __future__ import annotations

@@ -40,12 +40,12 @@ CONTROL = "quokkaberry"
 QUESTION = "Where does Sara keep her Zorblaxian diary?"
 # Every path a search may run, so that excluding all others leaves one alone.
 ALL_PATHS = (
-    "A",
-    "B",
-    "B2",
-    "B3",
-    "C",
-    "D",
+    "bm25",
+    "dense",
+    "hyde",
+    "event",
+    "entity_tree",
+    "boolean",
     "replaced",
     "asked",
     "turn",
@@ -55,7 +55,7 @@ ALL_PATHS = (
     "when",
     "answers",
 )
-SEARCH_PATHS = ("A", "B", "B2", "B3", "C", "D", "turn")
+SEARCH_PATHS = ("bm25", "dense", "hyde", "event", "entity_tree", "boolean", "turn")
 
 DIARY = Turn(
     "Sara",
@@ -133,8 +133,8 @@ def test_purged_facts_and_messages_leave_every_read_and_every_file(tmp_path: Pat
 
         # The fact alone.
         result = mem.purge([secret], scope=scope, by="ana", reason="asked to")
-        # At once, before any later search could rebuild it: path D's index holds no term of it
-        # (its .term files keep words compressed, which the probe reads).
+        # At once, before any later search could rebuild it: the boolean path's index holds no
+        # term of it (its .term files keep words compressed, which the probe reads).
         assert files_holding_text(path / "lexical", SECRET) == []
         assert result.fact_ids == (secret,)
         assert result.message_ids == ()

@@ -216,7 +216,7 @@ def test_a_purge_killed_before_its_erasure_finishes_is_finished_on_open(
 ) -> None:
     with open_memory(store) as mem:
         doctor = fact_about(mem, "Lisbon")
-        mem.search(f"{SECRET} doctor", scope=SCOPE, mode="deep")  # path D indexes it
+        mem.search(f"{SECRET} doctor", scope=SCOPE, mode="deep")  # the boolean path indexes it
         compacting = dies_at(monkeypatch, lambda kind, c, n: kind == "_compact")
         with compacting, pytest.raises(_Killed):
             mem.purge([doctor], scope=SCOPE, messages=True, by="reviewer:ana")

@@ -1,8 +1,8 @@
 """Derived indexes are reconciled with the record store by content version, not by counting.
 
 A write can reach Qdrant and not the lexical index (a kill between the two), and a ``Memory``
-sharing a backend with another hears only its own writes: path D must still serve the store's
-current state.
+sharing a backend with another hears only its own writes: the boolean path must still serve the
+store's current state.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def _fact_id(mem: Memory, word: str) -> str:
 
 
 def _lexical(mem: Memory, query: str) -> list[str]:
-    """Ids path D finds for ``query`` (after reconciling, as a deep search does)."""
+    """Ids the boolean path finds for ``query`` (after reconciling, as a deep search does)."""
     index: LexicalIndex = mem._lexical
-    mem._searcher._extra["D"].sync(SCOPE)  # type: ignore[attr-defined]
+    mem._searcher._extra["boolean"].sync(SCOPE)  # type: ignore[attr-defined]
     return [i for i, _ in index.search(SCOPE, query, limit=10)]
 
 
@@ -105,7 +105,7 @@ def test_add_interrupted_before_the_lexical_write_is_indexed_on_reopen(
         rex = _fact_id(reopened, "Rex")
         assert _lexical(reopened, "retriever") == [rex]
         hits = reopened.search("golden retriever", scope=SCOPE, mode="deep")
-        assert "D" in next(h.paths for h in hits if h.fact.id == rex)
+        assert "boolean" in next(h.paths for h in hits if h.fact.id == rex)
 
 
 def test_two_memories_on_one_backend_see_each_others_writes_on_path_d() -> None:
@@ -125,7 +125,7 @@ def test_two_memories_on_one_backend_see_each_others_writes_on_path_d() -> None:
         _say(writer, NURSE, 1)  # a new fact, written by the other memory
         nurse = _fact_id(writer, "nurse")
         hits = reader.search("nurse at the hospital", scope=SCOPE, mode="deep")
-        assert "D" in next(h.paths for h in hits if h.fact.id == nurse)
+        assert "boolean" in next(h.paths for h in hits if h.fact.id == nurse)
     finally:
         reader.close()
         writer.close()
@@ -139,7 +139,7 @@ def test_a_stale_index_entry_is_never_served(tmp_path: Path) -> None:
         forgotten = mem.forget([rex], scope=SCOPE)[0]
         index: LexicalIndex = mem._lexical
         index.add(SCOPE, [forgotten.model_copy(update={"status": FactStatus.ACTIVE})])
-        mem._searcher._extra["D"].sync = None  # type: ignore[attr-defined]
+        mem._searcher._extra["boolean"].sync = None  # type: ignore[attr-defined]
         assert index.search(SCOPE, "retriever", limit=5)  # the index is stale ...
         hits = mem.search("golden retriever Rex", scope=SCOPE, mode="deep")
         assert rex not in [h.fact.id for h in hits]  # ... and the read is not
@@ -168,7 +168,7 @@ def test_a_damaged_lexical_index_is_rebuilt_with_a_warning(tmp_path: Path, how: 
         reopened = Memory(tmp_path, dense=HashingEncoder(64))
     with reopened:
         hits = reopened.search("golden retriever", scope=SCOPE, mode="deep")
-        assert "D" in next(h.paths for h in hits if h.fact.id == rex)
+        assert "boolean" in next(h.paths for h in hits if h.fact.id == rex)
 
 
 def _killed_mid_commit(lexical: Path) -> None:
@@ -199,7 +199,7 @@ def test_a_deletion_killed_inside_the_lexical_commit_leaves_the_store_openable(
         mem.add([said], scope=tom)
         nurse = next(f.id for f in mem.facts(scope=tom))
         for scope in (SCOPE, tom):
-            mem.search("what happened", scope=scope, mode="deep")  # path D indexes both
+            mem.search("what happened", scope=scope, mode="deep")  # the boolean path indexes both
 
     mem = Memory(tmp_path, dense=HashingEncoder(64))
 
@@ -218,14 +218,14 @@ def test_a_deletion_killed_inside_the_lexical_commit_leaves_the_store_openable(
     with reopened:
         assert reopened.scopes() == [tom]  # the deletion was finished
         hits = reopened.search("nurse at the hospital", scope=tom, mode="deep")
-        assert "D" in next(h.paths for h in hits if h.fact.id == nurse)
+        assert "boolean" in next(h.paths for h in hits if h.fact.id == nurse)
         assert nurse in _lexical_ids(reopened, tom, "nurse AND hospital")
         reopened.forget([nurse], scope=tom)  # and the index takes writes again
         assert _lexical_ids(reopened, tom, "nurse") == []
 
 
 def _lexical_ids(mem: Memory, scope: Scope, query: str) -> list[str]:
-    mem._searcher._extra["D"].sync(scope)  # type: ignore[attr-defined]
+    mem._searcher._extra["boolean"].sync(scope)  # type: ignore[attr-defined]
     return [i for i, _ in mem._lexical.search(scope, query, limit=10)]
 
 
@@ -244,12 +244,12 @@ def test_an_entity_the_tree_never_heard_of_is_placed_on_the_next_process(
         assert rex.id not in reopened.store.tree_ids(SCOPE)  # the write stopped before the tree
         hits = reopened.search("golden retriever Rex", scope=SCOPE, mode="deep")
         assert rex.id in reopened.store.tree_ids(SCOPE)
-        assert "C" in next(h.paths for h in hits if "Rex" in h.fact.text)
+        assert "entity_tree" in next(h.paths for h in hits if "Rex" in h.fact.text)
 
 
 def _sync(mem: Memory) -> int:
-    """Reconcile path D's index for SCOPE as a deep search does; how many facts it re-read."""
-    return int(mem._searcher._extra["D"].sync(SCOPE))  # type: ignore[attr-defined]
+    """Reconcile the boolean path's index for SCOPE as a deep search does; facts re-read."""
+    return int(mem._searcher._extra["boolean"].sync(SCOPE))  # type: ignore[attr-defined]
 
 
 def test_writes_the_index_heard_are_not_read_back(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The hierarchical entity tree of retrieval path C: build, search, incremental updates."""
+"""The hierarchical entity tree of the entity_tree path: build, search, incremental updates."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def test_killed_operations_recover_exactly(
     assert report["unsound_probes"] == []
     found, probed = report["probe_power"]
     assert found == probed > 0  # the probes find their fact while it is active
-    assert report["damage_probes"]["found_by_d"] > 0
+    assert report["damage_probes"]["found_by_boolean"] > 0
 
     printed = capsys.readouterr().out
     assert "recovered exactly" in printed and "resurrected facts" in printed

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
                 "audit",
                 "inputs",
                 "names",
+                "path_names",
                 "listeners",
                 "tokens",
                 "config",

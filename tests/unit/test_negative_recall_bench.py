@@ -18,14 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10_dev.json"
 
 TARGETS = 5
-"""Targets per operation (a few of them name an entity other than a speaker: path C's)."""
-ENCODER_BOUND = {"path C"}
-"""Path C finds entities by the dense encoder alone: with the hashing one it may miss the one or
-two targets an operation has for it, so there the control may leave it blind."""
+"""Targets per operation (a few of them name an entity other than a speaker: entity_tree's)."""
+ENCODER_BOUND = {"path entity_tree"}
+"""The entity_tree path finds entities by the dense encoder alone: with the hashing one it may miss
+the one or two targets an operation has for it, so there the control may leave it blind."""
 
 _QUERIED = {
     *(f"search {m}" for m in bench.MODES),
-    *(f"path {p}" for p in bench.PATHS if p != "C"),
+    *(f"path {p}" for p in bench.PATHS if p != "entity_tree"),
     "context",
     "facts()",
     "langchain retriever",
@@ -42,7 +42,7 @@ EXPECTED = {
     "delete": _QUERIED | {"search_messages", "messages()", "langgraph store"},
 }
 """Every surface each operation must be probed on."""
-WHERE_THEY_APPLY = {"path C", "path replaced", "entities()"}
+WHERE_THEY_APPLY = {"path entity_tree", "path replaced", "entities()"}
 """Probed only for targets they can show: paths alone, the entities a purge erases."""
 
 
@@ -71,7 +71,7 @@ def test_one_conversation_leaks_nothing_and_the_probes_can_see(
     required = {(op, s) for op, surfaces in EXPECTED.items() for s in surfaces}
     assert required <= set(rows)
     assert {s for _, s in set(rows) - required} <= WHERE_THEY_APPLY
-    assert ("delete", "path C") in rows  # the deleted scope's targets name other entities
+    assert ("delete", "path entity_tree") in rows  # the deleted scope's targets name other entities
     for key, row in rows.items():
         assert set(row) == {"operation", "surface", "tried", "leaked"}
         assert row["tried"] > 0, key
@@ -130,8 +130,8 @@ def test_the_control_sees_every_probed_cell(
     assert blind == {key for key in real if seen[key]["leaked"] == 0}
     for key in real:
         assert seen[key]["leaked"] >= 1 or key[1] in ENCODER_BOUND, key
-    # path C itself can see: the deleted scope's few entities are always found
-    assert seen[("delete", "path C")]["leaked"] >= 1
+    # the entity_tree path itself can see: the deleted scope's few entities are always found
+    assert seen[("delete", "path entity_tree")]["leaked"] >= 1
     assert report["total"]["leaked"] == 0
     assert code == (1 if blind else 0)
     assert "control leaked" in printed
@@ -141,13 +141,13 @@ def test_the_control_sees_every_probed_cell(
 
 def test_blind_cells_and_their_mark() -> None:
     real, control = bench.Tally(), bench.Tally()
-    for surface in ("search fast", "path C", "facts()", "files"):
+    for surface in ("search fast", "path entity_tree", "facts()", "files"):
         real.record("purge", surface, False, target="f1")
     control.record("purge", "search fast", True, target="f1")
-    control.record("purge", "path C", False, target="f1")  # probed, saw nothing
+    control.record("purge", "path entity_tree", False, target="f1")  # probed, saw nothing
     control.record("purge", "facts()", True, target="f1")
-    control.record("purge", "path B3", True, target="f1")  # not probed by the real run
-    assert bench.blind_cells(real, control) == [("purge", "path C"), ("purge", "files")]
+    control.record("purge", "path event", True, target="f1")  # not probed by the real run
+    assert bench.blind_cells(real, control) == [("purge", "path entity_tree"), ("purge", "files")]
 
 
 def test_helpers() -> None:

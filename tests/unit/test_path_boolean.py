@@ -58,7 +58,7 @@ def context(question: str, *, llm: LLMClient | None = None, scope: Scope = SCOPE
     return SearchContext(
         question=question,
         scope=scope,
-        store=cast(Any, None),  # path D reads only the lexical index
+        store=cast(Any, None),  # the boolean path reads only the lexical index
         limit=5,
         llm=llm,
         reference=NOW,
@@ -93,7 +93,7 @@ def test_month_named_in_question_finds_fact_written_relatively(index: LexicalInd
     assert keywords[0][0] != fact_id(MARATHON)
     hits = BooleanPath(index).run(ctx := context(question))
     assert hits[0].id == fact_id(MARATHON)
-    assert ctx.extra == {"D.query": query, "D.by_llm": False}
+    assert ctx.extra == {"boolean.query": query, "boolean.by_llm": False}
 
 
 def test_quoted_multi_word_name_outranks_scattered_words(index: LexicalIndex) -> None:
@@ -141,8 +141,8 @@ def test_llm_query_is_used(index: LexicalIndex) -> None:
     hits = BooleanPath(index).run(ctx)
     assert [h.id for h in hits] == [fact_id(BRIDGE)]
     assert ctx.extra == {
-        "D.query": 'entities:"Golden Gate Bridge" AND (picture OR photo)',
-        "D.by_llm": True,
+        "boolean.query": 'entities:"Golden Gate Bridge" AND (picture OR photo)',
+        "boolean.by_llm": True,
     }
     assert len(model.prompts) == 1
     assert model.prompts[0].startswith("Question: Who has the photo")
@@ -153,7 +153,7 @@ def test_invalid_llm_query_is_retried_with_the_errors(index: LexicalIndex) -> No
     ctx = context("What did Sara do in May 2023?", llm=LLMClient(model))
     hits = BooleanPath(index).run(ctx)
     assert hits[0].id == fact_id(MARATHON)
-    assert ctx.extra["D.by_llm"] is True
+    assert ctx.extra["boolean.by_llm"] is True
     assert len(model.prompts) == 2
     assert "month:2023-05^2" in model.prompts[0]  # the question's times, resolved
     assert "colour:golden AND (bridge" in model.prompts[1]
@@ -178,7 +178,10 @@ def test_failing_model_falls_back_to_the_deterministic_query(
     ctx = context(question, llm=client)
     hits = BooleanPath(index).run(ctx)
     assert hits[0].id == fact_id(MARATHON)
-    assert ctx.extra == {"D.query": deterministic_query(question, ctx.times), "D.by_llm": False}
+    assert ctx.extra == {
+        "boolean.query": deterministic_query(question, ctx.times),
+        "boolean.by_llm": False,
+    }
     assert len(model.prompts) == 2 * (1 if isinstance(replies[0], Exception) else 2)
 
 
@@ -187,4 +190,4 @@ def test_llm_query_finding_nothing_falls_back(index: LexicalIndex) -> None:
     ctx = context("What did Sara do in May 2023?", llm=LLMClient(model))
     hits = BooleanPath(index).run(ctx)
     assert hits[0].id == fact_id(MARATHON)
-    assert ctx.extra["D.by_llm"] is False
+    assert ctx.extra["boolean.by_llm"] is False

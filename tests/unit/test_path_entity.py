@@ -1,4 +1,4 @@
-"""Retrieval path C: entity-tree beam search finds facts that keyword and fact search miss."""
+"""The entity_tree path: entity-tree beam search finds facts that keyword and fact search miss."""
 
 from __future__ import annotations
 
@@ -117,13 +117,13 @@ def test_only_path_c_finds_the_instruments(store: RecordStore, scope: Scope) -> 
     neutral = store.sparse.embed_query("Which instruments does play?")  # without the name
     bm25_content = store.query_facts(scope, SPARSE, neutral, limit=10)
     assert bm25_content and not answers & {r.id for r in bm25_content}
-    # Dense over facts (path B's query) ranks the "play" distractors first too.
+    # Dense over facts (the dense path's query) ranks the "play" distractors first too.
     vector = store.dense.embed_query("Which instruments does they play?")
     dense = store.query_facts(scope, DENSE, vector, limit=3)
     assert not answers & {r.id for r in dense}
-    # Path C reaches the instruments through their descriptions.
+    # The entity_tree path reaches the instruments through their descriptions.
     c = path(store)
-    assert c.name == "C"
+    assert c.name == "entity_tree"
     found = c.run(ctx)
     assert {r.id for r in found[:3]} == answers
     assert [r.score for r in found] == sorted((r.score for r in found), reverse=True)

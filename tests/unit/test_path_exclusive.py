@@ -1,7 +1,8 @@
-"""Each Qdrant path (A, B, B2, B3) finds an answer that the other three miss.
+"""Each Qdrant path (bm25, dense, hyde, event) finds an answer that the other three miss.
 
 SPEC asks for a small hand-made conversation per path where that path, and only that path, finds
-the answer (paths C and D have theirs in ``test_path_entity.py`` and ``test_path_boolean.py``).
+the answer (``entity_tree`` and ``boolean`` have theirs in ``test_path_entity.py`` and
+``test_path_boolean.py``).
 Every case runs the real :func:`~membrain.retrieval.vector_paths.vector_paths` with the packaged
 dense model (all-MiniLM-L6-v2, offline) and Qdrant Edge's BM25, and asserts both sides: the path
 ranks the answer first, and each of the other three ranks at least two other facts above it.
@@ -9,10 +10,10 @@ ranks the answer first, and each of the other three ranks at least two other fac
 What separates the paths is what they embed (see :mod:`membrain.retrieval.rewrite`; participants'
 names read "they" in every dense text):
 
-* **A**: BM25 terms of the question — exact words, names included;
-* **B**: the question itself, question word and all ("When did they go hiking?");
-* **B2**: the declarative stem ("they went hiking");
-* **B3**: the bare event words ("go hiking"), among the facts of the participant the question
+* **bm25**: BM25 terms of the question — exact words, names included;
+* **dense**: the question itself, question word and all ("When did they go hiking?");
+* **hyde**: the declarative stem ("they went hiking");
+* **event**: the bare event words ("go hiking"), among the facts of the participant the question
   names.
 """
 
@@ -36,7 +37,7 @@ from membrain.store import RecordStore
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 PARTICIPANTS = ("Sara",)
-PATHS = ("A", "B", "B2", "B3")
+PATHS = ("bm25", "dense", "hyde", "event")
 # The other paths must rank at least this many facts above the answer.
 MISSED_BY = 2
 
@@ -86,8 +87,8 @@ def assert_only(path: str, answer: str, ranked: dict[str, list[str]]) -> None:
             assert answer not in ranked[other][:MISSED_BY], f"path {other} found it: {ranked}"
 
 
-def test_only_path_a_finds_the_dogs_trick(store: RecordStore, scope: Scope) -> None:
-    """A: the dog's name "Pip" is the one link, and BM25 matches it exactly.
+def test_only_bm25_finds_the_dogs_trick(store: RecordStore, scope: Scope) -> None:
+    """bm25: the dog's name "Pip" is the one link, and BM25 matches it exactly.
 
     Besides "Pip", the answer shares only the speaker's name with the question ("shake hands" is
     what Sara taught). The dense model reads names as sub-word pieces, so "Pip" sits near "Pippa"
@@ -107,15 +108,16 @@ def test_only_path_a_finds_the_dogs_trick(store: RecordStore, scope: Scope) -> N
         "[Sara] went to the beach with [Tom].",
     ]
     ranked = rank_all(store, scope, facts, "What did Sara teach Pip?")
-    assert_only("A", answer, ranked)
+    assert_only("bm25", answer, ranked)
 
 
-def test_only_path_b_finds_the_hike_date(store: RecordStore, scope: Scope) -> None:
-    """B: the question word "When" pulls the one hiking fact that carries a date.
+def test_only_dense_finds_the_hike_date(store: RecordStore, scope: Scope) -> None:
+    """dense: the question word "When" pulls the one hiking fact that carries a date.
 
-    B2 ("they went hiking") has no question word and prefers the plain accounts of hikes (the lake,
-    the mountains); B3 ("go hiking") prefers the general facts about hiking. BM25 ranks "wants to
-    go hiking" first, the one fact with the question's rare "go" (the answer says "went").
+    hyde ("they went hiking") has no question word and prefers the plain accounts of hikes (the
+    lake, the mountains); event ("go hiking") prefers the general facts about hiking. BM25 ranks
+    "wants to go hiking" first, the one fact with the question's rare "go" (the answer says
+    "went").
     """
     answer = "[Sara] went hiking on 14 May 2023."
     facts = [
@@ -130,15 +132,15 @@ def test_only_path_b_finds_the_hike_date(store: RecordStore, scope: Scope) -> No
         "[Sara] plays tennis with [Tom].",
     ]
     ranked = rank_all(store, scope, facts, "When did Sara go hiking?")
-    assert_only("B", answer, ranked)
+    assert_only("dense", answer, ranked)
 
 
-def test_only_path_b2_finds_the_support_group_visit(store: RecordStore, scope: Scope) -> None:
-    """B2: the HyDE statement "they went to the support group" is nearly the answer's wording.
+def test_only_hyde_finds_the_support_group_visit(store: RecordStore, scope: Scope) -> None:
+    """hyde: the HyDE statement "they went to the support group" is nearly the answer's wording.
 
-    The answer's time is in its metadata, not its text. B embeds the question "When did they go
+    The answer's time is in its metadata, not its text. dense embeds the question "When did they go
     to the support group?", which sits nearer the facts about asking when to go and when the group
-    meets; B3 ("go support group", among Sara's facts) sits nearer the facts about her group;
+    meets; event ("go support group", among Sara's facts) sits nearer the facts about her group;
     BM25 ranks the facts with "go"/"going" first (the answer says "went").
     """
     question = "When did Sara go to the support group?"
@@ -158,14 +160,14 @@ def test_only_path_b2_finds_the_support_group_visit(store: RecordStore, scope: S
         "[Sara] went to the beach with [Tom].",
     ]
     ranked = rank_all(store, scope, facts, question)
-    assert_only("B2", answer, ranked)
+    assert_only("hyde", answer, ranked)
 
 
-def test_only_path_b3_finds_the_love_of_mountains(store: RecordStore, scope: Scope) -> None:
-    """B3: the event "enjoy trip mountains" drops the hypothetical "would likely" framing.
+def test_only_event_finds_the_love_of_mountains(store: RecordStore, scope: Scope) -> None:
+    """event: the event "enjoy trip mountains" drops the hypothetical "would likely" framing.
 
-    B ("Would they likely enjoy a trip to the mountains?") and B2 ("they would likely enjoy a
-    trip to the mountains") keep it, so the facts phrased the same way about other trips (the
+    dense ("Would they likely enjoy a trip to the mountains?") and hyde ("they would likely enjoy
+    a trip to the mountains") keep it, so the facts phrased the same way about other trips (the
     countryside, the coast, a road trip) rank above the answer; BM25 matches "likely", "enjoy"
     and "trip" in those same facts, while the answer shares only the name with the question.
     """
@@ -183,4 +185,4 @@ def test_only_path_b3_finds_the_love_of_mountains(store: RecordStore, scope: Sco
         "[Sara] cooked [lasagna] for dinner.",
     ]
     ranked = rank_all(store, scope, facts, question)
-    assert_only("B3", answer, ranked)
+    assert_only("event", answer, ranked)

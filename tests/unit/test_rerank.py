@@ -35,10 +35,10 @@ def test_features_read_path_ranks_speakers_questions_and_shared_words() -> None:
     row = _row(
         "What did Caroline paint?",
         "[Caroline] painted a lake at sunrise.",
-        {"A": 2, "B": 4},
+        {"bm25": 2, "dense": 4},
         ["Caroline", "Melanie"],
     )
-    assert row["rr_A"] == 0.5 and row["rr_B"] == 0.25 and row["rr_D"] == 0.0
+    assert row["rr_bm25"] == 0.5 and row["rr_dense"] == 0.25 and row["rr_boolean"] == 0.0
     assert row["paths_found"] == 2.0
     assert row["names_asked"] == 1.0 and row["other_speaker"] == 0.0
     assert row["is_question"] == 0.0 and row["word_overlap"] == 1.0
@@ -60,17 +60,17 @@ def _stump(feature: str, threshold: float, low: float, high: float) -> Reranker:
 
 
 def test_the_order_follows_the_trees_and_ties_keep_the_fused_order() -> None:
-    model = _stump("rr_A", 0.5, 0.0, 1.0)
+    model = _stump("rr_bm25", 0.5, 0.0, 1.0)
     candidates = [
-        Candidate("a", "a", {"B": 1}, 0.9, 0),
-        Candidate("b", "b", {"A": 1}, 0.5, 1),
-        Candidate("c", "c", {"B": 2}, 0.4, 2),
+        Candidate("a", "a", {"dense": 1}, 0.9, 0),
+        Candidate("b", "b", {"bm25": 1}, 0.5, 1),
+        Candidate("c", "c", {"dense": 2}, 0.4, 2),
     ]
     assert model.order("q", candidates) == [(1, 1.0), (0, 0.0), (2, 0.0)]
 
 
 def test_scores_add_one_leaf_per_tree() -> None:
-    first, second = _stump("rr_A", 0.5, -1.0, 1.0), _stump("is_question", 0.5, 0.0, -2.0)
+    first, second = _stump("rr_bm25", 0.5, -1.0, 1.0), _stump("is_question", 0.5, 0.0, -2.0)
     both = Reranker(
         *(
             np.vstack([getattr(first, name), getattr(second, name)])
@@ -78,16 +78,16 @@ def test_scores_add_one_leaf_per_tree() -> None:
         )
     )
     rows = np.zeros((2, len(FEATURES)))
-    rows[0, FEATURES.index("rr_A")] = 1.0
+    rows[0, FEATURES.index("rr_bm25")] = 1.0
     rows[1, FEATURES.index("is_question")] = 1.0
     assert both.scores(rows).tolist() == [1.0, -3.0]
 
 
 def test_trees_for_other_features_are_refused() -> None:
     with pytest.raises(ModelFileError, match="features"):
-        Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_A"])
+        Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_bm25"])
     with pytest.raises(ModelFileError, match="features are not"):
-        Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_B", *FEATURES[1:]])
+        Reranker([[-1]], [[0.0]], [[0]], [[0]], [[0.0]], names=["rr_dense", *FEATURES[1:]])
     with pytest.raises(ModelFileError, match="does not exist"):
         Reranker([[len(FEATURES)]], [[0.0]], [[0]], [[0]], [[0.0]])
     with pytest.raises(ModelFileError, match="trees, nodes"):

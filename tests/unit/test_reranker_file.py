@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from membrain import InputError
 from membrain.errors import ModelFileError
-from membrain.retrieval.rerank import FEATURES, Reranker
+from membrain.path_names import FORMER_NAMES
+from membrain.retrieval.rerank import FEATURES, PATH_FEATURES, Reranker
 
 SHIPPED: dict[str, Any] = json.loads(
     (files("membrain") / "data" / "reranker.json").read_text(encoding="utf-8")
@@ -70,6 +71,22 @@ def test_the_shipped_file_loads_and_its_error_is_an_input_error() -> None:
     assert issubclass(ModelFileError, InputError)
 
 
+def test_a_file_naming_paths_by_their_former_letters_scores_the_same() -> None:
+    assert SHIPPED["features"] == list(FEATURES)  # the shipped file names the paths
+    assert "rr_bm25" in FEATURES and "rr_entity_tree" in FEATURES
+    data = shipped()
+    letter = {name: f"rr_{old}" for old, name in FORMER_NAMES.items()}
+    data["features"] = [letter.get(f.removeprefix("rr_"), f) for f in data["features"]]
+    assert data["features"][:6] == ["rr_A", "rr_B", "rr_B2", "rr_B3", "rr_C", "rr_D"]
+    former, current = Reranker.from_json(data), Reranker.from_json(shipped())
+    rng = np.random.default_rng(3)
+    rows = rng.random((500, len(FEATURES)))
+    ranks = (500, len(PATH_FEATURES))  # reciprocal ranks, as searches give them
+    rows[:, : ranks[1]] = np.where(rng.random(ranks) < 0.5, 0.0, 1.0 / rng.integers(1, 60, ranks))
+    assert former.scores(rows).tobytes() == current.scores(rows).tobytes()
+    assert former.to_json() == current.to_json()  # written back with the names
+
+
 def test_a_node_that_is_its_own_child_is_refused_at_once() -> None:
     data = shipped()
     data["trees"]["left"][0][0] = 0  # the root splits into itself
@@ -94,7 +111,7 @@ def test_nan_and_infinite_numbers_are_refused() -> None:
     [
         lambda d: d.pop("trees"),
         lambda d: d["trees"].pop("left"),
-        lambda d: d.update(features="rr_A"),
+        lambda d: d.update(features="rr_bm25"),
         lambda d: d.update(encoder=3),
         lambda d: d["trees"].update(feature=[]),
         lambda d: d["trees"].update(feature=[[]]),

@@ -9,6 +9,7 @@ import pytest
 from membrain import ConfigurationError, Fact, Memory, Message, RetrievalMode, Scope
 from membrain.extraction.llm import LLMClient
 from membrain.facts import entity_id
+from membrain.path_names import FORMER_NAMES
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.search import Searcher, rrf
@@ -79,8 +80,8 @@ def loaded(memory: Memory, scope: Scope) -> Memory:
 
 def test_hits_explain_paths_ranks_and_scores(loaded: Memory, scope: Scope) -> None:
     for mode, allowed in [
-        (RetrievalMode.FAST, {"A", "B"}),
-        (RetrievalMode.EXPAND, {"A", "B", "B2", "B3", "turn", "reply"}),
+        (RetrievalMode.FAST, {"bm25", "dense"}),
+        (RetrievalMode.EXPAND, {"bm25", "dense", "hyde", "event", "turn", "reply"}),
     ]:
         hits = loaded.search("Who plays the violin?", scope=scope, mode=mode, k=3, rerank=False)
         assert _source(hits[0]) == "v1"
@@ -88,7 +89,7 @@ def test_hits_explain_paths_ranks_and_scores(loaded: Memory, scope: Scope) -> No
         assert all(rank >= 1 for hit in hits for rank in hit.paths.values())
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     expand = loaded.search("Who plays the violin?", scope=scope, mode="expand", k=1)[0]
-    assert {"B2", "B3"} & set(expand.paths)
+    assert {"hyde", "event"} & set(expand.paths)
 
 
 def test_time_in_question_boosts_facts_valid_then(loaded: Memory, scope: Scope) -> None:
@@ -119,15 +120,15 @@ def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
     hits = loaded.search("Who plays the violin?", scope=scope, mode="auto", k=3)
     assert _source(hits[0]) == "v1" and hits.mode is RetrievalMode.FAST  # the best fact tells
     assert hits.requested is RetrievalMode.AUTO and not hits.escalated
-    assert hits.paths == ("A", "B")
-    assert all(set(h.paths) <= {"A", "B"} for h in hits)
+    assert hits.paths == ("bm25", "dense")
+    assert all(set(h.paths) <= {"bm25", "dense"} for h in hits)
     # the best fact asks: the answer is in the reply, which expand's follow-up brings
     loaded.add(ASKED_AND_ANSWERED, scope=scope)
     fast = loaded.search("Which city does Sara miss most?", scope=scope, mode="fast", k=2)
     assert _source(fast[0]) == "q"
     hits = loaded.search("Which city does Sara miss most?", scope=scope, mode="auto", k=2)
     assert hits.mode is RetrievalMode.EXPAND and hits.escalated
-    assert hits.paths == ("A", "B", "B2", "B3", "asked", "turn", "reply", "answers")
+    assert hits.paths == ("bm25", "dense", "hyde", "event", "asked", "turn", "reply", "answers")
     # the reply comes with the question it answers
     assert {_source(h) for h in hits} == {"a", "q"}
     assert next(h for h in hits if _source(h) == "a").paths.get("answers") == 1
@@ -141,10 +142,73 @@ def test_auto_mode_and_unknown_modes(loaded: Memory, scope: Scope) -> None:
 
 def test_exclude_paths(loaded: Memory, scope: Scope) -> None:
     hits = loaded.search(
-        "Who plays the violin?", scope=scope, mode="expand", exclude_paths=("B2", "B3", "turn")
+        "Who plays the violin?", scope=scope, mode="expand", exclude_paths=("hyde", "event", "turn")
     )
-    assert hits.paths[:2] == ("A", "B") and not {"B2", "B3", "turn"} & set(hits.paths)
-    assert all(not {"B2", "B3", "turn"} & set(h.paths) for h in hits)
+    assert hits.paths[:2] == ("bm25", "dense") and not {"hyde", "event", "turn"} & set(hits.paths)
+    assert all(not {"hyde", "event", "turn"} & set(h.paths) for h in hits)
+
+
+@pytest.mark.parametrize(
+    ("mode", "ran"),
+    [
+        ("fast", ("bm25", "dense")),
+        ("expand", ("bm25", "dense", "hyde", "event", "asked", "turn", "reply", "answers")),
+        (
+            "deep",
+            ("bm25", "dense", "hyde", "event", "entity_tree", "boolean")
+            + ("asked", "turn", "reply", "answers"),
+        ),
+        ("auto", ("bm25", "dense")),
+    ],
+)
+def test_each_mode_names_its_paths(
+    loaded: Memory, scope: Scope, mode: str, ran: tuple[str, ...]
+) -> None:
+    hits = loaded.search("Who plays the violin?", scope=scope, mode=mode, k=5)
+    assert hits.paths == ran
+    assert hits and all(h.paths and set(h.paths) <= set(ran) for h in hits)
+    assert not set(FORMER_NAMES) & {p for h in hits for p in h.paths}
+
+
+def test_path_letters_are_deprecated_aliases(loaded: Memory, scope: Scope) -> None:
+    question = "Who plays the violin?"
+    named = loaded.search(question, scope=scope, mode="expand", exclude_paths=["hyde"])
+    with pytest.warns(DeprecationWarning, match="'B2' is now 'hyde'") as caught:
+        lettered = loaded.search(question, scope=scope, mode="expand", exclude_paths=["B2"])
+    assert lettered == named and "hyde" not in lettered.paths and "event" in lettered.paths
+    assert all("hyde" not in h.paths for h in lettered)
+    [warning] = caught  # one warning, pointing at the caller
+    assert warning.filename == __file__
+    with pytest.warns(DeprecationWarning, match="'B2' is now 'hyde', 'C' is now 'entity_tree'"):
+        several = loaded.search(question, scope=scope, mode="deep", exclude_paths=["B2", "C"])
+    assert not {"hyde", "entity_tree"} & set(several.paths)
+    assert {"bm25", "dense", "event", "boolean"} <= set(several.paths)
+
+
+def test_unknown_path_names_leave_nothing_out(loaded: Memory, scope: Scope) -> None:
+    question = "Who plays the violin?"
+    full = loaded.search(question, scope=scope, mode="expand")
+    # neither a name no path has, nor a path the mode does not run, nor a letter's lower case
+    for unknown in (["telepathy"], ["boolean"], ["b2"], ["E"]):
+        assert loaded.search(question, scope=scope, mode="expand", exclude_paths=unknown) == full
+
+
+def test_a_searcher_reads_path_letters_as_names(loaded: Memory, scope: Scope) -> None:
+    class Fixed:
+        name = "boolean"
+
+        def run(self, ctx: SearchContext) -> list[Ranked]:
+            return [Ranked(loaded.facts(scope=scope)[0].id, 1.0)]
+
+    with pytest.warns(DeprecationWarning, match="'B2' is now 'hyde', 'D' is now 'boolean'") as w:
+        searcher = Searcher(weights={"B2": 0.8}, extra_paths={"D": Fixed()})
+    assert [c.filename for c in w] == [__file__]
+    assert searcher.weights(deterministic_rewrites("What does Nate bake?"))["hyde"] == 0.8
+    ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)
+    with pytest.warns(DeprecationWarning, match="'C' is now 'entity_tree'") as w:
+        run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=("C",))
+    assert [c.filename for c in w] == [__file__]
+    assert "boolean" in run.paths and "entity_tree" not in run.paths
 
 
 def test_context_fits_the_budget_and_cites(loaded: Memory, scope: Scope) -> None:
@@ -160,13 +224,13 @@ def test_context_fits_the_budget_and_cites(loaded: Memory, scope: Scope) -> None
 
 def test_rrf_matches_qdrant_formula() -> None:
     fused = rrf(
-        {"A": [Ranked("x", 1.0), Ranked("y", 0.5)], "B": [Ranked("y", 0.9)]},
-        {"A": 1.0, "B": 2.0},
+        {"bm25": [Ranked("x", 1.0), Ranked("y", 0.5)], "dense": [Ranked("y", 0.9)]},
+        {"bm25": 1.0, "dense": 2.0},
         k=2,
     )
     assert [f.id for f in fused] == ["y", "x"]
     assert fused[0].score == pytest.approx(1 / (2 / 1 + 1) + 1 / (1 / 2 + 1))
-    assert fused[0].paths == {"A": 2, "B": 1}
+    assert fused[0].paths == {"bm25": 2, "dense": 1}
 
 
 def test_deterministic_rewrites() -> None:
@@ -209,10 +273,10 @@ def _ctx(memory: Memory, scope: Scope, question: str, limit: int = 1) -> SearchC
     ("path", "question", "expected"),
     [
         # BM25 stems "baking" to the fact's "bake"; the hashing dense vectors do not.
-        ("A", "baking", "b1"),
-        ("B", "Nate's grey cat Miso?", "c1"),
+        ("bm25", "baking", "b1"),
+        ("dense", "Nate's grey cat Miso?", "c1"),
         # The declarative rewrite turns "did ... go" into "went", the fact's own word.
-        ("B2", "Where did Lina go hiking?", "h1"),
+        ("hyde", "Where did Lina go hiking?", "h1"),
     ],
 )
 def test_each_vector_path_alone(
@@ -223,7 +287,7 @@ def test_each_vector_path_alone(
     messages = {m.id: m.message.source_id for m in loaded.messages(scope=scope)}
     tops = {}
     for name, candidate in vector_paths(rewritten_keywords=False).items():
-        if name in ("A", "B", "B2", "B3"):
+        if name in ("bm25", "dense", "hyde", "event"):
             found = candidate.run(ctx)
             tops[name] = messages[facts[found[0].id].sources[0]] if found else None
     assert tops[path] == expected
@@ -233,14 +297,14 @@ def test_searcher_plan_adds_boosts_only_when_asked(loaded: Memory, scope: Scope)
     searcher = Searcher()
     plain = _ctx(loaded, scope, "Who plays the violin?")
     dated = _ctx(loaded, scope, "When did Nate visit Lisbon in March 2023?")
-    assert searcher.plan(RetrievalMode.FAST, plain) == ("A", "B")
+    assert searcher.plan(RetrievalMode.FAST, plain) == ("bm25", "dense")
     assert searcher.plan(RetrievalMode.DEEP, dated) == (
-        "A",
-        "B",
-        "B2",
-        "B3",
-        "C",
-        "D",
+        "bm25",
+        "dense",
+        "hyde",
+        "event",
+        "entity_tree",
+        "boolean",
         "time",
         "stated",
         "when",
@@ -254,20 +318,20 @@ def test_deterministic_rewrites_weigh_less_than_the_models() -> None:
     searcher = Searcher()
     offline = searcher.weights(deterministic_rewrites("What does Nate bake?"))
     by_model = searcher.weights(Rewrites("bake", "Nate bakes bread.", "baking", by_llm=True))
-    assert offline["B2"] == offline["B3"] == 0.25
-    assert by_model["B2"] == by_model["B3"] == 0.5
-    chosen = Searcher(weights={"B2": 0.8}).weights(deterministic_rewrites("What does Nate bake?"))
-    assert chosen["B2"] == 0.8 and chosen["B3"] == 0.25  # a caller's weight always wins
+    assert offline["hyde"] == offline["event"] == 0.25
+    assert by_model["hyde"] == by_model["event"] == 0.5
+    chosen = Searcher(weights={"hyde": 0.8}).weights(deterministic_rewrites("What does Nate bake?"))
+    assert chosen["hyde"] == 0.8 and chosen["event"] == 0.25  # a caller's weight always wins
 
 
 def test_event_path_keeps_to_the_one_participant_named(loaded: Memory, scope: Scope) -> None:
-    b3 = vector_paths(rewritten_keywords=False)["B3"]
+    event = vector_paths(rewritten_keywords=False)["event"]
     facts = {f.id: f for f in loaded.facts(scope=scope)}
     nate = entity_id(scope, "Nate")
 
     def run(question: str) -> list[Fact]:
         ctx = _ctx(loaded, scope, question, limit=10)
-        return [facts[r.id] for r in b3.run(ctx)]
+        return [facts[r.id] for r in event.run(ctx)]
 
     found = run("What does Nate enjoy baking?")
     assert found and all(nate in f.entity_ids for f in found) and len(found) < len(facts)
@@ -337,16 +401,16 @@ def test_tied_scores_rank_in_a_fixed_order(loaded: Memory, scope: Scope) -> None
     first, second, third = sorted(loaded.facts(scope=scope), key=lambda f: f.id)[:3]
 
     class Tied:
-        name = "D"
+        name = "boolean"
 
         def run(self, ctx: SearchContext) -> list[Ranked]:
             return [Ranked(f.id, score) for f, score in ((third, 0.5), (first, 0.5), (second, 0.9))]
 
-    searcher = Searcher(extra_paths={"D": Tied()})
+    searcher = Searcher(extra_paths={"boolean": Tied()})
     ctx = _ctx(loaded, scope, "Who plays the violin?", limit=10)
-    others = ("A", "B", "B2", "B3", "C", "time", "stated", "when", "asked", "turn", "reply")
-    run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=others)
-    assert run.paths == ("D",)
+    others = ("bm25", "dense", "hyde", "event", "entity_tree", "time", "stated", "when", "asked")
+    run = searcher.search(RetrievalMode.DEEP, ctx, k=3, skip=(*others, "turn", "reply"))
+    assert run.paths == ("boolean",)
     assert [r.id for r in run.results] == [second.id, first.id, third.id]
 
 

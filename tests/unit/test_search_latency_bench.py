@@ -59,8 +59,8 @@ def test_tiny_run_reports_every_mode(tmp_path: Path, capsys: pytest.CaptureFixtu
             + report["baseline_ms"]["raw_dense_query"]["p50"]
         )
         assert lat["ratio_p50_to_floor"] == pytest.approx(lat["p50"] / floor)
-        assert {"A", "B"} <= set(report["paths_ran"][mode])
-    assert {"B2", "B3"} <= set(report["paths_ran"]["expand"])
+        assert {"bm25", "dense"} <= set(report["paths_ran"][mode])
+    assert {"hyde", "event"} <= set(report["paths_ran"]["expand"])
     spent = report["in_encoder_ms"]
     assert spent["fast"]["texts"] >= 1 and spent["expand"]["texts"] > spent["fast"]["texts"]
     for mode in report["modes"]:

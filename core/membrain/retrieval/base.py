@@ -169,7 +169,10 @@ class RetrievalPath(Protocol):
 
     @property
     def name(self) -> str:
-        """Short name used in explanations ("A", "B", "B2", "B3", "C", "D")."""
+        """Short name used in results and explanations (``bm25``, ``entity_tree``, ...).
+
+        The names of the shipped paths are in :mod:`membrain.path_names`.
+        """
         ...
 
     def run(self, ctx: SearchContext) -> list[Ranked]:

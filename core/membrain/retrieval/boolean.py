@@ -1,4 +1,4 @@
-"""Path D: a structured BM25 query (AND/OR, phrases, fields) on the tantivy index of facts.
+"""The ``boolean`` path: a structured BM25 query (AND/OR, phrases, fields) on the tantivy index.
 
 With a model, the model writes the query; it is checked with tantivy's lenient parser and, when
 it does not parse, sent back once with the parser's complaints. Without a model, or when the model
@@ -12,8 +12,8 @@ fails or keeps writing invalid queries, the query is built deterministically:
   several units), boosted by grain.
 
 All clauses are SHOULD: the path is for recall, and BM25 ranks the facts matching most. What it
-adds to paths A and B: exact phrases, and times matched by their resolved value, so "in May 2023"
-finds a fact written "[last month::2023-05]".
+adds to the ``bm25`` and ``dense`` paths: exact phrases, and times matched by their resolved
+value, so "in May 2023" finds a fact written "[last month::2023-05]".
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient
 from membrain.models import Precision, Scope, TimeSpan
+from membrain.path_names import BOOLEAN
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.storage.lexical import LexicalIndex, time_keys, validate_query
 
@@ -217,22 +218,22 @@ def llm_query(
         try:
             reply = client.call(BOOLEAN_QUERY_PROMPT, prompt).text
         except LLMCallError as exc:
-            logger.warning("path D: the model failed to write a query (%s); using keywords", exc)
+            logger.warning("boolean path: the model wrote no query (%s); using keywords", exc)
             return None
         query = _clean(reply)
         problems = validate(query) if query else ["the reply holds no query"]
         if not problems:
             return query
-        logger.info("path D: invalid query %r (attempt %d): %s", query, attempt + 1, problems)
+        logger.info("boolean path: invalid query %r (attempt %d): %s", query, attempt + 1, problems)
         prompt += "\n\n" + _RETRY.format(query=query or reply, errors="; ".join(problems))
     return None
 
 
 class BooleanPath:
-    """Path D: a structured query on the lexical index (see the module docstring).
+    """The ``boolean`` path: a structured query on the lexical index (see the module docstring).
 
-    The query it ran is left in ``ctx.extra["D.query"]`` (``"D.by_llm"``: whether a model wrote
-    it). A model-written query that finds nothing is followed by the deterministic one.
+    The query it ran is left in ``ctx.extra["boolean.query"]`` (``"boolean.by_llm"``: whether a
+    model wrote it). A model-written query that finds nothing is followed by the deterministic one.
 
     Args:
         index: The lexical index of facts.
@@ -240,7 +241,7 @@ class BooleanPath:
             (:class:`~membrain.store.LexicalSync`); ``None`` trusts the index as it is.
     """
 
-    name = "D"
+    name = BOOLEAN
 
     def __init__(
         self, index: LexicalIndex, *, sync: Callable[[Scope], object] | None = None
@@ -262,10 +263,10 @@ class BooleanPath:
             if query is not None:
                 hits = self.index.search(ctx.scope, query, limit=ctx.limit)
                 if hits:
-                    ctx.extra.update({"D.query": query, "D.by_llm": True})
+                    ctx.extra.update({"boolean.query": query, "boolean.by_llm": True})
                     return [Ranked(i, score) for i, score in hits]
         query = deterministic_query(ctx.question, ctx.times)
-        ctx.extra.update({"D.query": query, "D.by_llm": False})
+        ctx.extra.update({"boolean.query": query, "boolean.by_llm": False})
         return [
             Ranked(i, score) for i, score in self.index.search(ctx.scope, query, limit=ctx.limit)
         ]

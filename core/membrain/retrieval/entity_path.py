@@ -1,20 +1,22 @@
-"""Retrieval path C: beam search down the entity tree, then the facts of the best entities.
+"""The ``entity_tree`` path: beam search down the entity tree, then the best entities' facts.
 
-Paths A and B match the question against fact text. Path C matches it against what the store knows
-about the *things* facts are about: the entities' names and descriptions, organised in an
-:class:`~membrain.retrieval.tree.EntityTree`. A question that names a category ("Which instruments
-does Sara play?") reaches the entities whose descriptions say they are instruments even when no
-fact about them uses the word; their facts are then ranked by dense similarity to the question.
+The ``bm25`` and ``dense`` paths match the question against fact text. This one matches it
+against what the store knows about the *things* facts are about: the entities' names and
+descriptions, organised in an :class:`~membrain.retrieval.tree.EntityTree`. A question that names
+a category ("Which instruments does Sara play?") reaches the entities whose descriptions say they
+are instruments even when no fact about them uses the word; their facts are then ranked by dense
+similarity to the question.
 
 Participants (the speakers) are not in the tree: nearly every fact mentions them, so "the facts of
-a participant" would be all facts, which path B already ranks. The question is embedded with the
-participants' names as "they" (:func:`~membrain.indexing.question_dense_text`), like entity text in
-the tree and fact text in the store.
+a participant" would be all facts, which the ``dense`` path already ranks. The question is
+embedded with the participants' names as "they" (:func:`~membrain.indexing.question_dense_text`),
+like entity text in the tree and fact text in the store.
 """
 
 from __future__ import annotations
 
 from membrain.indexing import question_dense_text
+from membrain.path_names import ENTITY_TREE
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.tree import EntityTree
 from membrain.storage.base import DENSE
@@ -23,7 +25,7 @@ __all__ = ["EntityTreePath"]
 
 
 class EntityTreePath:
-    """Path C: the facts of the entities a beam search of the entity tree finds best.
+    """The ``entity_tree`` path: the facts of the entities a beam search of the tree finds best.
 
     Args:
         tree: The entity tree (built lazily on the first search of a scope without one).
@@ -37,7 +39,7 @@ class EntityTreePath:
         [Ranked(id='...', score=0.61)]
     """
 
-    name = "C"
+    name = ENTITY_TREE
 
     def __init__(
         self,

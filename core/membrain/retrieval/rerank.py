@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from membrain.errors import ModelFileError
 from membrain.extraction.dialogue_acts import GENERIC_ASSISTANTS
+from membrain.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, FORMER_NAMES, HYDE
 from membrain.retrieval.signals import SIGNALS
 from membrain.temporal import plain_text
 
@@ -50,7 +51,15 @@ __all__ = [
 RERANK_DEPTH = 50
 """Fused candidates the reranker reads and orders; the rest keep their fused order below."""
 
-PATH_FEATURES = tuple("A B B2 B3 C D time stated when asked turn reply replaced answers".split())
+PATH_FEATURES = (
+    BM25,
+    DENSE,
+    HYDE,
+    EVENT,
+    ENTITY_TREE,
+    BOOLEAN,
+    *"time stated when asked turn reply replaced answers".split(),
+)
 """Paths whose reciprocal rank is a feature (a path that did not find the candidate gives 0)."""
 
 FEATURES = (
@@ -200,7 +209,9 @@ class Reranker:
     Each tree is stored as arrays over its nodes: the feature a node splits on (``-1`` at a
     leaf), the threshold (a row goes left when its feature is ``<=`` it), the left and right
     child, and the leaf value. Trees are padded to the same number of nodes. ``encoder`` names
-    the dense encoder whose similarities the trees were trained on (``None``: any).
+    the dense encoder whose similarities the trees were trained on (``None``: any). Trees
+    written before the paths had names read their former letters as the names (``rr_B2`` is
+    ``rr_hyde``, :data:`~membrain.path_names.FORMER_NAMES`): the same features, the same scores.
 
     Raises:
         ModelFileError: the arrays are not (trees, nodes) of one shape, a feature or node index
@@ -218,6 +229,7 @@ class Reranker:
         names: Sequence[str] = FEATURES,
         encoder: str | None = None,
     ) -> None:
+        names = [_current_feature(n) for n in names]
         if tuple(names) != FEATURES:
             raise ModelFileError(_other_features(names))
         try:
@@ -308,6 +320,12 @@ class Reranker:
         """(index into ``candidates``, score), best first; ties keep the fused order."""
         scores = self.scores(features(question, candidates, participants))
         return sorted(((i, float(s)) for i, s in enumerate(scores)), key=lambda p: (-p[1], p[0]))
+
+
+def _current_feature(name: str) -> str:
+    """``name`` as this version calls it: ``rr_B2`` (a path's former letter) is ``rr_hyde``."""
+    path = name.removeprefix("rr_")
+    return f"rr_{FORMER_NAMES[path]}" if name != path and path in FORMER_NAMES else name
 
 
 def _other_features(names: Sequence[str]) -> str:

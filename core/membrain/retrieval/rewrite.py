@@ -1,13 +1,13 @@
-"""Query rewrites for paths A, B2 and B3: by the LLM when one is configured, else deterministic.
+"""Query rewrites for the ``bm25``, ``hyde`` and ``event`` paths: by the LLM, else deterministic.
 
-* **keywords** (path A in ``expand``/``deep``): the question's content words, with the names and
-  time words kept, question words and auxiliaries dropped.
-* **hypothetical fact** (path B2, HyDE): a statement that would answer the question. Offline the
-  question is turned into a declarative stem ("When did Caroline go to the support group?" ->
+* **keywords** (the ``bm25`` path in ``expand``/``deep``): the question's content words, with the
+  names and time words kept, question words and auxiliaries dropped.
+* **hypothetical fact** (the ``hyde`` path): a statement that would answer the question. Offline
+  the question is turned into a declarative stem ("When did Caroline go to the support group?" ->
   "Caroline went to the support group") — close to how facts are written, so its embedding sits
   near the answer.
-* **event** (path B3): the event the question is about, without who and when ("go to the
-  support group"): it matches facts that tell the event in other words; path B3 looks for it
+* **event** (the ``event`` path): the event the question is about, without who and when ("go to
+  the support group"): it matches facts that tell the event in other words; the path looks for it
   among the facts of the participant the question names (:mod:`.vector_paths`).
 
 The LLM versions ask for the same three things in one call and fall back to the deterministic

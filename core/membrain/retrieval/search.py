@@ -1,11 +1,13 @@
 """Modes, planning and fusion: which paths a search runs and how their rankings combine.
 
-* ``fast``: A (BM25) and B (dense); no LLM call.
-* ``expand`` (default): A on the keyword rewrite, B, B2 (hypothetical fact), B3 (event); one
-  rewrite call when an LLM is configured.
-* ``deep``: all six, A, B, B2, B3, C (entity tree), D (boolean tantivy query); the rewrite call
-  and D's query call.
+* ``fast``: ``bm25`` and ``dense``; no LLM call.
+* ``expand`` (default): ``bm25`` on the keyword rewrite, ``dense``, ``hyde`` (hypothetical
+  fact), ``event`` (event focus); one rewrite call when an LLM is configured.
+* ``deep``: all six, those four, ``entity_tree`` (entity tree) and ``boolean`` (boolean tantivy
+  query); the rewrite call and the boolean path's query call.
 * ``auto``: ``fast``, escalating to ``expand`` when the first results are weak.
+
+The path names, and the letters that named them before, are in :mod:`membrain.path_names`.
 
 Every mode but ``fast`` also follows retrieved questions to the replies that answered them
 (:mod:`.followup`), reads whole turns and the replies to them (:mod:`.turn_paths`), and has the
@@ -24,8 +26,8 @@ Fusion is weighted reciprocal rank fusion with Qdrant's formula
 (``1 / ((rank + 1) / weight + k - 1)``) over the union of every path's candidates, computed here
 over the per-path lists. Every result must say at which rank each path found it, so the per-path
 lists are needed anyway; sending Qdrant the fused request as well ran every query twice (fast-mode
-p95 300 ms at 10,000 facts, ``benchmarks/search_latency.py``). Paths C and D are not Qdrant
-queries in any case.
+p95 300 ms at 10,000 facts, ``benchmarks/search_latency.py``). The ``entity_tree`` and
+``boolean`` paths are not Qdrant queries in any case.
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from membrain.models import Fact, RetrievalMode
+from membrain.path_names import (
+    BM25,
+    BOOLEAN,
+    DENSE,
+    ENTITY_TREE,
+    EVENT,
+    HYDE,
+    current_keys,
+    current_names,
+)
 from membrain.retrieval.asked import AskedPath
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.current import asks_now, current_first
@@ -72,9 +84,9 @@ CURRENT_WINDOW = 10
 
 
 MODE_PATHS: dict[RetrievalMode, tuple[str, ...]] = {
-    RetrievalMode.FAST: ("A", "B"),
-    RetrievalMode.EXPAND: ("A", "B", "B2", "B3"),
-    RetrievalMode.DEEP: ("A", "B", "B2", "B3", "C", "D"),
+    RetrievalMode.FAST: (BM25, DENSE),
+    RetrievalMode.EXPAND: (BM25, DENSE, HYDE, EVENT),
+    RetrievalMode.DEEP: (BM25, DENSE, HYDE, EVENT, ENTITY_TREE, BOOLEAN),
 }
 
 
@@ -146,12 +158,16 @@ class Searcher:
     """Runs a mode's paths for one question and fuses them.
 
     Args:
-        extra_paths: Paths beyond the Qdrant ones, by name (``"C"``, ``"D"``).
+        extra_paths: Paths beyond the Qdrant ones, by name (``"entity_tree"``, ``"boolean"``).
         weights: Fusion weight per path name (default 1.0; boosts default ``boost_weight``,
             four times that for ``time`` and ``stated``).
         rrf_k: The RRF constant (:data:`RRF_K`).
         auto_asking_top: ``auto`` escalates when any of its ``fast`` top this many facts asks
             a question.
+
+    The former path letters (:data:`~membrain.path_names.FORMER_NAMES`) are still read as
+    names, with a ``DeprecationWarning``: as keys of ``extra_paths`` and ``weights``, and in the
+    ``skip`` of :meth:`search`.
     """
 
     def __init__(
@@ -167,25 +183,28 @@ class Searcher:
         self._reranker = reranker
         self._timeline: Timeline | None = None
         self._superseded: SupersededScopes | None = None
+        current_names([*(weights or {}), *(extra_paths or {})], stacklevel=2)  # warns of letters
+        chosen = current_keys(weights or {}, warn=False)
         self._extra: dict[str, RetrievalPath] = {
             "replaced": ReplacedPath(),
             "asked": AskedPath(),
             "turn": TurnPath("turn", self.timeline),
             "reply": TurnPath("reply", self.timeline),
-            **dict(extra_paths or {}),
+            **current_keys(extra_paths or {}, warn=False),
         }
         # The model's hypothetical fact and event are half-weight signals beside the question.
-        # Path C at a quarter weight: offline, the tree routes on few non-person entities and at
-        # full weight it cost 1.4 points of recall@10 in deep mode (``--ablate``, full dev split).
-        # Path D at half weight: at full weight it cost 0.7 (deep R@10 76.4; 77.0 without D,
-        # 77.2 with D at half weight). The replies to asked questions at a quarter weight: on the
-        # agent-chat set (expand, offline) current-belief@1 / stable@1 were 93.9 / 80.0 at full
-        # weight, 93.9 / 85.0 at half, 97.0 / 87.5 at a quarter, 97.0 / 90.0 without the path.
+        # The entity tree at a quarter weight: offline, the tree routes on few non-person entities
+        # and at full weight it cost 1.4 points of recall@10 in deep mode (``--ablate``, full dev
+        # split). The boolean path at half weight: at full weight it cost 0.7 (deep R@10 76.4;
+        # 77.0 without it, 77.2 with it at half weight). The replies to asked questions at a
+        # quarter weight: on the agent-chat set (expand, offline) current-belief@1 / stable@1
+        # were 93.9 / 80.0 at full weight, 93.9 / 85.0 at half, 97.0 / 87.5 at a quarter, 97.0 /
+        # 90.0 without the path.
         defaults = {
-            "B2": 0.5,
-            "B3": 0.5,
-            "C": 0.25,
-            "D": 0.5,
+            HYDE: 0.5,
+            EVENT: 0.5,
+            ENTITY_TREE: 0.25,
+            BOOLEAN: 0.5,
             "asked": 0.25,
             # Whole turns and the replies to them at a quarter weight each (LoCoMo dev, expand,
             # fused recall@10 78.2 -> 79.8; simulated beforehand: 79.8 at 0.15, 80.1 at 0.25).
@@ -197,13 +216,13 @@ class Searcher:
             # 87.1 / 91.7).
             **{b: boost_weight * (4.0 if b in ("time", "stated") else 1.0) for b in _BOOSTS},
         }
-        self._weights = {**defaults, **dict(weights or {})}
+        self._weights = {**defaults, **chosen}
         # The deterministic rewrites are near-paraphrases of the question, so at half weight they
         # count the question's dense signal twice more: a quarter each (LoCoMo dev, expand,
         # recall@10 77.1 -> 77.8, within 1,000 / 2,000 tokens 86.1 / 91.3 -> 86.2 / 91.2).
         self._offline_weights = {
             **self._weights,
-            **{n: 0.25 for n in ("B2", "B3") if n not in (weights or {})},
+            **{n: 0.25 for n in (HYDE, EVENT) if n not in chosen},
         }
         self._rrf_k = rrf_k
         self._auto_asking_top = auto_asking_top
@@ -250,13 +269,14 @@ class Searcher:
     ) -> SearchRun:
         """The top ``k`` fused results, the mode that produced them and the paths that ran.
 
-        ``skip`` leaves paths out (for ablations). ``depth``: how many results a search that
-        ends in a mode other than ``fast`` returns instead of ``k`` (the reranker orders them
-        after the answer follow-up); a search ending in ``fast`` reads ``k`` only. Results a
-        path found without reading the fact (path D's index holds ids) are read here, in one
-        round trip, and kept only while active: a derived index that lags behind the store
-        never brings back a retired fact.
+        ``skip`` leaves paths out (for ablations; a former letter warns and counts as its name).
+        ``depth``: how many results a search that ends in a mode other than ``fast`` returns
+        instead of ``k`` (the reranker orders them after the answer follow-up); a search ending
+        in ``fast`` reads ``k`` only. Results a path found without reading the fact (the boolean
+        path's index holds ids) are read here, in one round trip, and kept only while active: a
+        derived index that lags behind the store never brings back a retired fact.
         """
+        skip = current_names(skip, stacklevel=2)
         names = [n for n in self.plan(mode, ctx) if n not in skip]
         rewrites = self.rewrites(mode, ctx)
         rankings = self._run(names, ctx, rewrites)
@@ -350,8 +370,8 @@ class Searcher:
     def _read(ctx: SearchContext, fused: Sequence[Fused], k: int | None = None) -> list[Fused]:
         """The first ``k`` of ``fused`` that the search may return, with their facts read.
 
-        A path that did not read its facts (path D's index holds ids) may be behind the store,
-        or blind to the context's view: :meth:`SearchContext.admits` has the last word.
+        A path that did not read its facts (the boolean path's index holds ids) may be behind the
+        store, or blind to the context's view: :meth:`SearchContext.admits` has the last word.
         """
         limit = len(fused) if k is None else k
         out: list[Fused] = []

@@ -1,4 +1,4 @@
-"""The hierarchical entity tree that retrieval path C searches.
+"""The hierarchical entity tree that the ``entity_tree`` retrieval path searches.
 
 Leaves are the scope's entities; above them, clusters of entities (level 1), clusters of clusters
 (level 2), and so on up to a top level of at most ``branching`` nodes under a virtual root. The
@@ -12,7 +12,7 @@ This module is the tree's structure and reads (the beam search). Building it is
 :mod:`.tree_build`'s (clustering in :mod:`.tree_cluster`); updating it as entities arrive is
 :mod:`.tree_update`'s. :class:`EntityTree` is a :class:`~membrain.listeners.RecordListener`:
 subscribed to the record store, it places every entity written into a tree already built (a
-scope's first tree is built lazily, by the first search of path C).
+scope's first tree is built lazily, by the first search of the ``entity_tree`` path).
 
 * **Incremental updates** attach each entity to its nearest level-1 node, update the centroids on
   the way up and rewrite only that node's summary (ancestors keep theirs until the next
@@ -50,7 +50,7 @@ def _write_lock(backend: object) -> threading.Lock:
 
 
 class EntityTree(RecordListener):
-    """A hierarchy of entity clusters over one record store, searched by beam search (path C).
+    """A hierarchy of entity clusters over one record store, searched by beam search.
 
     Args:
         store: Where entities and tree nodes live; its dense encoder embeds entities.
@@ -144,7 +144,7 @@ class EntityTree(RecordListener):
         """Build the scope's tree if it has none; once per process, place entities it misses.
 
         An entity stored by a write that stopped before the tree heard of it (a killed
-        process) is found here and placed, so path C never misses it for good.
+        process) is found here and placed, so the ``entity_tree`` path never misses it for good.
         """
         s = scope.without_session()
         if self.is_empty(s):

@@ -13,8 +13,8 @@ the model for summaries) and builds a scope's tree from scratch; incremental upd
 * **Summaries**: written by the LLM when one is given (from the members' descriptions for a level-1
   node, from the children's summaries above), extractive otherwise (and when a call fails).
 * **Participants are left out.** Speakers are mentioned by nearly every fact: the facts of a
-  participant are all facts, which path B already ranks, and a participant node would attract
-  every question. Participant names are also replaced by "they" in embedded entity text (as
+  participant are all facts, which the ``dense`` path already ranks, and a participant node would
+  attract every question. Participant names are also replaced by "they" in embedded entity text (as
   :func:`membrain.indexing.question_dense_text` does for the question) and kept out of summaries.
 """
 

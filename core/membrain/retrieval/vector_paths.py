@@ -1,11 +1,11 @@
 """The retrieval paths that are single Qdrant queries over facts.
 
-* **A** BM25 (the sparse vector) with the question, or its keyword rewrite;
-* **B** dense similarity with the question;
-* **B2** dense similarity with a hypothetical fact that would answer it (HyDE);
-* **B3** dense similarity with the event the question is about, among the facts of the one
-  participant the question names (dense texts read participants as "they", so B3 is the dense
-  path that knows who: "What activities does Melanie partake in?" looks for activities among
+* **bm25**: BM25 (the sparse vector) with the question, or its keyword rewrite;
+* **dense**: dense similarity with the question;
+* **hyde**: dense similarity with a hypothetical fact that would answer it (HyDE);
+* **event**: dense similarity with the event the question is about, among the facts of the one
+  participant the question names (dense texts read participants as "they", so ``event`` is the
+  dense path that knows who: "What activities does Melanie partake in?" looks for activities among
   Melanie's facts); among all facts when the question names no participant, or several;
 * **time**: dense similarity among facts whose valid time overlaps a time the question names,
   and **stated**: among facts stated during that time — boosts, so "what did Caroline do in May
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from membrain import path_names as names
 from membrain.embeddings import SparseVector
 from membrain.facts import entity_id
 from membrain.indexing import named_participants, question_dense_text
@@ -130,12 +131,14 @@ def _when(ctx: SearchContext, rewrites: Rewrites) -> PathQuery | None:
 
 
 def vector_paths(*, rewritten_keywords: bool) -> dict[str, VectorPath]:
-    """The Qdrant paths by name; path A uses the keyword rewrite when ``rewritten_keywords``."""
+    """The Qdrant paths by name; ``bm25`` uses the keyword rewrite when ``rewritten_keywords``."""
     return {
-        "A": VectorPath("A", _sparse_keywords if rewritten_keywords else _sparse_question),
-        "B": VectorPath("B", lambda ctx, rw: _dense(ctx, ctx.question)),
-        "B2": VectorPath("B2", lambda ctx, rw: _dense(ctx, rw.hypothetical)),
-        "B3": VectorPath("B3", _event),
+        names.BM25: VectorPath(
+            names.BM25, _sparse_keywords if rewritten_keywords else _sparse_question
+        ),
+        names.DENSE: VectorPath(names.DENSE, lambda ctx, rw: _dense(ctx, ctx.question)),
+        names.HYDE: VectorPath(names.HYDE, lambda ctx, rw: _dense(ctx, rw.hypothetical)),
+        names.EVENT: VectorPath(names.EVENT, _event),
         "time": VectorPath("time", _time),
         "stated": VectorPath("stated", _stated),
         "when": VectorPath("when", _when),

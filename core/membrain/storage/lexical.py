@@ -1,4 +1,4 @@
-"""The lexical index of path D: facts in a tantivy index, for structured BM25 queries.
+"""The lexical index of the ``boolean`` path: facts in a tantivy index, for structured BM25 queries.
 
 The index is derived: Qdrant holds the facts, and :meth:`LexicalIndex.rebuild` restores a scope
 from them. Each fact is one document:

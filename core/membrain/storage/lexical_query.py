@@ -1,4 +1,4 @@
-"""Queries of the lexical index of path D: which fields they name, and what is wrong with them.
+"""Queries of the ``boolean`` path's lexical index: the fields they name, what is wrong with them.
 
 A query is tantivy syntax over :data:`QUERY_FIELDS`; the index adds the scope and status itself,
 so those fields cannot be queried. :func:`query_problems` lists what tantivy reports and the

@@ -1,7 +1,7 @@
 """The time terms of the lexical index: which ``year`` / ``month`` / ``day`` a fact covers.
 
-Path D matches times as terms: a fact that happened in May 2023 holds ``year:2023`` and
-``month:2023-05``. Long spans are capped (see :func:`time_keys`) so one fact never floods the
+The ``boolean`` path matches times as terms: a fact that happened in May 2023 holds ``year:2023``
+and ``month:2023-05``. Long spans are capped (see :func:`time_keys`) so one fact never floods the
 index with thousands of terms.
 """
 

@@ -94,7 +94,7 @@ class Collection(StrEnum):
     FACTS = "facts"
     ENTITIES = "entities"
     TREE = "tree"
-    """Nodes of the hierarchical entity tree (retrieval path C)."""
+    """Nodes of the hierarchical entity tree (the ``entity_tree`` retrieval path)."""
     AUDIT = "audit"
     """The append-only audit log of every mutation (:mod:`membrain.audit`)."""
     PROFILE = "profile"

@@ -1,4 +1,4 @@
-"""Keeping the lexical index of path D in step with the record store.
+"""Keeping the lexical index of the ``boolean`` path in step with the record store.
 
 The lexical index (:class:`~membrain.storage.lexical.LexicalIndex`) is derived: the record store
 tells it of every write as it happens, but a write can reach Qdrant and not the index (the

@@ -170,7 +170,7 @@ class FactFilter:
     def admits(self, fact: Fact) -> bool:
         """Whether ``fact`` passes the status, trust, record-time, coverage and metadata conditions.
 
-        For results found by an index that does not filter on those (path D holds ids).
+        For results found by an index that does not filter on those (the ``boolean`` path's).
         """
         statuses = self.statuses
         if statuses is not None and fact.status not in statuses:

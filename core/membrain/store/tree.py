@@ -1,4 +1,4 @@
-"""The entity tree's records (retrieval path C) over a backend: :class:`TreeNode` and its reads.
+"""The entity tree's records over a backend (``entity_tree`` path): :class:`TreeNode`, its reads.
 
 Part of :class:`membrain.store.RecordStore`; tree points are derived from entities, so they are
 not audited.
@@ -22,7 +22,7 @@ __all__ = ["TreeNode", "TreeRecords"]
 
 @dataclass(eq=False)
 class TreeNode:
-    """A point of the entity tree (retrieval path C): an entity (level 0) or a cluster.
+    """A point of the entity tree (the ``entity_tree`` path): an entity (level 0) or a cluster.
 
     Attributes:
         id: The entity's id (level 0) or the node's deterministic id.
@@ -203,6 +203,6 @@ class TreeRecords:
         return scope.record_id("tree", "meta")
 
     def delete_tree(self, scope: Scope) -> None:
-        """Delete the scope's whole tree (the first search of path C builds it again)."""
+        """Delete the scope's whole tree (the next ``entity_tree`` search builds it again)."""
         ids = [p.id for p in self._scroll(Collection.TREE, scope, None)]
         self.backend.delete(Collection.TREE, scope, ids)
