@@ -171,12 +171,16 @@ def _filters(value: object) -> dict[str, Any] | None:
         return None
     if isinstance(value, str | bytes):  # a query parameter holds the JSON text
         value = loads_json(value, "filters")
-    metadata_filter(value)  # type: ignore[arg-type]  # refuses what is not a filter
-    return {**value}  # type: ignore[dict-item]
+    if not isinstance(value, Mapping):
+        raise InputError("filters must be a JSON object of metadata conditions")
+    metadata_filter(value)  # refuses what is not a filter
+    return dict(value)
 
 
 def _actions(value: object) -> tuple[AuditAction, ...]:
-    given = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    if not isinstance(value, str | Iterable) or isinstance(value, bytes | Mapping):
+        raise InputError("actions must be a list of audit actions")
+    given = [value] if isinstance(value, str) else list(value)
     try:
         return tuple(AuditAction(a) for a in given)
     except ValueError:
@@ -292,6 +296,8 @@ class OperationRequest(BaseModel):
             return cls(**arguments)
         except ValidationError as invalid:
             raise _error(invalid) from None
+        except (TypeError, ValueError) as exc:  # a check's own, on a value of an unexpected kind
+            raise InputError(f"{cls.__name__}: {exc}") from None
 
     def wire(self) -> dict[str, Any]:
         """The request as JSON fields (local fields left out, the scope spread)."""
@@ -598,7 +604,9 @@ class ContextRequest(OperationRequest):
 
 
 def _message_paths(value: object) -> tuple[str, ...]:
-    chosen = (value,) if isinstance(value, str) else tuple(value)  # type: ignore[arg-type]
+    if not isinstance(value, str | Iterable) or isinstance(value, bytes | Mapping):
+        raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
+    chosen = (value,) if isinstance(value, str) else tuple(value)
     if not chosen or set(chosen) - {SPARSE, DENSE}:
         raise ConfigurationError(f"paths must be a non-empty subset of {SPARSE!r}, {DENSE!r}")
     return chosen

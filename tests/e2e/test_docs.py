@@ -159,4 +159,7 @@ def test_the_site_builds_strictly_with_its_generated_tables(tmp_path: Path) -> N
     assert "Add a storage backend" in _text(site / "contributing" / "index.html")
     assert (site / "inspector.png").exists()
     reference = _text(site / "reference" / "memory" / "index.html")
-    assert "membrain.aio.AsyncMemory" in reference and "search_messages" in reference
+    assert "membrain.aio.AsyncMemory" in reference and "execute" in reference
+    requests = _text(site / "reference" / "requests" / "index.html")
+    for op in OPERATIONS:  # each operation's parameters are documented on its request
+        assert op.request.__name__ in requests and op.request.__name__ in operations
