@@ -462,8 +462,11 @@ class AddRequest(OperationRequest):
                 "assistant_name": data.get("assistant_name", DEFAULT_ASSISTANT_NAME),
             }
             given = data["messages"]
-            if isinstance(given, Sequence) and len(given) > MAX_MESSAGES:
-                raise InputError(f"at most {MAX_MESSAGES} messages in one add, got {len(given)}")
+            if isinstance(given, Sequence) and not isinstance(given, str):
+                if len(given) > MAX_MESSAGES:
+                    raise InputError(
+                        f"at most {MAX_MESSAGES} messages in one add, got {len(given)}"
+                    )
             data = {**data, "messages": tuple(as_messages(given, **names))}
         return data
 
