@@ -462,11 +462,9 @@ class AddRequest(OperationRequest):
                 "assistant_name": data.get("assistant_name", DEFAULT_ASSISTANT_NAME),
             }
             given = data["messages"]
-            if isinstance(given, Sequence) and not isinstance(given, str):
-                if len(given) > MAX_MESSAGES:
-                    raise InputError(
-                        f"at most {MAX_MESSAGES} messages in one add, got {len(given)}"
-                    )
+            many = isinstance(given, Sequence) and not isinstance(given, str)
+            if many and len(given) > MAX_MESSAGES:
+                raise InputError(f"at most {MAX_MESSAGES} messages in one add, got {len(given)}")
             data = {**data, "messages": tuple(as_messages(given, **names))}
         return data
 
