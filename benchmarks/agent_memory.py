@@ -120,11 +120,11 @@ from typing import Any
 from benchmarks.llm_cost import parse_window
 from benchmarks.locomo_eval import format_table
 from membrain import Memory
-from membrain.errors import AnnotationError
+from membrain.api.errors import AnnotationError
+from membrain.api.models import FactStatus, MemoryHit, Message, MessageStatus, Role, Scope, utc
 from membrain.extraction.base import entity_refs
 from membrain.extraction.llm import as_llm_client
 from membrain.extraction.llm_extractor import LLMExtractor
-from membrain.models import FactStatus, MemoryHit, Message, MessageStatus, Role, Scope, utc
 from membrain.temporal import check_times, find_annotations, find_times, plain_text
 from membrain.testing import HashingEncoder, ScriptedChatModel
 

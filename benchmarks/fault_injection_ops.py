@@ -41,15 +41,15 @@ import numpy as np
 import tantivy
 
 from membrain import Memory, Scope
-from membrain.errors import ConflictError, NotFoundError
-from membrain.models import Fact, FactStatus, Message, StoredMessage
-from membrain.path_names import BOOLEAN
-from membrain.storage import edge
-from membrain.storage.edge import EdgeBackend
-from membrain.storage.lexical import LexicalIndex
+from membrain.api.errors import ConflictError, NotFoundError
+from membrain.api.models import Fact, FactStatus, Message, StoredMessage
+from membrain.api.path_names import BOOLEAN
+from membrain.backends import edge
+from membrain.backends.edge import EdgeBackend
+from membrain.backends.lexical import LexicalIndex
+from membrain.files.transfer import export_scope, import_scope
 from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder, file_extents
-from membrain.transfer import export_scope, import_scope
 
 MAIN = Scope(dataset="u1", task="bench")
 OTHER = Scope(dataset="u2", task="bench")
@@ -197,7 +197,7 @@ def load_workload(path: Path, count: int) -> Workload:
 
     The 4 messages after them are the main scope's own, the 4 after those the other scope's.
     """
-    from membrain.loaders import load_conversations
+    from membrain.files.loaders import load_conversations
 
     messages = load_conversations(path)[0].messages[: count + 8]
     taken, rest = messages[:count], messages[count:]

@@ -40,7 +40,7 @@ from benchmarks.locomo_eval import format_table
 from benchmarks.wrapped import WrappedEncoder
 from membrain import Memory, Scope
 from membrain.embeddings import DenseEncoder
-from membrain.loaders import Conversation, load_conversations
+from membrain.files.loaders import Conversation, load_conversations
 from membrain.testing import HashingEncoder
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"

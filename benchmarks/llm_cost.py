@@ -55,12 +55,12 @@ from typing import Any
 
 from benchmarks.locomo_eval import format_table
 from membrain import Memory
+from membrain.api.models import Scope, TimeSpan
+from membrain.api.tokens import count_tokens
 from membrain.extraction.prompts import DIVIDER
-from membrain.loaders import Conversation, load_conversations
-from membrain.models import Scope, TimeSpan
+from membrain.files.loaders import Conversation, load_conversations
 from membrain.temporal import annotate, find_annotations, find_times, resolve
 from membrain.testing import HashingEncoder, ScriptedChatModel
-from membrain.tokens import count_tokens
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10_dev.json")
 

@@ -105,14 +105,14 @@ from benchmarks.locomo_eval import (
     render_turn_line,
 )
 from membrain import Memory, SearchResult
-from membrain.loaders import Conversation, locomo_conversations
-from membrain.models import MemoryHit, Message, Scope
-from membrain.profile import ProfileEntry
+from membrain.api.models import MemoryHit, Message, Scope
+from membrain.api.profile import ProfileEntry
+from membrain.api.tokens import count_tokens
+from membrain.files.loaders import Conversation, locomo_conversations
 from membrain.retrieval.profile_block import profile_block
 from membrain.retrieval.rerank import Reranker
 from membrain.retrieval.search import MODE_PATHS, RetrievalMode
 from membrain.temporal import plain_text
-from membrain.tokens import count_tokens
 
 METHODS: tuple[tuple[str, str], ...] = (
     ("system", "system"),

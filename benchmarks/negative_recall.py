@@ -129,9 +129,9 @@ from rich.console import Console
 
 from langchain_membrain.langgraph import MembrainStore, scope_for_namespace
 from membrain import Memory
+from membrain.api.models import Scope
 from membrain.background import BackgroundWriter
-from membrain.loaders import load_conversations
-from membrain.models import Scope
+from membrain.files.loaders import load_conversations
 from membrain.testing import HashingEncoder
 
 if __package__ in (None, ""):  # run as a file: import siblings as `python -m` would

@@ -31,10 +31,10 @@ from benchmarks.negative_recall_targets import (
 )
 from langchain_membrain.langgraph import MembrainStore
 from membrain import Memory
+from membrain.api.models import Fact, FactStatus, Message, Scope, Trust
 from membrain.background import BackgroundWriter
-from membrain.loaders import Conversation
-from membrain.models import Fact, FactStatus, Message, Scope, Trust
-from membrain.store.journal import without_erased
+from membrain.files.loaders import Conversation
+from membrain.records.journal import without_erased
 from membrain.temporal import plain_text
 
 _MIN_WORDS = 5

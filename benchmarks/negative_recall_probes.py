@@ -33,8 +33,8 @@ from langchain_membrain.langgraph import MembrainStore
 from llama_index_membrain import MembrainMemoryBlock
 from llama_index_membrain import MembrainRetriever as LlamaIndexRetriever
 from membrain import Memory
-from membrain.models import MemoryHit, Scope
-from membrain.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, HYDE
+from membrain.api.models import MemoryHit, Scope
+from membrain.api.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, HYDE
 from membrain.temporal import plain_text
 from membrain.testing import file_extents
 

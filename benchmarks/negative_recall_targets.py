@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from membrain.models import Scope, now
+from membrain.api.models import Scope, now
 from membrain.temporal import find_times, plain_text
 
 OPERATIONS = ("forget", "supersede", "purge", "reject", "delete")

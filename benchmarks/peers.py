@@ -91,7 +91,7 @@ from benchmarks.peers_systems import (
     open_system,
 )
 from membrain.embeddings import DenseEncoder, default_dense_encoder
-from membrain.loaders import Conversation, locomo_conversations
+from membrain.files.loaders import Conversation, locomo_conversations
 from membrain.retrieval.rerank import Reranker
 from membrain.retrieval.search import RetrievalMode
 from membrain.testing import HashingEncoder

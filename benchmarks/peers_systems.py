@@ -41,8 +41,8 @@ import numpy.typing as npt
 from benchmarks.locomo_eval import normalize_dia_id, render_turn_line
 from benchmarks.locomo_retrieval import conversation_scope
 from membrain import Memory
+from membrain.api.models import Message, Scope
 from membrain.embeddings import Bm25Encoder, DenseEncoder
-from membrain.models import Message, Scope
 from membrain.retrieval.rerank import Reranker
 
 Ranking = list[tuple[str, ...]]

@@ -54,13 +54,13 @@ from typing import Any
 from benchmarks.locomo_eval import format_table, percentile
 from benchmarks.wrapped import WrappedEncoder
 from membrain import Memory
+from membrain.api.indexing import fact_dense_text, fact_sparse_text
+from membrain.api.models import Entity, EntityVersion, Message, MessageStatus, Scope, StoredMessage
+from membrain.backends.base import DENSE, Collection, VectorQuery
 from membrain.embeddings import DenseEncoder, SparseEncoder, SparseVector
 from membrain.extraction.base import FactDraft
-from membrain.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
-from membrain.indexing import fact_dense_text, fact_sparse_text
-from membrain.loaders import locomo_conversations
-from membrain.models import Entity, EntityVersion, Message, MessageStatus, Scope, StoredMessage
-from membrain.storage.base import DENSE, Collection, VectorQuery
+from membrain.files.loaders import locomo_conversations
+from membrain.knowledge.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10_dev.json")
 MODES = ("fast", "expand", "deep")

@@ -65,10 +65,7 @@ from typing import Any
 from benchmarks.locomo_eval import format_table, percentile
 from benchmarks.wrapped import WrappedEncoder
 from membrain import Memory
-from membrain.embeddings import DenseEncoder, embed_queries
-from membrain.extraction.base import FactDraft, entity_refs
-from membrain.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
-from membrain.models import (
+from membrain.api.models import (
     Entity,
     EntityVersion,
     Message,
@@ -76,8 +73,11 @@ from membrain.models import (
     Scope,
     StoredMessage,
 )
+from membrain.backends.base import DENSE, Collection, VectorQuery
+from membrain.embeddings import DenseEncoder, embed_queries
+from membrain.extraction.base import FactDraft, entity_refs
+from membrain.knowledge.facts import PARTICIPANT_DESCRIPTION, build_facts, entity_id
 from membrain.retrieval.search import MODE_PATHS, RetrievalMode
-from membrain.storage.base import DENSE, Collection, VectorQuery
 from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder
 

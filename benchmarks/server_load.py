@@ -12,7 +12,7 @@ Usage (from the repository root)::
 What it does:
 
 1. Loads conversations: ``--data`` (default ``../shared/data/locomo/locomo10_dev.json`` next to
-   the repository, read with ``membrain.loaders.load_conversations``), or, when that file is
+   the repository, read with ``membrain.files.loaders.load_conversations``), or, when that file is
    absent or with ``--generated``, one small generated two-person conversation. Nothing is
    copied into the repository.
 2. Starts a REAL server on 127.0.0.1 with a keys file holding one write key:
@@ -77,9 +77,9 @@ import httpx
 
 from benchmarks.locomo_eval import format_table, percentile
 from membrain import Memory, RemoteMemory, Scope
+from membrain.api.models import Message
 from membrain.background import BackgroundWriter
-from membrain.loaders import Conversation, load_conversations
-from membrain.models import Message
+from membrain.files.loaders import Conversation, load_conversations
 from membrain.server import KeyRing, add_key, create_app, serve_in_thread
 from membrain.testing import HashingEncoder
 

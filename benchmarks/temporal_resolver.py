@@ -62,7 +62,7 @@ from typing import Any
 
 from dateutil.relativedelta import relativedelta
 
-from membrain.models import Precision, TimeSpan
+from membrain.api.models import Precision, TimeSpan
 from membrain.temporal import annotate, format_resolved, resolve
 
 GRAINS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second")

@@ -38,7 +38,7 @@ from benchmarks.locomo_eval import format_table, recall_at_k
 from benchmarks.locomo_retrieval import build_questions, conversation_scope
 from membrain import Memory
 from membrain.embeddings import default_dense_encoder
-from membrain.loaders import locomo_conversations
+from membrain.files.loaders import locomo_conversations
 from membrain.retrieval.rerank import FEATURES, RERANK_DEPTH, Candidate, Reranker, features
 from membrain.retrieval.search import one_per_message
 

@@ -3,7 +3,7 @@
 A page holds a marker where a generated part goes:
 
 * ``<!-- membrain:operations -->``: the operations table, from
-  :data:`membrain.operations.OPERATIONS`;
+  :data:`membrain.api.operations.OPERATIONS`;
 * ``<!-- membrain:layers -->``: the core's layers and their modules, from ``LAYERS`` in
   ``tests/unit/test_layering.py`` (the test that holds them) and each module's docstring;
 * ``<!-- membrain:include FILE -->...<!-- /membrain:include -->``: a file of the repository
@@ -68,12 +68,13 @@ class DocstringMarkdown(griffe.Extension):
 
 def operations_rows() -> list[str]:
     """The rows of the operations table, one per operation, in the table's order."""
-    from membrain.operations import OPERATIONS
+    from membrain.api.operations import OPERATIONS
     from membrain.remote.common import API_PREFIX
 
     rows = []
     for op in OPERATIONS:
-        request = f"[`{op.request.__name__}`](../reference/requests.md#{op.request.__module__}.{op.request.__name__})"
+        anchor = f"{op.request.__module__}.{op.request.__name__}"
+        request = f"[`{op.request.__name__}`](../reference/requests.md#{anchor})"
         http = f"`{op.route[0]} {API_PREFIX}{op.route[1]}`"
         command = f"`membrain op {op.name.replace('_', '-')}`"
         cli = f"{command}, `membrain {op.cli}`" if op.cli else command

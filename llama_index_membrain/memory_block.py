@@ -14,12 +14,12 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from membrain import Memory, MemoryLike, Message, RetrievalMode, Role, Scope
 from membrain.aio import AsyncMemory
+from membrain.api.models import Context
+from membrain.api.tokens import count_tokens
 from membrain.background import BackgroundWriter
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.ingest import AddResult
-from membrain.models import Context
 from membrain.retrieval import assemble_context
-from membrain.tokens import count_tokens
 
 __all__ = ["MembrainMemoryBlock"]
 

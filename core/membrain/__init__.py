@@ -15,7 +15,8 @@ Example:
 import importlib
 from typing import TYPE_CHECKING
 
-from membrain.audit import (
+from membrain import _former_paths
+from membrain.api.audit import (
     AuditAction,
     AuditEvent,
     FactHistory,
@@ -23,7 +24,7 @@ from membrain.audit import (
     ReviewKind,
     ReviewPolicy,
 )
-from membrain.errors import (
+from membrain.api.errors import (
     AnnotationError,
     BackendError,
     ConfigurationError,
@@ -37,7 +38,7 @@ from membrain.errors import (
     ScopeError,
     StoreInUseError,
 )
-from membrain.models import (
+from membrain.api.models import (
     Actor,
     ActorKind,
     Context,
@@ -60,16 +61,18 @@ from membrain.models import (
     TimeSpan,
     Trust,
 )
-from membrain.profile import ContextRecipe, ProfileEntry, ProfileSchema
+from membrain.api.profile import ContextRecipe, ProfileEntry, ProfileSchema
+from membrain.api.results import AddResult, EvidenceHit, PurgeResult
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
-from membrain.results import AddResult, EvidenceHit, PurgeResult
+
+_former_paths.install()  # ``membrain.models`` and the other module paths of earlier versions
 
 if TYPE_CHECKING:
     from membrain.aio import AsyncMemory
-    from membrain.config import MembrainSettings
+    from membrain.api.config import MembrainSettings
+    from membrain.api.listeners import RecordListener
     from membrain.extraction.llm import ChatModel, LLMReply
     from membrain.extraction.prompts import Prompts
-    from membrain.listeners import RecordListener
     from membrain.memory import Memory
 
     def _conforms(memory: Memory, remote: RemoteMemory) -> tuple[MemoryLike, MemoryLike]:
@@ -81,10 +84,10 @@ _ENGINE = {
     "AsyncMemory": "membrain.aio",
     "ChatModel": "membrain.extraction.llm",
     "LLMReply": "membrain.extraction.llm",
-    "MembrainSettings": "membrain.config",
+    "MembrainSettings": "membrain.api.config",
     "Memory": "membrain.memory",
     "Prompts": "membrain.extraction.prompts",
-    "RecordListener": "membrain.listeners",
+    "RecordListener": "membrain.api.listeners",
 }
 """Names loaded on first use: the records above import no engine, so importing
 ``membrain.remote`` (a served memory's client) loads neither a storage engine nor a model."""

@@ -17,10 +17,10 @@ import asyncio
 import inspect
 from typing import Any
 
-from membrain.config import MembrainSettings
+from membrain.api.config import MembrainSettings
+from membrain.api.requests import OperationRequest
+from membrain.api.surface import AsyncMemoryLike
 from membrain.memory import Memory
-from membrain.requests import OperationRequest
-from membrain.surface import AsyncMemoryLike
 
 __all__ = ["AsyncMemory"]
 

@@ -59,11 +59,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from membrain.config import MembrainSettings, settings_for
-from membrain.errors import ConfigurationError, MembrainError
+from membrain.api.config import MembrainSettings, settings_for
+from membrain.api.errors import ConfigurationError, MembrainError
+from membrain.api.models import Message, Scope
+from membrain.api.tokens import count_tokens
 from membrain.memory import Memory
-from membrain.models import Message, Scope
-from membrain.tokens import count_tokens
 
 __all__ = [
     "DEFAULT_IDLE_SECONDS",

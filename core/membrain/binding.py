@@ -9,7 +9,7 @@
   process-wide instance every adapter uses.
 - :func:`scope_part` turns any string (a user id such as ``"auth0|64b7f1"``) into its scope
   part, as :class:`~membrain.Scope` does; :class:`ScopeBinding` applies it to every value it
-  resolves (:func:`membrain.scope.compose_part`), so ids need not fit the scope alphabet and
+  resolves (:func:`membrain.api.scope.compose_part`), so ids need not fit the scope alphabet and
   two different values never share a part.
 - :data:`DEFAULT_USER_NAME` and :data:`DEFAULT_ASSISTANT_NAME` are the speaker names of user and
   assistant messages when the caller names nobody. A user *id* is never a speaker name: adapters
@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from membrain.errors import ConfigurationError, ScopeError
-from membrain.inputs import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, MonotonicClock
-from membrain.models import Scope
-from membrain.scope import ScopePart, compose_part, scope_part, template_separators
+from membrain.api.errors import ConfigurationError, ScopeError
+from membrain.api.inputs import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, MonotonicClock
+from membrain.api.models import Scope
+from membrain.api.scope import ScopePart, compose_part, scope_part, template_separators
 
 __all__ = [
     "CLOCK",
@@ -55,7 +55,7 @@ def _pieces(template: str) -> tuple[list[str], list[str]]:
         ConfigurationError: the template does not parse, has a field that is not a key, or one
             with a conversion or format spec (``{user_id!r}``, ``{user_id:.3}``: they change the
             value, so two values could make one part), or fields not told apart (see
-            :func:`membrain.scope.template_separators`).
+            :func:`membrain.api.scope.template_separators`).
     """
     texts, names = [""], []
     try:
@@ -104,7 +104,7 @@ class ScopeBinding:
     has no session (it covers every session of the tenant). ``session=None`` never uses one.
 
     Every value (and default) is encoded by :func:`scope_part` as it fills a template
-    (:func:`membrain.scope.compose_part`), so a value may be any string: ``"auth0|64b7f1"``
+    (:func:`membrain.api.scope.compose_part`), so a value may be any string: ``"auth0|64b7f1"``
     resolves to the dataset ``"auth0_64b7f1-h0965fcf43ca6e13d"``, as ``Scope`` stores it, while
     ``"sara@example.com"`` stays as it is. A value holding a separator of its template (``:`` in
     ``"{org}:{user_id}"``) is encoded too, so different values never make one part; fields must

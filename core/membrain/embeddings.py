@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from membrain.errors import ConfigurationError, MissingDependencyError
+from membrain.api.errors import ConfigurationError, MissingDependencyError
 
 __all__ = [
     "DEFAULT_DENSE_MODEL",

@@ -17,17 +17,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from membrain.audit import AuditAction, Cause, ReviewKind
-from membrain.entities import EntityResolver
-from membrain.errors import ConflictError, ExtractionError, InputError, MembrainError
-from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
-from membrain.extraction.llm import LLMClient
-from membrain.extraction.profile_writer import LLMProfileWriter
-from membrain.facts import build_facts, drafts_for_refs, entity_id, replacements
-from membrain.ledger import Ledger
-from membrain.listeners import RecordListener
-from membrain.metadata import merged
-from membrain.models import (
+from membrain.api.audit import AuditAction, Cause, ReviewKind
+from membrain.api.errors import ConflictError, ExtractionError, InputError, MembrainError
+from membrain.api.listeners import RecordListener
+from membrain.api.metadata import merged
+from membrain.api.models import (
     Actor,
     ActorKind,
     Fact,
@@ -39,9 +33,15 @@ from membrain.models import (
     Trust,
     now,
 )
-from membrain.profiling import ProfileBook
-from membrain.results import AddResult
-from membrain.store import FactFilter, RecordStore
+from membrain.api.results import AddResult
+from membrain.extraction.base import ExtractionBatch, Extractor, KnownFact
+from membrain.extraction.llm import LLMClient
+from membrain.extraction.profile_writer import LLMProfileWriter
+from membrain.knowledge.entities import EntityResolver
+from membrain.knowledge.facts import build_facts, drafts_for_refs, entity_id, replacements
+from membrain.knowledge.ledger import Ledger
+from membrain.knowledge.profiles import ProfileBook
+from membrain.records import FactFilter, RecordStore
 from membrain.temporal import inert
 
 __all__ = ["AddResult", "Ingestor", "message_id"]
@@ -91,7 +91,8 @@ class Ingestor(RecordListener):
 
     Before each batch's extraction the scope's active facts closest to its messages (and to
     its speakers) are looked up and given to the extractor as known facts, so a new fact can
-    say which ones it replaces; the :class:`~membrain.ledger.Ledger` records the supersession.
+    say which ones it replaces; the :class:`~membrain.knowledge.ledger.Ledger` records the
+    supersession.
 
     Args:
         store: Where records live.

@@ -1,18 +1,18 @@
 """The :class:`Memory` facade: add conversations, search facts, account for every change.
 
-Every operation of :data:`membrain.operations.OPERATIONS` is a method of :class:`Memory` (made
-from its request model by :class:`~membrain.surface.MemoryLike`) that checks its arguments into
+Every operation of :data:`membrain.api.operations.OPERATIONS` is a method of :class:`Memory` (made
+from its request model by :class:`~membrain.api.surface.MemoryLike`) that checks its arguments into
 a request and hands it to :meth:`Memory.execute`, which runs the operation's ``_run_<name>``
 below. The parameters, defaults, limits and documentation of each operation live on its request
-(:mod:`membrain.requests`); what it does lives here.
+(:mod:`membrain.api.requests`); what it does lives here.
 
 Write path: messages are stored first, as pending evidence; then :mod:`membrain.ingest` extracts
 them batch by batch and marks them processed once their facts and entities are written. Ids are
 deterministic, so adding the same messages again writes nothing twice, and a crash between the
 steps leaves the messages pending for the next ``add``. Read path: :mod:`membrain.retrieval`.
 Changes of belief (forget, supersede, update, trust, review), their history and audit, and
-erasure follow the rules of :class:`membrain.ledger.Ledger`; every fact id may be given whole or
-as a unique prefix of 8 or more hex digits.
+erasure follow the rules of :class:`membrain.knowledge.ledger.Ledger`; every fact id may be given
+whole or as a unique prefix of 8 or more hex digits.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from membrain import requests as rq
-from membrain.arguments import as_ids
-from membrain.audit import (
+from membrain.api import requests as rq
+from membrain.api.arguments import as_ids
+from membrain.api.audit import (
     AuditAction,
     AuditEvent,
     Cause,
@@ -35,29 +35,10 @@ from membrain.audit import (
     ReviewItem,
     ReviewPolicy,
 )
-from membrain.config import MembrainSettings, settings_for
-from membrain.embeddings import (
-    Bm25Encoder,
-    DenseEncoder,
-    FastEmbedEncoder,
-    SparseEncoder,
-    as_dense_encoder,
-    default_dense_encoder,
-)
-from membrain.entities import EntityResolver
-from membrain.errors import ConfigurationError, ConflictError, InputError, NotFoundError
-from membrain.extraction.base import Extractor
-from membrain.extraction.llm import LLMClient, as_llm_client, load_model
-from membrain.extraction.llm_extractor import LLMExtractor
-from membrain.extraction.offline import OfflineExtractor
-from membrain.extraction.profile_writer import LLMProfileWriter
-from membrain.extraction.prompts import Prompts
-from membrain.extraction.stated import StatedFacts
-from membrain.facts import fact_id_of
-from membrain.ingest import Ingestor, message_id
-from membrain.ledger import Ledger
-from membrain.metadata import metadata_filter
-from membrain.models import (
+from membrain.api.config import MembrainSettings, settings_for
+from membrain.api.errors import ConfigurationError, ConflictError, InputError, NotFoundError
+from membrain.api.metadata import metadata_filter
+from membrain.api.models import (
     Actor,
     ActorKind,
     Context,
@@ -72,11 +53,37 @@ from membrain.models import (
     now,
     utc,
 )
-from membrain.operations import OPERATIONS
-from membrain.path_names import BOOLEAN, ENTITY_TREE
-from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileEntry, ProfileSchema
-from membrain.profiling import ProfileBook
-from membrain.results import AddResult, EvidenceHit, PurgeResult
+from membrain.api.operations import OPERATIONS
+from membrain.api.path_names import BOOLEAN, ENTITY_TREE
+from membrain.api.profile import DEFAULT_PROFILE_SCHEMA, ProfileEntry, ProfileSchema
+from membrain.api.results import AddResult, EvidenceHit, PurgeResult
+from membrain.api.surface import MemoryLike
+from membrain.backends import open_backend
+from membrain.backends.base import Backend, Collection, ScoredPoint, is_point_id
+from membrain.backends.lexical import open_lexical_index, release_lexical_index
+from membrain.embeddings import (
+    Bm25Encoder,
+    DenseEncoder,
+    FastEmbedEncoder,
+    SparseEncoder,
+    as_dense_encoder,
+    default_dense_encoder,
+)
+from membrain.extraction.base import Extractor
+from membrain.extraction.llm import LLMClient, as_llm_client, load_model
+from membrain.extraction.llm_extractor import LLMExtractor
+from membrain.extraction.offline import OfflineExtractor
+from membrain.extraction.profile_writer import LLMProfileWriter
+from membrain.extraction.prompts import Prompts
+from membrain.extraction.stated import StatedFacts
+from membrain.ingest import Ingestor, message_id
+from membrain.knowledge.entities import EntityResolver
+from membrain.knowledge.facts import fact_id_of
+from membrain.knowledge.ledger import Ledger
+from membrain.knowledge.profiles import ProfileBook
+from membrain.records import FactFilter, LexicalSync, RecordStore
+from membrain.records.journal import Change
+from membrain.records.store import id_prefix
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
 from membrain.retrieval.context import assemble_context
@@ -86,13 +93,6 @@ from membrain.retrieval.hits import memory_hits
 from membrain.retrieval.rerank import RERANK_DEPTH, Reranker, packaged_reranker
 from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
-from membrain.storage import open_backend
-from membrain.storage.base import Backend, Collection, ScoredPoint, is_point_id
-from membrain.storage.lexical import open_lexical_index, release_lexical_index
-from membrain.store import FactFilter, LexicalSync, RecordStore
-from membrain.store.journal import Change
-from membrain.store.records import id_prefix
-from membrain.surface import MemoryLike
 from membrain.temporal import find_annotations
 
 __all__ = ["UPDATE_CHANGE", "AddResult", "EvidenceHit", "Memory", "PurgeResult"]
@@ -114,14 +114,14 @@ class Memory(MemoryLike):
     Accountable: a changed fact supersedes the old one (both kept, with record and valid time),
     every mutation is audited, facts carry a trust state that people confirm, dispute and review,
     and a purge erases content from every index. Its methods are the operations of
-    :data:`membrain.operations.OPERATIONS` (see :mod:`membrain.requests` for each one's
+    :data:`membrain.api.operations.OPERATIONS` (see :mod:`membrain.api.requests` for each one's
     parameters); :meth:`execute` runs a request built apart.
 
     Args:
         path: Folder of the embedded store (Qdrant Edge); default ``./.membrain``.
         qdrant_url: Use a Qdrant server or cluster at this URL instead of the embedded store.
         qdrant_api_key: API key for ``qdrant_url``.
-        backend: A ready :class:`~membrain.storage.Backend` (overrides ``path``/``qdrant_url``).
+        backend: A ready :class:`~membrain.backends.Backend` (overrides ``path``/``qdrant_url``).
         dense: Dense encoder: a :class:`~membrain.embeddings.DenseEncoder`, a LangChain
             ``Embeddings``, a LlamaIndex ``BaseEmbedding``, or a fastembed model name
             (:func:`~membrain.embeddings.as_dense_encoder`); default the packaged offline
@@ -135,7 +135,7 @@ class Memory(MemoryLike):
         extractor: A custom extractor (overrides ``llm``).
         batch_size: Messages per extraction batch (an LLM batch costs two calls).
         context_window: Preceding messages given to the extractor as context.
-        review: Which changes wait for a person (:class:`~membrain.audit.ReviewPolicy`);
+        review: Which changes wait for a person (:class:`~membrain.api.audit.ReviewPolicy`);
             default: none but disputed facts.
         keep_messages: How long after it was said an extracted message is kept (``None``:
             forever, the default); :meth:`apply_retention` erases older ones and facts then
@@ -144,7 +144,7 @@ class Memory(MemoryLike):
             :mod:`membrain.retrieval.rerank`; one trained on your own conversations by
             ``benchmarks/train_reranker.py`` is loaded with ``Reranker.from_json``).
         profile_schema: The topics of the user profile (default
-            :data:`~membrain.profile.DEFAULT_PROFILE_SCHEMA`).
+            :data:`~membrain.api.profile.DEFAULT_PROFILE_SCHEMA`).
 
     Example:
         >>> from membrain import Memory, Scope

@@ -19,7 +19,7 @@ Needs ``pip install 'membrain-memory[langgraph]'``.
 
 from __future__ import annotations
 
-from membrain.errors import MissingDependencyError
+from membrain.api.errors import MissingDependencyError
 
 try:
     import langgraph.store.base  # noqa: F401

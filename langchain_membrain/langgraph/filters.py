@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from membrain import InputError
-from membrain.checks import check_json
+from membrain.api.checks import check_json
 
 __all__ = ["OPERATORS", "check_filter", "matches"]
 
@@ -25,7 +25,7 @@ def check_filter(filter_: Mapping[str, Any] | None) -> None:
 
     Raises:
         InputError: the filter is not a mapping with string keys, uses an unknown operator, or
-            nests deeper than :data:`membrain.checks.MAX_JSON_DEPTH`.
+            nests deeper than :data:`membrain.api.checks.MAX_JSON_DEPTH`.
     """
     if filter_ is None:
         return

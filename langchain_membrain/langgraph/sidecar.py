@@ -39,9 +39,9 @@ from langgraph.store.base import (
 
 from langchain_membrain.langgraph.filters import check_filter
 from membrain import ConfigurationError, InputError, Memory, MemoryLike, Scope
-from membrain.checks import check_json, is_unicode
-from membrain.scope import is_scope_part, scope_part
-from membrain.storage.edge import EdgeBackend
+from membrain.api.checks import check_json, is_unicode
+from membrain.api.scope import is_scope_part, scope_part
+from membrain.backends.edge import EdgeBackend
 
 __all__ = [
     "FORMAT",
@@ -89,7 +89,7 @@ CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 
 FORMAT = 2
 """The sidecar's layout (``PRAGMA user_version``): 2 is 1 whose items' text lives in the scopes
-of :func:`membrain.scope.scope_part` (the store moves it there from the scopes of
+of :func:`membrain.api.scope.scope_part` (the store moves it there from the scopes of
 :func:`legacy_scope` when it opens a file of layout 1); 1 stores a namespace as a JSON array of
 its labels; 0, the layout before it, joined the labels with ``.``."""
 _JSON_LABELS = 1
@@ -344,7 +344,7 @@ def check_value(value: Mapping[str, Any]) -> str:
 
     Raises:
         InputError: the value is not a mapping, not JSON-serialisable, nested deeper than
-            :data:`membrain.checks.MAX_JSON_DEPTH`, or holds text that is not valid Unicode.
+            :data:`membrain.api.checks.MAX_JSON_DEPTH`, or holds text that is not valid Unicode.
     """
     check_json(value, "an item value", any_integer=True)
     try:

@@ -39,8 +39,8 @@ names another task). ``scope_for_namespace`` without ``task`` is the chat-sharin
 ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``; ``(d, t, s)`` →
 ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the session
 (``s:x:y``). Every label is encoded as :class:`membrain.Scope` encodes a value
-(:func:`membrain.scope.scope_part`: ``d`` is the dataset ``Scope(dataset=d)`` names, the one API
-keys name), and the labels joined into a session by :func:`membrain.scope.compose_part`, so a
+(:func:`membrain.api.scope.scope_part`: ``d`` is the dataset ``Scope(dataset=d)`` names, the one API
+keys name), and the labels joined into a session by :func:`membrain.api.scope.compose_part`, so a
 label holding ``:`` is encoded: ``("u", "a", "b:c")`` and ``("u", "a", "b", "c")`` are two
 sessions. A sidecar written before this encoding has its items' text moved into their new
 tenants when it is opened (see :class:`MembrainStore`). Pass ``namespace_to_scope`` to map
@@ -151,11 +151,11 @@ from membrain import (
     Scope,
     ScopeError,
 )
+from membrain.api.scope import ScopePart, compose_part, scope_part
 from membrain.background import BackgroundWriter, check_writer, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_USER_NAME
 from membrain.remote.protocol import actor_for
 from membrain.retrieval import RRF_K, Ranked, rrf
-from membrain.scope import ScopePart, compose_part, scope_part
 
 __all__ = ["MembrainStore", "scope_for_namespace"]
 

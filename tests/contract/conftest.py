@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from qdrant_client import QdrantClient
 
+from membrain.api.models import Scope
+from membrain.backends.base import Backend, Collection, Point
+from membrain.backends.client import QdrantClientBackend
+from membrain.backends.edge import open_edge_backend
 from membrain.embeddings import Bm25Encoder
-from membrain.models import Scope
-from membrain.storage.base import Backend, Collection, Point
-from membrain.storage.client import QdrantClientBackend
-from membrain.storage.edge import open_edge_backend
 from membrain.testing import HashingEncoder
 
 DIM = 32

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from qdrant_client import QdrantClient
 
-from membrain.errors import BackendError, ConfigurationError, InputError, ScopeError
-from membrain.models import Scope
-from membrain.storage.base import (
+from membrain.api.errors import BackendError, ConfigurationError, InputError, ScopeError
+from membrain.api.models import Scope
+from membrain.backends.base import (
     DENSE,
     SPARSE,
     Backend,
@@ -22,8 +22,8 @@ from membrain.storage.base import (
     Point,
     VectorQuery,
 )
-from membrain.storage.client import QdrantClientBackend
-from membrain.storage.edge import EdgeBackend, open_edge_backend
+from membrain.backends.client import QdrantClientBackend
+from membrain.backends.edge import EdgeBackend, open_edge_backend
 
 from .conftest import DENSE_ENCODER, DIM, SPARSE_ENCODER, ensure, keys, make_point, open_edge
 

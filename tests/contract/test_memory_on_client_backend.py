@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from membrain import AuditAction, FactStatus, Memory, MessageStatus, RetrievalMode, Scope
-from membrain.models import now
-from membrain.storage.base import Backend
-from membrain.storage.client import QdrantClientBackend
+from membrain.api.models import now
+from membrain.backends.base import Backend
+from membrain.backends.client import QdrantClientBackend
 
 from .conftest import DENSE_ENCODER, SPARSE_ENCODER
 

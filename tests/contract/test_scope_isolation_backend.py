@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from membrain.models import Scope
-from membrain.storage.base import DENSE, SPARSE, Backend, Collection, ScoredPoint, VectorQuery
+from membrain.api.models import Scope
+from membrain.backends.base import DENSE, SPARSE, Backend, Collection, ScoredPoint, VectorQuery
 
 from .conftest import DENSE_ENCODER, SPARSE_ENCODER, keys, make_point
 

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from membrain import Memory
-from membrain.operations import OPERATIONS
+from membrain.api.operations import OPERATIONS
 from membrain.testing import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[2]

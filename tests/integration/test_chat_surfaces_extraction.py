@@ -23,9 +23,9 @@ import membrain.cli as cli
 from langchain_membrain import MembrainChatMessageHistory
 from langchain_membrain.langgraph import make_writer_node
 from membrain import Actor, ActorKind, Memory, Message, Role, Scope
+from membrain.api.models import Fact, FactStatus
 from membrain.background import BackgroundWriter
 from membrain.binding import ScopeBinding
-from membrain.models import Fact, FactStatus
 from membrain.server import create_app
 from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder

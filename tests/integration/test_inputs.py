@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from llama_index.core.llms import ChatMessage, MessageRole
 
 from membrain import InputError, Memory, Message, Role, Scope
-from membrain.inputs import as_messages
+from membrain.api.inputs import as_messages
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")

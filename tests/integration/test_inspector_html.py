@@ -12,10 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from membrain import Memory, Scope
+from membrain.files.transfer import export_scope, import_scope
 from membrain.server import create_app
 from membrain.server.inspector import SECURITY_HEADERS
 from membrain.testing import HashingEncoder
-from membrain.transfer import export_scope, import_scope
 
 SARA = Scope(dataset="sara", task="assistant")
 CHAT = [

@@ -2,7 +2,7 @@
 
 Metadata nested past about 120 levels was stored and then could not be read back by the storage
 engine: the tenant's reads failed, every other tenant's purge and delete failed, and the store
-no longer opened. The bound (:data:`membrain.checks.MAX_JSON_DEPTH`) refuses it first.
+no longer opened. The bound (:data:`membrain.api.checks.MAX_JSON_DEPTH`) refuses it first.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from integration.served import Served, serving
 from langchain_membrain.langgraph import MembrainStore, RemoteMembrainStore
 from membrain import InputError, Memory, Message, Scope
 from membrain.aio import AsyncMemory
-from membrain.audit import AuditEvent
-from membrain.checks import MAX_JSON_DEPTH, json_depth
+from membrain.api.audit import AuditEvent
+from membrain.api.checks import MAX_JSON_DEPTH, json_depth
 from membrain.remote import AsyncRemoteMemory, RemoteMemory
 from membrain.server import Access
 from membrain.testing import HashingEncoder

@@ -596,7 +596,7 @@ def test_in_memory_sidecar_only_when_asked_and_server_memories_need_a_path(
 ) -> None:
     from qdrant_client import QdrantClient
 
-    from membrain.storage.client import QdrantClientBackend
+    from membrain.backends.client import QdrantClientBackend
 
     folder = tmp_path / "membrain"
     with Memory(path=folder, dense=HashingEncoder(dim=64)) as mem:

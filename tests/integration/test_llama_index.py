@@ -18,10 +18,10 @@ import llama_index_membrain
 from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
 from membrain import ConfigurationError, Memory, RetrievalMode, Scope, ScopeError
 from membrain.aio import AsyncMemory
+from membrain.api.tokens import count_tokens
 from membrain.background import BackgroundWriter
 from membrain.binding import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
 from membrain.testing import HashingEncoder
-from membrain.tokens import count_tokens
 
 CHAT = [
     {"speaker": "Sara", "text": "Hey Nate!", "timestamp": "2024-03-15T14:00:00Z", "id": "m0"},

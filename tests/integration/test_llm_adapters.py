@@ -26,7 +26,8 @@ from llama_index.core.llms import (  # noqa: TID251
     MockLLM,
 )
 
-from membrain.errors import ConfigurationError, ExtractionError
+from membrain.api.errors import ConfigurationError, ExtractionError
+from membrain.api.tokens import count_tokens
 from membrain.extraction.llm import (
     ChatModel,
     LLMCallError,
@@ -35,7 +36,6 @@ from membrain.extraction.llm import (
     Usage,
     as_llm_client,
 )
-from membrain.tokens import count_tokens
 
 SYSTEM = "You extract facts. Answer with JSON."
 PROMPT = "Sara: I adopted a cat named Miso yesterday."

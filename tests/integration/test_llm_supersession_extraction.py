@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from membrain.errors import ExtractionError
+from membrain.api.errors import ExtractionError
+from membrain.api.models import Message
 from membrain.extraction.base import ExtractionBatch, KnownFact
 from membrain.extraction.llm import as_llm_client
 from membrain.extraction.llm_extractor import LLMExtractor
 from membrain.extraction.offline import OfflineExtractor
 from membrain.extraction.prompts import FACT_SCHEMA, PROMPT_VERSION, Prompts
-from membrain.models import Message
 from membrain.testing import ScriptedChatModel
 
 TS = "2024-05-02T10:00:00Z"

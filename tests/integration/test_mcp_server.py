@@ -48,7 +48,7 @@ async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
         command=sys.executable,
         args=[
             "-m",
-            "membrain.mcp_server",
+            "membrain.server.mcp",
             "--path",
             str(store),
             "--dataset",
@@ -158,7 +158,7 @@ async def test_the_tools_can_use_a_served_memory(tmp_path: Path) -> None:
             command=sys.executable,
             args=[
                 "-m",
-                "membrain.mcp_server",
+                "membrain.server.mcp",
                 "--url",
                 memory_server.url,
                 "-d",
@@ -187,7 +187,7 @@ async def test_the_tools_can_use_a_served_memory(tmp_path: Path) -> None:
 
 def test_a_url_and_a_store_are_not_both_served(tmp_path: Path) -> None:
     from membrain import ConfigurationError
-    from membrain.mcp_server import run
+    from membrain.server.mcp import run
 
     with pytest.raises(ConfigurationError, match="either"):
         run(url="http://127.0.0.1:9574", path=tmp_path, dataset="sara", task="mcp")
@@ -214,7 +214,7 @@ def test_http_refuses_a_host_other_machines_can_reach(
     tmp_path: Path, started: list[tuple[str, dict[str, object]]], host: str
 ) -> None:
     from membrain import ConfigurationError
-    from membrain.mcp_server import run
+    from membrain.server.mcp import run
 
     store = tmp_path / "store"
     with pytest.raises(ConfigurationError, match="refusing to serve MCP"):
@@ -228,7 +228,7 @@ def test_the_commands_refuse_http_on_a_public_host(
     from typer.testing import CliRunner
 
     from membrain.cli import app
-    from membrain.mcp_server import main
+    from membrain.server.mcp import main
 
     scope = ["--dataset", "sara", "--task", "mcp", "--url", "http://127.0.0.1:9"]
     public = ["--transport", "http", "--host", "0.0.0.0"]
@@ -245,7 +245,7 @@ def test_the_commands_refuse_http_on_a_public_host(
 def test_http_on_a_loopback_host_starts_serving(
     started: list[tuple[str, dict[str, object]]], host: str
 ) -> None:
-    from membrain.mcp_server import run
+    from membrain.server.mcp import run
 
     # a served memory's url: nothing is opened or called before the tools are
     unused = "http://127.0.0.1:9"

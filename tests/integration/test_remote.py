@@ -29,10 +29,10 @@ from membrain import (
     Scope,
     ScopeError,
 )
+from membrain.files.transfer import export_scope, import_scope
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
 from membrain.server import Access
 from membrain.testing import HashingEncoder
-from membrain.transfer import export_scope, import_scope
 
 SARA = Scope(dataset="sara", task="assistant")
 STANDARD = Scope(dataset="sara", task="standard")

@@ -30,9 +30,9 @@ from langchain_membrain.langgraph import (
 from langchain_membrain.langgraph.sidecar import FORMAT, connect, layout, ns_text, set_layout
 from llama_index_membrain import MembrainRetriever as LlamaRetriever
 from membrain import Memory, Message, RemoteMemory, Scope, ScopeError
+from membrain.api.requests import EntitiesRequest
+from membrain.api.scope import PARTS_HEADER
 from membrain.binding import ScopeBinding
-from membrain.requests import EntitiesRequest
-from membrain.scope import PARTS_HEADER
 from membrain.server import Access
 from membrain.server.keys import Grant
 from membrain.testing import HashingEncoder

@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from membrain import BackendError, ConfigurationError, Memory, Scope, StoreInUseError
+from membrain.api.operations import OPERATIONS
 from membrain.background import BackgroundWriter
-from membrain.operations import OPERATIONS
 from membrain.server import Access, KeyRing, add_key, create_app, serve, serve_in_thread
 from membrain.server.app import route_role
 from membrain.server.keys import Forbidden, Unauthenticated, hash_key

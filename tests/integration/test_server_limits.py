@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from membrain import InputError, Memory, Scope
+from membrain.api.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
+from membrain.api.config import DEFAULT_MAX_BODY_BYTES, MembrainSettings
+from membrain.api.errors import ConfigurationError
 from membrain.background import BackgroundWriter
-from membrain.checks import MAX_MESSAGE_CHARS, MAX_QUESTION_CHARS, MAX_REASON_CHARS
-from membrain.config import DEFAULT_MAX_BODY_BYTES, MembrainSettings
-from membrain.errors import ConfigurationError
 from membrain.remote import RemoteMemory
 from membrain.server import KeyRing, create_app, serve_in_thread
 from membrain.testing import HashingEncoder
@@ -286,7 +286,7 @@ MCP_BAD: list[tuple[str, dict[str, Any], str]] = [
 async def test_mcp_tool_errors_are_one_readable_line(memory: Memory) -> None:
     from mcp import Client
 
-    from membrain.mcp_server import build_server
+    from membrain.server.mcp import build_server
 
     server = build_server(memory, scope=Scope(dataset="sara", task="mcp-errors"))
     async with Client(server) as client:

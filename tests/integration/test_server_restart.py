@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from membrain import Memory, Scope
-from membrain.models import MessageStatus
+from membrain.api.models import MessageStatus
 from membrain.server import add_key
 from membrain.testing import HashingEncoder
 

@@ -28,8 +28,8 @@ from membrain import (
     Scope,
     Trust,
 )
-from membrain.facts import entity_id
-from membrain.models import now
+from membrain.api.models import now
+from membrain.knowledge.facts import entity_id
 from membrain.testing import ScriptedChatModel
 
 EXTRACTOR = Actor(kind=ActorKind.EXTRACTOR, name="llm-membrain-p3")

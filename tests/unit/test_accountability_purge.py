@@ -31,8 +31,8 @@ from membrain import (
     PurgeResult,
     Scope,
 )
-from membrain.facts import entity_id
-from membrain.models import now
+from membrain.api.models import now
+from membrain.knowledge.facts import entity_id
 from membrain.testing import files_holding_text
 
 SECRET = "Zorblaxian"

@@ -33,7 +33,7 @@ from membrain import (
     TimeCheck,
     Trust,
 )
-from membrain.models import now
+from membrain.api.models import now
 
 PEANUTS = "[Sara] is allergic to peanuts."
 CHESS = "[Sara] plays chess with [Nate] on Sundays."

@@ -30,7 +30,7 @@ from membrain import (
     MessageStatus,
     Scope,
 )
-from membrain.models import now
+from membrain.api.models import now
 from membrain.testing import ScriptedChatModel
 
 LISBON_TEXT = "[Sara] lives in [Lisbon] with her partner [Joao]."

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from membrain import Memory, Message, Role, Scope
-from membrain.models import FactStatus
+from membrain.api.models import FactStatus
 from membrain.temporal import plain_text
 
 SCOPE = Scope(dataset="maya", task="assistant")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from benchmarks import agent_memory as bench
-from membrain.models import Fact, MemoryHit, Scope
+from membrain.api.models import Fact, MemoryHit, Scope
 from membrain.temporal import plain_text
 
 CHATS = bench.load_chats(bench.DATA)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from membrain import InputError, Memory, NotFoundError, Scope
-from membrain.storage.base import Collection
-from membrain.storage.edge import EdgeBackend
+from membrain.backends.base import Collection
+from membrain.backends.edge import EdgeBackend
 from membrain.testing import HashingEncoder, files_holding_text
 
 SCOPE = Scope(dataset="sara", task="assistant")

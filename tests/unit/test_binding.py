@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from membrain import ConfigurationError, Scope, ScopeError
-from membrain import inputs as inputs_module
+from membrain.api import inputs as inputs_module
 from membrain.binding import (
     CLOCK,
     DEFAULT_ASSISTANT_NAME,
@@ -35,7 +35,7 @@ def test_clock_strictly_increases_when_the_wall_clock_stalls_or_goes_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     frozen = [datetime(2024, 3, 15, 12, 0, tzinfo=UTC)]
-    # The clock reads the wall clock through membrain.inputs.now.
+    # The clock reads the wall clock through membrain.api.inputs.now.
     monkeypatch.setattr(inputs_module, "now", lambda: frozen[0])
     clock = MonotonicClock()
     readings = [clock.next() for _ in range(5)]

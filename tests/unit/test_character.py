@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from membrain.errors import InputError
+from membrain.api.errors import InputError
 from membrain.extraction.character import (
     PERSONA_STYLE_PROMPT,
     CharacterResponse,

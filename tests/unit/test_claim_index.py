@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from membrain import Memory, Message, Scope
+from membrain.api.models import FactStatus
+from membrain.backends.base import Collection, Missing, Point
 from membrain.extraction.attributes import claim_key, held_keys
 from membrain.extraction.base import FactDraft
-from membrain.facts import build_facts
-from membrain.models import FactStatus
-from membrain.storage.base import Collection, Missing, Point
-from membrain.store.filters import NO_CLAIMS, fact_payload
+from membrain.knowledge.facts import build_facts
+from membrain.records.filters import NO_CLAIMS, fact_payload
 
 START = datetime(2024, 1, 8, 18, 0, tzinfo=UTC)
 

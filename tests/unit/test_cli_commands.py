@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 
 import membrain
 import membrain.cli as cli
-from membrain.models import RetrievalMode
+from membrain.api.models import RetrievalMode
 from membrain.testing import HashingEncoder
 
 runner = CliRunner()

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from membrain import Memory, MessageStatus, Scope
+from membrain.api.models import StoredMessage
 from membrain.extraction.offline import OfflineExtractor
-from membrain.models import StoredMessage
-from membrain.store import RecordStore
+from membrain.records import RecordStore
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant", session="s1")

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from membrain.errors import InputError
-from membrain.models import EntityView, Fact, Layer, MemoryHit, Message, Precision, Scope
+from membrain.api.errors import InputError
+from membrain.api.models import EntityView, Fact, Layer, MemoryHit, Message, Precision, Scope
+from membrain.api.tokens import count_tokens
 from membrain.retrieval.context import assemble_context
-from membrain.tokens import count_tokens
 
 SCOPE = Scope(dataset="d", task="t")
 STATED = datetime(2023, 5, 8, 10, 30, tzinfo=UTC)

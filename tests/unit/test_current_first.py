@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from membrain import Scope
-from membrain.models import Fact
+from membrain.api.models import Fact
 from membrain.retrieval.current import asked_attributes, asks_now, current_first, disagree
 
 SCOPE = Scope(dataset="maya", task="assistant")

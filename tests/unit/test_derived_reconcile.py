@@ -15,10 +15,10 @@ import pytest
 from qdrant_client import QdrantClient
 
 from membrain import Memory, Scope
-from membrain.models import FactStatus
+from membrain.api.models import FactStatus
+from membrain.backends.client import QdrantClientBackend
+from membrain.backends.lexical import LexicalIndex
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.client import QdrantClientBackend
-from membrain.storage.lexical import LexicalIndex
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from membrain import Scope
-from membrain.storage.base import Collection, Point
-from membrain.storage.edge import open_edge_backend
+from membrain.backends.base import Collection, Point
+from membrain.backends.edge import open_edge_backend
 
 SCOPE = Scope(dataset="disk", task="bench")
 DIM = 384

@@ -10,8 +10,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: TID251
 from llama_index.core import MockEmbedding  # noqa: TID251
 
 from membrain import Memory, Scope
+from membrain.api.errors import ConfigurationError
 from membrain.embeddings import DenseEncoder, FastEmbedEncoder, as_dense_encoder
-from membrain.errors import ConfigurationError
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")

@@ -10,12 +10,12 @@ import pytest
 from rapidfuzz import fuzz
 
 from membrain import Memory, Scope
-from membrain.entities import EntityResolver
+from membrain.api.models import Entity, EntityVersion
+from membrain.backends.base import Collection, Missing, Point
 from membrain.extraction.base import EntityDraft
-from membrain.facts import entity_id
-from membrain.models import Entity, EntityVersion
-from membrain.storage.base import Collection, Missing, Point
-from membrain.store.entity_names import spellings
+from membrain.knowledge.entities import EntityResolver
+from membrain.knowledge.facts import entity_id
+from membrain.records.entity_names import spellings
 from membrain.testing import HashingEncoder
 
 AT = datetime(2024, 5, 1, tzinfo=UTC)

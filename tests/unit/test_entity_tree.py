@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from membrain.api.errors import ConfigurationError
+from membrain.api.models import Entity, EntityVersion, Scope
+from membrain.backends.edge import open_edge_backend
 from membrain.embeddings import Bm25Encoder
-from membrain.errors import ConfigurationError
 from membrain.extraction.llm import LLMClient
-from membrain.facts import entity_id
-from membrain.models import Entity, EntityVersion, Scope
+from membrain.knowledge.facts import entity_id
+from membrain.records import RecordStore, TreeNode
 from membrain.retrieval.tree import EntityTree
 from membrain.retrieval.tree_cluster import partition
-from membrain.storage.edge import open_edge_backend
-from membrain.store import RecordStore, TreeNode
 from membrain.testing import HashingEncoder
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

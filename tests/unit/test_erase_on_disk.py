@@ -18,15 +18,15 @@ import pytest
 from qdrant_client import QdrantClient
 
 from membrain import Scope
+from membrain.api.errors import BackendError
+from membrain.api.models import Fact
+from membrain.backends.base import DENSE, SPARSE, BaseBackend, Collection, Point, VectorQuery
+from membrain.backends.client import QdrantClientBackend
+from membrain.backends.edge import EdgeBackend, open_edge_backend
+from membrain.backends.lexical import LexicalIndex
 from membrain.embeddings import SparseVector
-from membrain.errors import BackendError
 from membrain.extraction.base import FactDraft
-from membrain.facts import build_facts
-from membrain.models import Fact
-from membrain.storage.base import DENSE, SPARSE, BaseBackend, Collection, Point, VectorQuery
-from membrain.storage.client import QdrantClientBackend
-from membrain.storage.edge import EdgeBackend, open_edge_backend
-from membrain.storage.lexical import LexicalIndex
+from membrain.knowledge.facts import build_facts
 from membrain.testing import files_holding, tantivy_term
 
 SCOPE = Scope(dataset="d", task="t")
@@ -228,7 +228,7 @@ def test_a_compaction_stopped_midway_leaves_a_complete_shard(
     backend = open_store(purged_store)
     with monkeypatch.context() as patch:
         # The process "dies" once each rewrite is complete: the swap never happens.
-        patch.setattr("membrain.storage.edge._recover", lambda folder: None)
+        patch.setattr("membrain.backends.edge._recover", lambda folder: None)
         backend.compact(list(PURGED))
     backend.close()
     for collection, state in states.items():

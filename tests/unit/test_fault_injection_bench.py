@@ -43,8 +43,8 @@ from benchmarks.fault_injection_ops import (
     unaudited_changes,
 )
 from membrain import Memory, Scope
-from membrain.storage.edge import EdgeBackend
-from membrain.storage.lexical import LexicalIndex
+from membrain.backends.edge import EdgeBackend
+from membrain.backends.lexical import LexicalIndex
 
 TRIALS = 2
 NOON = "2024-03-15T12:00:00Z"

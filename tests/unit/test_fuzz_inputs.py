@@ -44,7 +44,7 @@ from membrain import (
     Scope,
     ScopeError,
 )
-from membrain.loaders import Conversation, load_conversations
+from membrain.files.loaders import Conversation, load_conversations
 from membrain.testing import HashingEncoder
 
 FUZZ = settings(

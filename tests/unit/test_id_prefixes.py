@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 import membrain.cli as cli
 from langchain_membrain.tools import create_memory_tools
 from membrain import InputError, Memory, MessageStatus, NotFoundError, Scope
+from membrain.backends.base import Collection, Point
 from membrain.extraction.offline import OfflineExtractor
-from membrain.storage.base import Collection, Point
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="chat")

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from membrain.indexing import (
+from membrain.api.indexing import (
     fact_dense_text,
     fact_sparse_text,
     message_text,
     question_dense_text,
 )
-from membrain.models import Message
+from membrain.api.models import Message
 
 FACT = (
     "[Caroline] is keen on counseling and [Caroline] would love to help [Caroline]'s friends "

@@ -127,7 +127,7 @@ def test_malformed_output(raw: str, key: str | None, reason: str) -> None:
 
 
 def test_malformed_output_is_a_value_error_not_a_membrain_error() -> None:
-    from membrain.errors import MembrainError
+    from membrain.api.errors import MembrainError
 
     error = MalformedOutput("not JSON", "x")
     assert isinstance(error, ValueError)

@@ -20,56 +20,15 @@ import pytest
 CORE = Path(__file__).resolve().parents[2] / "core" / "membrain"
 
 LAYERS: tuple[tuple[frozenset[str], ...], ...] = (
-    (
-        frozenset(
-            {
-                "errors",
-                "checks",
-                "models",
-                "audit",
-                "inputs",
-                "names",
-                "path_names",
-                "listeners",
-                "tokens",
-                "config",
-                "temporal",
-                "arguments",
-                "results",
-                "operations",
-                "requests",
-                "scope",
-                "metadata",
-                "surface",
-                "profile",
-            }
-        ),
-    ),
-    (frozenset({"indexing"}),),
+    (frozenset({"api", "temporal"}),),
     (frozenset({"embeddings"}), frozenset({"extraction"})),
-    (frozenset({"storage"}),),
-    (frozenset({"store"}),),
-    (frozenset({"facts", "entities", "ledger", "profiling"}),),
+    (frozenset({"backends"}),),
+    (frozenset({"records"}),),
+    (frozenset({"knowledge"}),),
     (frozenset({"retrieval"}), frozenset({"ingest"})),
     (frozenset({"memory"}),),
-    (
-        frozenset(
-            {
-                "aio",
-                "background",
-                "binding",
-                "loaders",
-                "testing",
-                "cli",
-                "server",
-                "transfer",
-                "mcp_server",
-                "remote",
-                "stubs",
-            }
-        ),
-    ),
-    (frozenset({"__init__"}),),
+    (frozenset({"aio", "background", "binding", "files", "testing", "cli", "server", "remote"}),),
+    (frozenset({"__init__", "_former_paths"}),),
 )
 
 
@@ -140,9 +99,9 @@ def test_no_upward_or_sideways_import() -> None:
 
 def test_storage_imports_nothing_above_it() -> None:
     forbidden = ("membrain.retrieval", "membrain.extraction", "membrain.ingest", "membrain.memory")
-    forbidden += ("membrain.store", "membrain.entities", "membrain.facts")
+    forbidden += ("membrain.records", "membrain.knowledge.entities", "membrain.knowledge.facts")
     for name, path in modules().items():
-        if name.startswith("membrain.storage"):
+        if name.startswith("membrain.backends"):
             bad = [t for t, _ in imports(path, name) if t.startswith(forbidden) or t == "membrain"]
             assert not bad, f"{name} imports {bad}"
 
@@ -162,7 +121,7 @@ def test_importing_the_remote_client_loads_no_engine() -> None:
     probe = (
         "import sys, membrain.remote\n"
         "heavy = ('qdrant_edge', 'qdrant_client', 'fastembed', 'onnxruntime', 'tantivy')\n"
-        "engine = ('membrain.storage', 'membrain.store', 'membrain.retrieval',\n"
+        "engine = ('membrain.backends', 'membrain.records', 'membrain.retrieval',\n"
         "          'membrain.extraction', 'membrain.ingest', 'membrain.memory')\n"
         "print(sorted(m for m in sys.modules\n"
         "             if m.split('.')[0] in heavy or m.startswith(engine)))\n"
@@ -209,6 +168,6 @@ def test_no_import_cycle() -> None:
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     source = tmp_path / "lexical.py"
     source.write_text("from membrain.retrieval.base import Ranked\nimport membrain.memory\n")
-    found = [t for t, _ in imports(source, "membrain.storage.lexical")]
+    found = [t for t, _ in imports(source, "membrain.backends.lexical")]
     assert found == ["membrain.retrieval.base", "membrain.memory"]
-    assert group_of("membrain.retrieval.base")[0] > group_of("membrain.storage.lexical")[0]
+    assert group_of("membrain.retrieval.base")[0] > group_of("membrain.backends.lexical")[0]

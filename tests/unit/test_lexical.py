@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import tantivy
 
-from membrain.errors import BackendError, InputError, ScopeError
+from membrain.api.errors import BackendError, InputError, ScopeError
+from membrain.api.models import Fact, FactStatus, Scope
+from membrain.backends.lexical import LexicalIndex, time_keys, validate_query
 from membrain.extraction.base import FactDraft
-from membrain.facts import build_facts
-from membrain.models import Fact, FactStatus, Scope
-from membrain.storage.lexical import LexicalIndex, time_keys, validate_query
+from membrain.knowledge.facts import build_facts
 from membrain.temporal import parse_resolved
 
 WHEN = datetime(2023, 6, 1, tzinfo=UTC)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from membrain import InputError
-from membrain.loaders import load_conversations, parse_locomo_time
+from membrain.files.loaders import load_conversations, parse_locomo_time
 
 MESSAGE = {"speaker": "Sara", "text": "I adopted a cat.", "timestamp": "2024-03-15T14:01:00Z"}
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from membrain import InputError, Memory, Message, Scope
-from membrain.checks import MAX_MESSAGE_CHARS
+from membrain.api.checks import MAX_MESSAGE_CHARS
 from membrain.testing import HashingEncoder
 
 WHEN = "2024-03-15T14:01:00Z"
@@ -75,7 +75,7 @@ def test_a_message_stored_before_the_limit_is_still_read(
     scope = Scope(dataset="sara", task="assistant")
     older = f"I adopted a cat named Miso. {LONG}"
     with Memory(path, dense=HashingEncoder(dim=64)) as memory:
-        monkeypatch.setattr("membrain.models.MAX_MESSAGE_CHARS", 10 * MAX_MESSAGE_CHARS)
+        monkeypatch.setattr("membrain.api.models.MAX_MESSAGE_CHARS", 10 * MAX_MESSAGE_CHARS)
         memory.add([{"speaker": "Sara", "text": older, "timestamp": WHEN}], scope=scope)
         monkeypatch.undo()
     with Memory(path, dense=HashingEncoder(dim=64)) as memory:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from membrain import InputError, Memory, Message, Scope
-from membrain.metadata import check_metadata, matches, metadata_filter
-from membrain.storage.base import Collection
-from membrain.store.filters import metadata_indexes
+from membrain.api.metadata import check_metadata, matches, metadata_filter
+from membrain.backends.base import Collection
+from membrain.records.filters import metadata_indexes
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from membrain import InputError, Message, Precision, Scope, ScopeError, TimeSpan
-from membrain.scope import scope_part
+from membrain.api.scope import scope_part
 
 
 def test_scope_key_and_deterministic_ids() -> None:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from membrain.api.models import Message, Role
 from membrain.extraction import OfflineExtractor
 from membrain.extraction.base import ExtractionBatch
-from membrain.models import Message, Role
 
 AGENT_CHAT = ["Maya", "Assistant"]
 

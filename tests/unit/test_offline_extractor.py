@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from membrain.api.models import Message
 from membrain.extraction import OfflineExtractor, entity_refs
-from membrain.models import Message
 
 PARTICIPANTS = ["Sara", "Nate"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from membrain.api.models import Message
 from membrain.extraction import OfflineExtractor
-from membrain.models import Message
 
 
 def _facts(*texts: str, speaker: str = "Lucia") -> list[str]:

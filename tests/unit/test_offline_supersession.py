@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from membrain import Memory, Message, Role, Scope
-from membrain.models import FactStatus
+from membrain.api.models import FactStatus
 
 START = datetime(2024, 1, 8, 18, 0, tzinfo=UTC)
 

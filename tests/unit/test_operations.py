@@ -1,4 +1,4 @@
-"""Every surface of a memory is made from the operations table (``membrain.operations``).
+"""Every surface of a memory is made from the operations table (``membrain.api.operations``).
 
 One declaration per operation: its request model (parameters, defaults, limits, docs), its
 result, its access and how it is exposed. ``Memory``, ``AsyncMemory``, both remote clients, the
@@ -26,14 +26,14 @@ from typer.testing import CliRunner
 
 import membrain.cli as cli
 from membrain import AsyncMemory, AsyncRemoteMemory, Memory, MemoryLike, RemoteMemory, Scope
+from membrain.api.errors import InputError
+from membrain.api.operations import OPERATIONS, Access, Operation, operation
+from membrain.api.requests import Filters, OperationRequest, ScopeField
+from membrain.api.stubs import STUBS, SurfaceStub
+from membrain.api.surface import AsyncMemoryLike, signature
 from membrain.cli.operation_commands import command_name
-from membrain.errors import InputError
-from membrain.mcp_server import build_server
-from membrain.operations import OPERATIONS, Access, Operation, operation
-from membrain.requests import Filters, OperationRequest, ScopeField
 from membrain.server.app import API_PREFIX, create_app, route_role
-from membrain.stubs import STUBS, SurfaceStub
-from membrain.surface import AsyncMemoryLike, signature
+from membrain.server.mcp import build_server
 from membrain.testing import HashingEncoder, any_encoder_reranker
 
 OPERATIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "operations.md"
@@ -85,7 +85,7 @@ def test_every_memory_implements_every_operation() -> None:
 
 @pytest.mark.parametrize("stub", STUBS, ids=lambda stub: stub.path.name)
 def test_the_type_stub_is_the_table_as_it_is(stub: SurfaceStub) -> None:
-    assert stub.path.read_text(encoding="utf-8") == stub.text(), "run python -m membrain.stubs"
+    assert stub.path.read_text(encoding="utf-8") == stub.text(), "run python -m membrain.api.stubs"
 
 
 def test_nothing_reads_a_stub_at_run_time() -> None:

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from membrain.api.models import Fact, Scope, TimeSpan
+from membrain.backends.lexical import LexicalIndex, validate_query
 from membrain.extraction.base import FactDraft
 from membrain.extraction.llm import LLMClient
-from membrain.facts import build_facts
-from membrain.models import Fact, Scope, TimeSpan
+from membrain.knowledge.facts import build_facts
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath, deterministic_query, llm_query
-from membrain.storage.lexical import LexicalIndex, validate_query
 from membrain.temporal import find_times, parse_resolved
 
 NOW = datetime(2023, 6, 10, tzinfo=UTC)

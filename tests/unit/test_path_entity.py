@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 
 import pytest
 
+from membrain.api.models import Entity, EntityVersion, Fact, FactStatus, Scope
+from membrain.backends.base import DENSE, SPARSE
+from membrain.backends.edge import open_edge_backend
 from membrain.embeddings import Bm25Encoder
 from membrain.extraction.base import FactDraft
-from membrain.facts import build_facts, entity_id
-from membrain.models import Entity, EntityVersion, Fact, FactStatus, Scope
+from membrain.knowledge.facts import build_facts, entity_id
+from membrain.records import RecordStore
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE, SPARSE
-from membrain.storage.edge import open_edge_backend
-from membrain.store import RecordStore
 from membrain.testing import HashingEncoder
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

@@ -25,15 +25,15 @@ from datetime import UTC, datetime
 
 import pytest
 
+from membrain.api.models import Scope
+from membrain.backends.edge import open_edge_backend
 from membrain.embeddings import Bm25Encoder, FastEmbedEncoder
 from membrain.extraction.base import FactDraft
-from membrain.facts import build_facts
-from membrain.models import Scope
+from membrain.knowledge.facts import build_facts
+from membrain.records import RecordStore
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.rewrite import deterministic_rewrites
 from membrain.retrieval.vector_paths import vector_paths
-from membrain.storage.edge import open_edge_backend
-from membrain.store import RecordStore
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 PARTICIPANTS = ("Sara",)

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from membrain.path_names import FORMER_NAMES, current_keys, current_names
+from membrain.api.path_names import FORMER_NAMES, current_keys, current_names
 from membrain.retrieval.search import MODE_PATHS, RetrievalMode
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from benchmarks import peers as bench
 from benchmarks import peers_systems as systems
 from benchmarks.locomo_retrieval import progress_bar
-from membrain.loaders import locomo_conversations
+from membrain.files.loaders import locomo_conversations
 from membrain.testing import HashingEncoder, any_encoder_reranker
 
 SESSION_1 = [

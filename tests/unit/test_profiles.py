@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrain import ConflictError, InputError, Memory, NotFoundError, Scope
-from membrain.audit import AuditAction
-from membrain.models import FactStatus
-from membrain.profile import DEFAULT_PROFILE_SCHEMA, ProfileSchema
+from membrain.api.audit import AuditAction
+from membrain.api.models import FactStatus
+from membrain.api.profile import DEFAULT_PROFILE_SCHEMA, ProfileSchema
+from membrain.api.tokens import count_tokens
 from membrain.testing import HashingEncoder, ScriptedChatModel
-from membrain.tokens import count_tokens
 
 SCOPE = Scope(dataset="sara", task="assistant")
 NURSE = {"speaker": "Sara", "text": "I work as a nurse.", "timestamp": "2024-01-10T10:00:00Z"}

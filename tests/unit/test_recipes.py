@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from membrain import ConfigurationError, ContextRecipe, Memory, Scope
+from membrain.api.tokens import count_tokens
 from membrain.testing import HashingEncoder
-from membrain.tokens import count_tokens
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RECIPES = sorted(EXAMPLES.glob("*.toml"))

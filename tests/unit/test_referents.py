@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from membrain.api.models import Message
 from membrain.extraction import OfflineExtractor
 from membrain.extraction.referents import Referents
-from membrain.models import Message
 
 
 def _facts(*texts: str) -> list[str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from membrain import Memory, Message, Scope
-from membrain.errors import ModelFileError
+from membrain.api.errors import ModelFileError
 from membrain.retrieval.rerank import (
     FEATURES,
     PATH_FEATURES,

@@ -7,16 +7,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from membrain.api.models import Message, Scope, StoredMessage
+from membrain.backends.edge import open_edge_backend
 from membrain.embeddings import Bm25Encoder
 from membrain.extraction.base import FactDraft
-from membrain.facts import build_facts
-from membrain.models import Message, Scope, StoredMessage
+from membrain.knowledge.facts import build_facts
+from membrain.records import RecordStore
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.signals import SIGNALS, turn_signals
 from membrain.retrieval.turn_paths import TurnPath
 from membrain.retrieval.turns import Timeline
-from membrain.storage.edge import open_edge_backend
-from membrain.store import RecordStore
 from membrain.testing import HashingEncoder
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)

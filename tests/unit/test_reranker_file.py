@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from membrain import InputError
-from membrain.errors import ModelFileError
-from membrain.path_names import FORMER_NAMES
+from membrain.api.errors import ModelFileError
+from membrain.api.path_names import FORMER_NAMES
 from membrain.retrieval.rerank import FEATURES, PATH_FEATURES, Reranker
 
 SHIPPED: dict[str, Any] = json.loads(

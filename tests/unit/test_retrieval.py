@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 from membrain import ConfigurationError, Fact, Memory, Message, RetrievalMode, Scope
+from membrain.api.path_names import FORMER_NAMES
+from membrain.api.tokens import count_tokens
 from membrain.extraction.llm import LLMClient
-from membrain.facts import entity_id
-from membrain.path_names import FORMER_NAMES
+from membrain.knowledge.facts import entity_id
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites, llm_rewrites
 from membrain.retrieval.search import Searcher, rrf
 from membrain.retrieval.vector_paths import vector_paths
 from membrain.testing import HashingEncoder
-from membrain.tokens import count_tokens
 
 CHAT = [
     {

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from membrain import ConfigurationError, Memory, Message, Scope, ScopeError
+from membrain.api.scope import STORED, ScopePart, compose_part, dataset_part, scope_part
 from membrain.binding import ScopeBinding
-from membrain.scope import STORED, ScopePart, compose_part, dataset_part, scope_part
 from membrain.testing import HashingEncoder
 
 OLD_PART = "auth0_64b7f1-h0965fcf43ca6e13d"

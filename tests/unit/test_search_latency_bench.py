@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import search_latency as bench
 from membrain.extraction.base import entity_refs
-from membrain.facts import build_facts
+from membrain.knowledge.facts import build_facts
 from membrain.temporal import find_annotations
 
 

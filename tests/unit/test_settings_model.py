@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from membrain import ConfigurationError, Memory, Scope
-from membrain.config import MembrainSettings, settings_for
+from membrain.api.config import MembrainSettings, settings_for
 from membrain.extraction.llm import load_model
 from membrain.testing import HashingEncoder, ScriptedChatModel
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from membrain import Memory, StoreInUseError
-from membrain.storage.owner import FolderLock
+from membrain.backends.owner import FolderLock
 from membrain.testing import HashingEncoder
 
 _OPEN = """

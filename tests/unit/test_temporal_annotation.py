@@ -9,8 +9,8 @@ from dateutil.relativedelta import relativedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from membrain.errors import AnnotationError, InputError
-from membrain.models import Precision, TimeSpan
+from membrain.api.errors import AnnotationError, InputError
+from membrain.api.models import Precision, TimeSpan
 from membrain.temporal import (
     Annotation,
     find_annotations,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from membrain.errors import InputError
-from membrain.models import Precision
+from membrain.api.errors import InputError
+from membrain.api.models import Precision
 from membrain.temporal import (
     TimeMatch,
     annotate,

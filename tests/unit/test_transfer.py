@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from membrain import Memory, Scope
-from membrain.errors import InputError
-from membrain.models import FactStatus
+from membrain.api.errors import InputError
+from membrain.api.models import FactStatus
+from membrain.files.transfer import export_scope, header_scope, import_scope
 from membrain.testing import HashingEncoder
-from membrain.transfer import export_scope, header_scope, import_scope
 
 SCOPE = Scope(dataset="sara", task="chat")
 QUESTIONS = ["What is Sara's cat called?", "Where does Sara live?", "What does Nate bake?"]

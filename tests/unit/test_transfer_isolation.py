@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from membrain import Memory, Scope
-from membrain.errors import InputError, NotFoundError
-from membrain.facts import entity_id, fact_id_of
+from membrain.api.errors import InputError, NotFoundError
+from membrain.api.profile import ProfileEntry
+from membrain.files.transfer import export_scope, header_scope, import_scope
 from membrain.ingest import message_id
-from membrain.profile import ProfileEntry
-from membrain.store import RecordStore
+from membrain.knowledge.facts import entity_id, fact_id_of
+from membrain.records import RecordStore
 from membrain.testing import HashingEncoder
-from membrain.transfer import export_scope, header_scope, import_scope
 
 ALICE = Scope(dataset="alice", task="chat")
 MALLORY = Scope(dataset="mallory", task="chat")

@@ -20,9 +20,9 @@ from membrain import (
     NotFoundError,
     Scope,
 )
+from membrain.backends.base import Collection
+from membrain.backends.edge import EdgeBackend
 from membrain.extraction.stated import StatedFacts
-from membrain.storage.base import Collection
-from membrain.storage.edge import EdgeBackend
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")

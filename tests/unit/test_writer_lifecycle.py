@@ -17,8 +17,8 @@ import pytest
 from writer_clock import HANG_GUARD, WorkerClock, wait_until
 
 from membrain import ConfigurationError, MembrainError, Memory, MessageStatus, Scope
+from membrain.api.config import MembrainSettings
 from membrain.background import DEFAULT_IDLE_SECONDS, BackgroundWriter, flush_scope
-from membrain.config import MembrainSettings
 from membrain.testing import HashingEncoder, ScriptedChatModel
 
 ENTITIES = json.dumps({"entities": ["Sara", "Miso"]})

@@ -15,12 +15,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from membrain.config import MembrainSettings, settings_for
-from membrain.errors import ConfigurationError, InputError, MembrainError
+from membrain.api.config import MembrainSettings, settings_for
+from membrain.api.errors import ConfigurationError, InputError, MembrainError
+from membrain.backends.edge import holds_store
 from membrain.memory import Memory
 from membrain.remote import RemoteMemory
 from membrain.remote.common import redacted
-from membrain.storage.edge import holds_store
 
 __all__ = [
     "DatasetOption",

@@ -14,7 +14,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from membrain import transfer
+from membrain.api.errors import ConfigurationError, InputError, NotFoundError
+from membrain.api.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
 from membrain.cli.common import (
     DatasetOption,
     JsonOption,
@@ -29,10 +30,9 @@ from membrain.cli.common import (
     out,
     say,
 )
-from membrain.errors import ConfigurationError, InputError, NotFoundError
-from membrain.loaders import load_conversations
+from membrain.files import transfer
+from membrain.files.loaders import load_conversations
 from membrain.memory import Memory
-from membrain.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
 from membrain.remote import RemoteMemory
 from membrain.retrieval.context import time_label
 

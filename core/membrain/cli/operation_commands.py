@@ -1,6 +1,6 @@
 """``membrain op NAME``: every operation of the table as a command, made from its request.
 
-Each operation of :data:`membrain.operations.OPERATIONS` is a command of the ``op`` group
+Each operation of :data:`membrain.api.operations.OPERATIONS` is a command of the ``op`` group
 (``search_messages`` is ``membrain op search-messages``). Its arguments are the request's
 positional fields, its options the others (a list option is repeated: ``--ids a --ids b``; an
 object is JSON text: ``--filters '{"project": "apollo"}'``), and the scope is ``--dataset``,
@@ -24,9 +24,9 @@ from typing import Annotated, Any
 
 import typer
 
+from membrain.api.operations import OPERATIONS, Operation
+from membrain.api.requests import OperationRequest
 from membrain.cli.common import PathOption, failures, open_memory
-from membrain.operations import OPERATIONS, Operation
-from membrain.requests import OperationRequest
 
 __all__ = ["command_name", "op_app"]
 
@@ -108,7 +108,7 @@ def _parameters(op: Operation) -> list[inspect.Parameter]:
 
 
 def _request(op: Operation, values: dict[str, Any]) -> OperationRequest:
-    from membrain.scope import Scope
+    from membrain.api.scope import Scope
 
     scoped = "scope" in op.request.model_fields
     fields = {k: v for k, v in values.items() if v is not None and not (scoped and k in _SCOPE)}

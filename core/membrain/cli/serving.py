@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from membrain.api.errors import ConfigurationError
 from membrain.cli.common import (
     DatasetOption,
     JsonOption,
@@ -20,7 +21,6 @@ from membrain.cli.common import (
     failures,
     say,
 )
-from membrain.errors import ConfigurationError
 
 __all__ = ["keys_add", "keys_list", "keys_revoke", "mcp_command", "serve"]
 
@@ -94,7 +94,7 @@ def mcp_command(
 ) -> None:
     """Serve one memory scope to an agent host over MCP (the `mcp` extra)."""
     with failures():
-        from membrain.mcp_server import run as run_mcp
+        from membrain.server.mcp import run as run_mcp
 
         if transport not in ("stdio", "http"):
             raise ConfigurationError(f"--transport must be stdio or http, not {transport!r}")

@@ -4,7 +4,7 @@
 answer is parsed (:func:`~membrain.extraction.jsonout.parse_json_object`), the step's ``check``
 turns it into a result or raises :class:`Invalid` with the problems, and the problems go back
 to the model in the next prompt; a model that fails (a timeout, a refusal to answer) is asked
-again after a backoff. After ``attempts`` calls :class:`~membrain.errors.ExtractionError` is
+again after a backoff. After ``attempts`` calls :class:`~membrain.api.errors.ExtractionError` is
 raised with the last raw answer, so the caller leaves what it was doing undone.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from membrain.errors import ExtractionError
+from membrain.api.errors import ExtractionError
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient
 

@@ -1,4 +1,4 @@
-"""What every extractor takes and returns (the name helpers live in :mod:`membrain.names`)."""
+"""What every extractor takes and returns (the name helpers live in :mod:`membrain.api.names`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from membrain.models import Layer, Message, TimeCheck
-from membrain.names import entity_refs, normalize_name
+from membrain.api.models import Layer, Message, TimeCheck
+from membrain.api.names import entity_refs, normalize_name
 
 __all__ = [
     "Discard",
@@ -117,7 +117,7 @@ class Extractor(Protocol):
     speakers of the scope; ``known`` the scope's active facts about the batch's entities, which a
     new fact may replace (:attr:`FactDraft.replaces`), or a :data:`KnownLookup` to call with the
     names of the entities the batch mentions, once found. Raise
-    :class:`membrain.errors.ExtractionError` to leave the target messages pending.
+    :class:`membrain.api.errors.ExtractionError` to leave the target messages pending.
 
     The write path looks known facts up only for an extractor whose ``extract`` takes ``known``
     and that does not set a class attribute ``wants_known_facts = False``. By default the lookup

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from membrain.errors import InputError
-from membrain.models import Layer
+from membrain.api.errors import InputError
+from membrain.api.models import Layer
 
 __all__ = [
     "PERSONA_STYLE_PROMPT",

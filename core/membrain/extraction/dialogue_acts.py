@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from membrain.models import Message, Role
+from membrain.api.models import Message, Role
 
 __all__ = [
     "GENERIC_ASSISTANTS",

@@ -12,7 +12,7 @@ or stop mid-answer. :func:`parse_json_object` finds the object in two phases:
 
 Failures raise :class:`MalformedOutput` with a short ``reason`` ("empty answer", "refusal",
 "missing key 'facts'", "not JSON") that the extractor turns into a retry or an
-:class:`membrain.errors.ExtractionError`.
+:class:`membrain.api.errors.ExtractionError`.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from membrain.errors import ConfigurationError, ExtractionError
-from membrain.tokens import count_tokens
+from membrain.api.errors import ConfigurationError, ExtractionError
+from membrain.api.tokens import count_tokens
 
 __all__ = [
     "ChatModel",

@@ -14,10 +14,10 @@ What models really return is checked before anything is stored:
   bare string instead of a list are repaired); references become the known facts' stored ids.
 
 A failed check is fed back to the model and the call retried (``max_attempts`` in all, with
-:mod:`tenacity`). When attempts run out the batch raises :class:`~membrain.errors.ExtractionError`
-carrying the last raw output, so the messages stay pending, except for time contradictions: those
-facts are kept, flagged ``trust=disputed`` and ``time_check=contradicts``, never silently
-accepted.
+:mod:`tenacity`). When attempts run out the batch raises
+:class:`~membrain.api.errors.ExtractionError` carrying the last raw output, so the messages stay
+pending, except for time contradictions: those facts are kept, flagged ``trust=disputed`` and
+``time_check=contradicts``, never silently accepted.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from membrain.errors import AnnotationError
+from membrain.api.errors import AnnotationError
+from membrain.api.models import Layer, Message, Role, utc
 from membrain.extraction.asking import Invalid, ask
 from membrain.extraction.base import (
     Discard,
@@ -50,7 +51,6 @@ from membrain.extraction.prompts import (
     PROMPT_VERSION,
     Prompts,
 )
-from membrain.models import Layer, Message, Role, utc
 from membrain.temporal import check_times, find_annotations, find_times, format_resolved
 
 __all__ = ["LLMExtractor", "render_known", "render_window"]

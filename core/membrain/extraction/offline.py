@@ -43,6 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from membrain.api.models import Layer, Message, Role
 from membrain.extraction import attributes
 from membrain.extraction.base import (
     Discard,
@@ -68,7 +69,6 @@ from membrain.extraction.dialogue_acts import (
     user_turns,
 )
 from membrain.extraction.referents import Referents
-from membrain.models import Layer, Message, Role
 from membrain.temporal import annotate
 
 __all__ = ["OfflineExtractor"]

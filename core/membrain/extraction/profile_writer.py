@@ -11,7 +11,7 @@ JSON::
 Every change is checked before any is returned: the subtopic (known under a strict schema, a
 listed topic otherwise), a non-empty text of at most a few sentences, at least one cited fact
 and only facts it was shown. A failed check goes back to the model and the call is retried
-(``max_attempts`` in all); when attempts run out :class:`~membrain.errors.ExtractionError`
+(``max_attempts`` in all); when attempts run out :class:`~membrain.api.errors.ExtractionError`
 is raised and nothing is proposed, so the profile is never half-written by one flush.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from membrain.api.profile import MAX_PROFILE_TEXT, ProfileEntry, ProfileSchema
 from membrain.extraction.asking import Invalid, ask
 from membrain.extraction.llm import LLMClient
-from membrain.profile import MAX_PROFILE_TEXT, ProfileEntry, ProfileSchema
 from membrain.temporal import plain_text
 
 __all__ = ["PROFILE_PROMPT_VERSION", "LLMProfileWriter", "ProfileChange", "ShownFact"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from membrain.api.models import Message
 from membrain.extraction.base import ExtractionBatch, FactDraft, KnownFact, KnownLookup
-from membrain.models import Message
 
 __all__ = ["StatedFacts"]
 

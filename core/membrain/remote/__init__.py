@@ -3,17 +3,17 @@
 :class:`RemoteMemory` (blocking, ``httpx.Client``) and :class:`AsyncRemoteMemory` (``asyncio``,
 ``httpx.AsyncClient``) take the same arguments and return the same records as
 :class:`~membrain.Memory`, so code written against :class:`MemoryLike` runs on either. Messages
-are turned into :class:`~membrain.models.Message` records on the client (speaker names and
+are turned into :class:`~membrain.api.models.Message` records on the client (speaker names and
 timestamps filled in here) and sent as JSON. Only ``httpx`` is needed: nothing here imports
 :mod:`membrain.server`.
 
 The server records the API key's name as the actor of every change and reports no progress, so
 ``by`` and ``on_progress`` (and the few other arguments the HTTP API has no field for) raise
-:class:`~membrain.errors.ConfigurationError` instead of being dropped. Error responses come back
-as the library's own errors: bad input :class:`~membrain.errors.InputError` (or
-:class:`~membrain.errors.ScopeError`), an unknown fact :class:`~membrain.errors.InputError`, a
-refused key :class:`RemoteAccessError`, a server that cannot be reached or cannot serve
-:class:`~membrain.errors.BackendError`.
+:class:`~membrain.api.errors.ConfigurationError` instead of being dropped. Error responses come back
+as the library's own errors: bad input :class:`~membrain.api.errors.InputError` (or
+:class:`~membrain.api.errors.ScopeError`), an unknown fact :class:`~membrain.api.errors.InputError`,
+a refused key :class:`RemoteAccessError`, a server that cannot be reached or cannot serve
+:class:`~membrain.api.errors.BackendError`.
 
 Example:
     >>> from membrain import Scope

@@ -2,7 +2,7 @@
 
 Its operations are :class:`~membrain.remote.RemoteMemory`'s: each checks the same request and
 sends the same call (:func:`~membrain.remote.transport.call_of`), awaited on
-``httpx.AsyncClient``. The methods come from :class:`~membrain.surface.AsyncMemoryLike`.
+``httpx.AsyncClient``. The methods come from :class:`~membrain.api.surface.AsyncMemoryLike`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 
-from membrain.operations import OPERATIONS
+from membrain.api.operations import OPERATIONS
+from membrain.api.requests import OperationRequest
+from membrain.api.surface import AsyncMemoryLike
 from membrain.remote.common import API_PREFIX, RETRIES, answer, connection, headers, send_async
 from membrain.remote.transport import call_of
-from membrain.requests import OperationRequest
-from membrain.surface import AsyncMemoryLike
 
 __all__ = ["AsyncRemoteMemory"]
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import httpx
 
-from membrain.operations import OPERATIONS
+from membrain.api.operations import OPERATIONS
+from membrain.api.requests import OperationRequest
+from membrain.api.surface import MemoryLike
 from membrain.remote.common import API_PREFIX, RETRIES, answer, connection, headers, send
 from membrain.remote.transport import call_of
-from membrain.requests import OperationRequest
-from membrain.surface import MemoryLike
 
 __all__ = ["RemoteMemory"]
 
@@ -18,8 +18,8 @@ __all__ = ["RemoteMemory"]
 class RemoteMemory(MemoryLike):
     """A MemBrain server's memory, with :class:`~membrain.Memory`'s methods (blocking).
 
-    Each operation of :data:`membrain.operations.OPERATIONS` is a method with
-    :class:`~membrain.Memory`'s parameters (made by :class:`~membrain.surface.MemoryLike` from
+    Each operation of :data:`membrain.api.operations.OPERATIONS` is a method with
+    :class:`~membrain.Memory`'s parameters (made by :class:`~membrain.api.surface.MemoryLike` from
     the operation's request): the call is checked into its request before anything is sent,
     sent to the operation's route (:func:`~membrain.remote.transport.call_of`), and the answer
     is read back into the record the memory returns.

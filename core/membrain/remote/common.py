@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import ValidationError
 
-from membrain.errors import (
+from membrain.api.errors import (
     AnnotationError,
     BackendError,
     ConfigurationError,
@@ -22,6 +22,7 @@ from membrain.errors import (
     NotFoundError,
     ScopeError,
 )
+from membrain.api.scope import PARTS_HEADER
 from membrain.remote.transport import (
     RETRIES,
     Call,
@@ -34,7 +35,6 @@ from membrain.remote.transport import (
     send_async,
     unreachable,
 )
-from membrain.scope import PARTS_HEADER
 
 __all__ = [
     "API_PREFIX",

@@ -1,10 +1,10 @@
-"""What the framework adapters need of a memory: :class:`~membrain.surface.MemoryLike`."""
+"""What the framework adapters need of a memory: :class:`~membrain.api.surface.MemoryLike`."""
 
 from __future__ import annotations
 
-from membrain.models import Actor
+from membrain.api.models import Actor
+from membrain.api.surface import MemoryLike
 from membrain.remote.client import RemoteMemory
-from membrain.surface import MemoryLike
 
 __all__ = ["MemoryLike", "actor_for"]
 

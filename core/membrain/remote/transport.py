@@ -22,10 +22,10 @@ from tenacity import (
     wait_exponential,
 )
 
-from membrain.checks import is_unicode
-from membrain.errors import BackendError, ConfigurationError, InputError, ScopeError
-from membrain.operations import OPERATIONS
-from membrain.requests import OperationRequest
+from membrain.api.checks import is_unicode
+from membrain.api.errors import BackendError, ConfigurationError, InputError, ScopeError
+from membrain.api.operations import OPERATIONS
+from membrain.api.requests import OperationRequest
 
 __all__ = [
     "RETRIES",

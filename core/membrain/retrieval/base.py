@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from membrain.api.errors import InputError
+from membrain.api.metadata import MetadataFilter
+from membrain.api.models import Fact, FactStatus, Precision, Scope, TimeSpan, now, utc
 from membrain.embeddings import embed_queries
-from membrain.errors import InputError
 from membrain.extraction.llm import LLMClient
-from membrain.metadata import MetadataFilter
-from membrain.models import Fact, FactStatus, Precision, Scope, TimeSpan, now, utc
-from membrain.store import FactFilter, RecordStore, ScoredFact
+from membrain.records import FactFilter, RecordStore, ScoredFact
 from membrain.temporal import find_times
 
 __all__ = ["Ranked", "RetrievalPath", "SearchContext"]
@@ -171,7 +171,7 @@ class RetrievalPath(Protocol):
     def name(self) -> str:
         """Short name used in results and explanations (``bm25``, ``entity_tree``, ...).
 
-        The names of the shipped paths are in :mod:`membrain.path_names`.
+        The names of the shipped paths are in :mod:`membrain.api.path_names`.
         """
         ...
 

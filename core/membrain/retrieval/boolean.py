@@ -23,12 +23,12 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from membrain.api.models import Precision, Scope, TimeSpan
+from membrain.api.path_names import BOOLEAN
+from membrain.backends.lexical import LexicalIndex, time_keys, validate_query
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient
-from membrain.models import Precision, Scope, TimeSpan
-from membrain.path_names import BOOLEAN
 from membrain.retrieval.base import Ranked, SearchContext
-from membrain.storage.lexical import LexicalIndex, time_keys, validate_query
 
 __all__ = ["BOOLEAN_QUERY_PROMPT", "BooleanPath", "deterministic_query", "llm_query"]
 
@@ -238,7 +238,7 @@ class BooleanPath:
     Args:
         index: The lexical index of facts.
         sync: Brings the index up to date with the record store before it is searched
-            (:class:`~membrain.store.LexicalSync`); ``None`` trusts the index as it is.
+            (:class:`~membrain.records.LexicalSync`); ``None`` trusts the index as it is.
     """
 
     name = BOOLEAN

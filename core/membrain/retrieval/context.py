@@ -5,7 +5,7 @@ parameter of the selection, not a cut of finished text: facts are chosen in rank
 their rendered lines (and the header of any group they open) still fit, a fact that does not fit
 is skipped and later, smaller ones are still tried (a greedy knapsack in rank order; nothing is
 reordered by size). The chosen facts are then rendered, and the final text is counted exactly
-with :func:`membrain.tokens.count_tokens` (cl100k); ``Context.tokens`` is that count and never
+with :func:`membrain.api.tokens.count_tokens` (cl100k); ``Context.tokens`` is that count and never
 exceeds ``max_tokens - profile_tokens``. A budget too small for anything gives an empty context
 (``text == ""``, ``tokens == 0``).
 
@@ -71,8 +71,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from membrain.errors import InputError
-from membrain.models import (
+from membrain.api.errors import InputError
+from membrain.api.models import (
     Context,
     EntityView,
     Fact,
@@ -82,11 +82,11 @@ from membrain.models import (
     Precision,
     Trust,
 )
-from membrain.profile import ProfileEntry
+from membrain.api.profile import ProfileEntry
+from membrain.api.tokens import count_tokens
 from membrain.retrieval.profile_block import profile_block
 from membrain.temporal import plain_text
 from membrain.temporal.annotation import format_moment
-from membrain.tokens import count_tokens
 
 __all__ = ["OTHER_GROUP", "SHORT_ID", "assemble_context", "cited_as"]
 

@@ -32,8 +32,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from membrain.api.models import Fact
 from membrain.extraction.attributes import SINGLE_VALUED, Claim, claims
-from membrain.models import Fact
 from membrain.temporal import plain_text
 
 __all__ = ["asked_attributes", "asks_now", "current_first", "disagree"]

@@ -9,17 +9,18 @@ similarity to the question.
 
 Participants (the speakers) are not in the tree: nearly every fact mentions them, so "the facts of
 a participant" would be all facts, which the ``dense`` path already ranks. The question is
-embedded with the participants' names as "they" (:func:`~membrain.indexing.question_dense_text`),
-like entity text in the tree and fact text in the store.
+embedded with the participants' names as "they"
+(:func:`~membrain.api.indexing.question_dense_text`), like entity text in the tree and fact text
+in the store.
 """
 
 from __future__ import annotations
 
-from membrain.indexing import question_dense_text
-from membrain.path_names import ENTITY_TREE
+from membrain.api.indexing import question_dense_text
+from membrain.api.path_names import ENTITY_TREE
+from membrain.backends.base import DENSE
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.tree import EntityTree
-from membrain.storage.base import DENSE
 
 __all__ = ["EntityTreePath"]
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from membrain.models import Fact, Scope
-from membrain.store import FactFilter, RecordStore
+from membrain.api.models import Fact, Scope
+from membrain.records import FactFilter, RecordStore
 
 __all__ = ["WINDOW", "asks", "replies", "with_answers"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from membrain.indexing import render_fact
-from membrain.models import EntityView, Fact, MemoryHit, Scope
-from membrain.store import RecordStore
+from membrain.api.indexing import render_fact
+from membrain.api.models import EntityView, Fact, MemoryHit, Scope
+from membrain.records import RecordStore
 
 __all__ = ["memory_hits"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from membrain.profile import ProfileEntry
-from membrain.tokens import count_tokens
+from membrain.api.profile import ProfileEntry
+from membrain.api.tokens import count_tokens
 
 __all__ = ["PROFILE_HEADER", "profile_block"]
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from membrain.indexing import question_dense_text
-from membrain.listeners import RecordListener
-from membrain.models import Fact, FactStatus, Scope
+from membrain.api.indexing import question_dense_text
+from membrain.api.listeners import RecordListener
+from membrain.api.models import Fact, FactStatus, Scope
+from membrain.backends.base import DENSE, SPARSE
+from membrain.records import FactFilter, RecordStore
 from membrain.retrieval.base import Ranked, SearchContext
-from membrain.storage.base import DENSE, SPARSE
-from membrain.store import FactFilter, RecordStore
 
 __all__ = ["ReplacedPath", "SupersededScopes"]
 

@@ -13,7 +13,7 @@ The trees (``membrain/data/reranker.json``) are fitted by ``benchmarks/train_rer
 dev conversations only; the script prints the cross-validated figures and an ablation. Trees are
 checked when loaded (:class:`RerankerFile`, then the node arrays): a malformed file, a node
 index out of range, a child that does not come after its parent (so no cycle) or a number that is
-not finite is a :class:`~membrain.errors.ModelFileError`.
+not finite is a :class:`~membrain.api.errors.ModelFileError`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from membrain.errors import ModelFileError
+from membrain.api.errors import ModelFileError
+from membrain.api.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, FORMER_NAMES, HYDE
 from membrain.extraction.dialogue_acts import GENERIC_ASSISTANTS
-from membrain.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, FORMER_NAMES, HYDE
 from membrain.retrieval.signals import SIGNALS
 from membrain.temporal import plain_text
 
@@ -211,7 +211,7 @@ class Reranker:
     child, and the leaf value. Trees are padded to the same number of nodes. ``encoder`` names
     the dense encoder whose similarities the trees were trained on (``None``: any). Trees
     written before the paths had names read their former letters as the names (``rr_B2`` is
-    ``rr_hyde``, :data:`~membrain.path_names.FORMER_NAMES`): the same features, the same scores.
+    ``rr_hyde``, :data:`~membrain.api.path_names.FORMER_NAMES`): the same features, the same scores.
 
     Raises:
         ModelFileError: the arrays are not (trees, nodes) of one shape, a feature or node index

@@ -7,7 +7,7 @@
   query); the rewrite call and the boolean path's query call.
 * ``auto``: ``fast``, escalating to ``expand`` when the first results are weak.
 
-The path names, and the letters that named them before, are in :mod:`membrain.path_names`.
+The path names, and the letters that named them before, are in :mod:`membrain.api.path_names`.
 
 Every mode but ``fast`` also follows retrieved questions to the replies that answered them
 (:mod:`.followup`), reads whole turns and the replies to them (:mod:`.turn_paths`), and has the
@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from membrain.models import Fact, RetrievalMode
-from membrain.path_names import (
+from membrain.api.models import Fact, RetrievalMode
+from membrain.api.path_names import (
     BM25,
     BOOLEAN,
     DENSE,
@@ -47,6 +47,8 @@ from membrain.path_names import (
     current_keys,
     current_names,
 )
+from membrain.backends.base import RRF_K
+from membrain.records import RecordStore, ScoredFact
 from membrain.retrieval.asked import AskedPath
 from membrain.retrieval.base import Ranked, RetrievalPath, SearchContext
 from membrain.retrieval.current import asks_now, current_first
@@ -58,8 +60,6 @@ from membrain.retrieval.signals import turn_signals
 from membrain.retrieval.turn_paths import TurnPath
 from membrain.retrieval.turns import Timeline
 from membrain.retrieval.vector_paths import PathQuery, run_queries, vector_paths
-from membrain.storage.base import RRF_K
-from membrain.store import RecordStore, ScoredFact
 
 __all__ = [
     "MODE_PATHS",
@@ -165,7 +165,7 @@ class Searcher:
         auto_asking_top: ``auto`` escalates when any of its ``fast`` top this many facts asks
             a question.
 
-    The former path letters (:data:`~membrain.path_names.FORMER_NAMES`) are still read as
+    The former path letters (:data:`~membrain.api.path_names.FORMER_NAMES`) are still read as
     names, with a ``DeprecationWarning``: as keys of ``extra_paths`` and ``weights``, and in the
     ``skip`` of :meth:`search`.
     """

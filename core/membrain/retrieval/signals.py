@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from membrain.indexing import question_dense_text
-from membrain.models import Fact
+from membrain.api.indexing import question_dense_text
+from membrain.api.models import Fact
+from membrain.backends.base import DENSE, SPARSE
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.turn_paths import best_messages
 from membrain.retrieval.turns import Timeline, Turn
-from membrain.storage.base import DENSE, SPARSE
 
 __all__ = ["SIGNALS", "turn_signals"]
 

@@ -3,14 +3,14 @@
 Leaves are the scope's entities; above them, clusters of entities (level 1), clusters of clusters
 (level 2), and so on up to a top level of at most ``branching`` nodes under a virtual root. The
 tree is scoped like entities (``scope.without_session()``) and stored as
-:class:`~membrain.store.TreeNode` records: an entity has its own id, level 0 and its level-1
+:class:`~membrain.records.TreeNode` records: an entity has its own id, level 0 and its level-1
 node as parent; a cluster has a deterministic id, level 1 and up, its children, every entity under
 it (``members``), a summary and a centroid. The store also keeps the participants' names the tree
 was built with.
 
 This module is the tree's structure and reads (the beam search). Building it is
 :mod:`.tree_build`'s (clustering in :mod:`.tree_cluster`); updating it as entities arrive is
-:mod:`.tree_update`'s. :class:`EntityTree` is a :class:`~membrain.listeners.RecordListener`:
+:mod:`.tree_update`'s. :class:`EntityTree` is a :class:`~membrain.api.listeners.RecordListener`:
 subscribed to the record store, it places every entity written into a tree already built (a
 scope's first tree is built lazily, by the first search of the ``entity_tree`` path).
 
@@ -27,12 +27,12 @@ import threading
 import weakref
 from collections.abc import Sequence
 
+from membrain.api.listeners import RecordListener
+from membrain.api.models import Entity, Scope
 from membrain.extraction.llm import LLMClient
-from membrain.listeners import RecordListener
-from membrain.models import Entity, Scope
+from membrain.records import RecordStore, TreeNode
 from membrain.retrieval.tree_build import TreeBuilder
 from membrain.retrieval.tree_update import TreeEdit
-from membrain.store import RecordStore, TreeNode
 
 __all__ = ["EntityTree"]
 

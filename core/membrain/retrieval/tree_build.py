@@ -14,8 +14,9 @@ the model for summaries) and builds a scope's tree from scratch; incremental upd
   node, from the children's summaries above), extractive otherwise (and when a call fails).
 * **Participants are left out.** Speakers are mentioned by nearly every fact: the facts of a
   participant are all facts, which the ``dense`` path already ranks, and a participant node would
-  attract every question. Participant names are also replaced by "they" in embedded entity text (as
-  :func:`membrain.indexing.question_dense_text` does for the question) and kept out of summaries.
+  attract every question. Participant names are also replaced by "they" in embedded entity text
+  (as :func:`membrain.api.indexing.question_dense_text` does for the question) and kept out of
+  summaries.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from membrain.errors import ConfigurationError
+from membrain.api.errors import ConfigurationError
+from membrain.api.indexing import entity_text, question_dense_text
+from membrain.api.models import Entity, Scope
 from membrain.extraction.llm import LLMCallError, LLMClient
-from membrain.indexing import entity_text, question_dense_text
-from membrain.models import Entity, Scope
+from membrain.records import RecordStore, TreeNode
 from membrain.retrieval.tree_cluster import (
     Vectors,
     centroid,
@@ -39,7 +41,6 @@ from membrain.retrieval.tree_cluster import (
     stop_words,
     unit,
 )
-from membrain.store import RecordStore, TreeNode
 
 __all__ = ["TreeBuilder", "embedded_text", "participant_names"]
 

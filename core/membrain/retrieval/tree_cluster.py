@@ -1,6 +1,6 @@
 """The arithmetic of the entity tree: clustering unit vectors, centroids, extractive summaries.
 
-Pure functions over numpy arrays and :class:`~membrain.store.TreeNode` records (no I/O), used to
+Pure functions over numpy arrays and :class:`~membrain.records.TreeNode` records (no I/O), used to
 build the tree (:mod:`.tree_build`) and to update it (:mod:`.tree_update`).
 
 * **Clustering**: spherical k-means (cosine, k-means++ seeding with a fixed seed, so a rebuild of
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from membrain.models import Entity
-from membrain.store import TreeNode
+from membrain.api.models import Entity
+from membrain.records import TreeNode
 
 __all__ = [
     "Vectors",

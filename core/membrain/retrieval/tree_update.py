@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from membrain.models import Entity, Scope
+from membrain.api.models import Entity, Scope
+from membrain.records import TreeNode
 from membrain.retrieval.tree_build import TreeBuilder, embedded_text, participant_names
 from membrain.retrieval.tree_cluster import (
     Vectors,
@@ -22,7 +23,6 @@ from membrain.retrieval.tree_cluster import (
     stop_words,
     unit,
 )
-from membrain.store import TreeNode
 
 __all__ = ["TreeEdit"]
 

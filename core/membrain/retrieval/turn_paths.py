@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from membrain.indexing import question_dense_text
+from membrain.api.indexing import question_dense_text
+from membrain.backends.base import DENSE, RRF_K, SPARSE
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.turns import Timeline
-from membrain.storage.base import DENSE, RRF_K, SPARSE
 
 __all__ = ["MESSAGES", "TurnPath", "best_messages", "fused_messages"]
 

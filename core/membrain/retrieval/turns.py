@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from membrain.listeners import RecordListener
-from membrain.models import Scope, StoredMessage
-from membrain.store import RecordStore
+from membrain.api.listeners import RecordListener
+from membrain.api.models import Scope, StoredMessage
+from membrain.records import RecordStore
 
 __all__ = ["SESSION_GAP", "Timeline", "Turn"]
 

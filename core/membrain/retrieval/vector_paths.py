@@ -13,7 +13,7 @@
 * **when**: dense similarity among facts that carry a resolved time, for questions asking when.
 
 Dense queries embed the question without the participants' names, like the facts' dense vectors
-(see :mod:`membrain.indexing`). Each path is one :class:`VectorPath` (a query builder), so a
+(see :mod:`membrain.api.indexing`). Each path is one :class:`VectorPath` (a query builder), so a
 mode's Qdrant paths can also be sent as one fused request.
 """
 
@@ -22,14 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from membrain import path_names as names
+from membrain.api import path_names as names
+from membrain.api.indexing import named_participants, question_dense_text
+from membrain.backends.base import DENSE, SPARSE
 from membrain.embeddings import SparseVector
-from membrain.facts import entity_id
-from membrain.indexing import named_participants, question_dense_text
+from membrain.knowledge.facts import entity_id
+from membrain.records import FactFilter
 from membrain.retrieval.base import Ranked, SearchContext
 from membrain.retrieval.rewrite import Rewrites, deterministic_rewrites
-from membrain.storage.base import DENSE, SPARSE
-from membrain.store import FactFilter
 
 __all__ = ["PathQuery", "VectorPath", "run_queries", "run_query", "vector_paths"]
 

@@ -12,7 +12,7 @@ Example:
 
 from typing import Any
 
-from membrain.errors import MissingDependencyError
+from membrain.api.errors import MissingDependencyError
 
 try:
     import fastapi  # noqa: F401

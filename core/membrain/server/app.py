@@ -1,6 +1,6 @@
 """The HTTP API over one :class:`~membrain.Memory`: a FastAPI application.
 
-Every operation of :data:`membrain.operations.OPERATIONS` is served under ``/api/memory`` at
+Every operation of :data:`membrain.api.operations.OPERATIONS` is served under ``/api/memory`` at
 its route, with the access it declares (:mod:`membrain.server.routes`). An operation naming
 one scope (``dataset``, ``task``, optional ``session``: in the JSON body of a POST, in the
 query of a GET or DELETE) is on a router with one dependency, :func:`authorize`: it reads the
@@ -29,11 +29,11 @@ from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from membrain.api.config import DEFAULT_MAX_BODY_BYTES
+from membrain.api.errors import MembrainError
+from membrain.api.operations import OPERATIONS
 from membrain.background import BackgroundWriter
-from membrain.config import DEFAULT_MAX_BODY_BYTES
-from membrain.errors import MembrainError
 from membrain.memory import Memory
-from membrain.operations import OPERATIONS
 from membrain.server.guards import (
     BodyLimit,
     LoopbackHostsOnly,

@@ -19,8 +19,8 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Message as AsgiMessage
 from starlette.types import Scope as AsgiScope
 
-from membrain.checks import MAX_JSON_DEPTH, is_loopback
-from membrain.errors import (
+from membrain.api.checks import MAX_JSON_DEPTH, is_loopback
+from membrain.api.errors import (
     BackendError,
     ConfigurationError,
     ConflictError,

@@ -39,10 +39,10 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Message as AsgiMessage
 from starlette.types import Scope as AsgiScope
 
-from membrain.audit import AuditAction
-from membrain.errors import MembrainError, NotFoundError
+from membrain.api.audit import AuditAction
+from membrain.api.errors import MembrainError, NotFoundError
+from membrain.api.models import Actor, ActorKind, Fact, Scope
 from membrain.memory import Memory
-from membrain.models import Actor, ActorKind, Fact, Scope
 from membrain.server.guards import status_of
 from membrain.server.inspector_pages import (
     PREFIX,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import MAXYEAR, UTC, datetime, timedelta
 from urllib.parse import urlencode
 
-from membrain.audit import AuditAction, AuditEvent
+from membrain.api.audit import AuditAction, AuditEvent
+from membrain.api.models import Fact, FactStatus, MessageStatus, Scope, Trust
 from membrain.memory import Memory
-from membrain.models import Fact, FactStatus, MessageStatus, Scope, Trust
 
 __all__ = [
     "AUDIT_PAGE_SIZE",

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from membrain.errors import ConfigurationError, MembrainError, ScopeError
-from membrain.models import Actor, ActorKind
-from membrain.operations import Access
-from membrain.scope import dataset_part, is_scope_part
+from membrain.api.errors import ConfigurationError, MembrainError, ScopeError
+from membrain.api.models import Actor, ActorKind
+from membrain.api.operations import Access
+from membrain.api.scope import dataset_part, is_scope_part
 
 __all__ = [
     "ALL_DATASETS",
@@ -81,7 +81,7 @@ class Grant:
 
     Dataset names are stored parts, as a scope listing shows them (``"sara"``,
     ``"auth0_64b7f1-h0965fcf43ca6e13d"``); a name that is no stored part is a user id, stored as
-    :class:`membrain.models.Scope` stores it (``"auth0|64b7f1"``). No name is normalised, so a
+    :class:`membrain.api.models.Scope` stores it (``"auth0|64b7f1"``). No name is normalised, so a
     key covers exactly the tenants it names.
 
     Attributes:
@@ -417,7 +417,7 @@ def __getattr__(name: str) -> Any:
     if name == "Role":  # the name of :class:`Access` before it was shared with the operations
         warnings.warn(
             "membrain.server.Role is deprecated: use membrain.server.Access "
-            "(membrain.operations.Access); membrain.Role is a message's author",
+            "(membrain.api.operations.Access); membrain.Role is a message's author",
             DeprecationWarning,
             stacklevel=2,
         )

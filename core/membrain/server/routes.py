@@ -1,4 +1,4 @@
-"""The routes of the HTTP API, one per operation of :data:`membrain.operations.OPERATIONS`.
+"""The routes of the HTTP API, one per operation of :data:`membrain.api.operations.OPERATIONS`.
 
 Each operation is served at its ``route`` under ``/api/memory`` with the access it declares: a
 POST reads the operation's request from its JSON body, a GET or DELETE from its query (a list
@@ -30,15 +30,15 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 from starlette.concurrency import run_in_threadpool
 
+from membrain.api.errors import InputError, NotFoundError
+from membrain.api.models import Actor, ActorKind, Scope
+from membrain.api.operations import OPERATIONS, Operation
+from membrain.api.requests import LOCAL, OperationRequest
+from membrain.api.results import AddResult
+from membrain.api.scope import PARTS_HEADER, dataset_part
+from membrain.api.tokens import count_tokens
 from membrain.background import BackgroundWriter
-from membrain.errors import InputError, NotFoundError
-from membrain.models import Actor, ActorKind, Scope
-from membrain.operations import OPERATIONS, Operation
-from membrain.requests import LOCAL, OperationRequest
-from membrain.results import AddResult
-from membrain.scope import PARTS_HEADER, dataset_part
 from membrain.server.keys import ALL_DATASETS, Access, Grant, KeyRing
-from membrain.tokens import count_tokens
 
 if TYPE_CHECKING:
     from membrain.memory import Memory

@@ -19,10 +19,10 @@ from pathlib import Path
 import uvicorn
 from fastapi import APIRouter, FastAPI
 
+from membrain.api.checks import is_loopback
+from membrain.api.config import MembrainSettings, settings_for
+from membrain.api.errors import ConfigurationError, MembrainError
 from membrain.background import BackgroundWriter
-from membrain.checks import is_loopback
-from membrain.config import MembrainSettings, settings_for
-from membrain.errors import ConfigurationError, MembrainError
 from membrain.memory import Memory
 from membrain.server.app import body_limit, create_app
 from membrain.server.keys import KeyRing

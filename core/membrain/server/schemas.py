@@ -1,7 +1,7 @@
 """The bodies of the HTTP API that are not an operation's: health, errors, encoded answers.
 
-An operation's request is its request model (:mod:`membrain.requests`) and its answer its
-result, as :meth:`Operation.dump_result <membrain.operations.Operation.dump_result>` encodes it.
+An operation's request is its request model (:mod:`membrain.api.requests`) and its answer its
+result, as :meth:`Operation.dump_result <membrain.api.operations.Operation.dump_result>` encodes it.
 """
 
 from __future__ import annotations

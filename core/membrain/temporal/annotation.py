@@ -32,8 +32,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from dateutil.relativedelta import relativedelta
 
-from membrain.errors import AnnotationError, InputError
-from membrain.models import Precision, TimeSpan
+from membrain.api.errors import AnnotationError, InputError
+from membrain.api.models import Precision, TimeSpan
 
 __all__ = [
     "Annotation",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from membrain.models import TimeCheck, TimeSpan
+from membrain.api.models import TimeCheck, TimeSpan
 from membrain.temporal.annotation import Annotation, plain_text
 from membrain.temporal.resolver import resolve
 

@@ -17,7 +17,7 @@ from typing import Final
 
 from dateutil.relativedelta import relativedelta
 
-from membrain.models import Precision
+from membrain.api.models import Precision
 from membrain.temporal import patterns as P
 from membrain.temporal.clock_readers import (
     between_before,

@@ -1,6 +1,6 @@
 """A deterministic resolver of English time expressions, tuned for precision on chat messages.
 
-:func:`resolve` turns one expression into a :class:`~membrain.models.TimeSpan` against the time
+:func:`resolve` turns one expression into a :class:`~membrain.api.models.TimeSpan` against the time
 a message was sent; :func:`find_times` finds every determinate expression in free text and
 :func:`annotate` writes them as ``[raw::resolved]``. A wrong resolution is worse than none, so
 anything indeterminate or ambiguous resolves to nothing.
@@ -90,8 +90,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Final
 
-from membrain.errors import AnnotationError, InputError
-from membrain.models import Precision, TimeSpan
+from membrain.api.errors import AnnotationError, InputError
+from membrain.api.models import Precision, TimeSpan
 from membrain.temporal import patterns as P
 from membrain.temporal.annotation import bracket_regions, format_annotation
 from membrain.temporal.readers import applicable

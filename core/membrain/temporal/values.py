@@ -2,8 +2,8 @@
 
 The resolver works in the reference's local wall clock: a :class:`Val` is a first and a last
 included :class:`Unit` (a year, month, day or minute starting at a naive local datetime), and
-:func:`to_span` turns it into a UTC :class:`~membrain.models.TimeSpan` at the end: calendar units
-are floating (midnight UTC of the local date), clock units are converted through their zone.
+:func:`to_span` turns it into a UTC :class:`~membrain.api.models.TimeSpan` at the end: calendar
+units are floating (midnight UTC of the local date), clock units are converted through their zone.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Final
 from dateutil.easter import easter
 from dateutil.relativedelta import FR, MO, SA, SU, TH, TU, WE, relativedelta
 
-from membrain.errors import InputError
-from membrain.models import Precision, TimeSpan
+from membrain.api.errors import InputError
+from membrain.api.models import Precision, TimeSpan
 
 __all__ = [
     "NEAR_MONTHS",

@@ -1,0 +1,1 @@
+"""Memories and conversations as files: conversation loaders, export and import."""
