@@ -119,6 +119,9 @@ def summary(module: str) -> str:
         path = CORE / f"{module}.py"
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     first = markdown(doc.split("\n\n", 1)[0]).replace("\n", " ")
+    if path.name == "__init__.py" and module != "__init__":  # a package: its modules too
+        inside = sorted(p.stem for p in path.parent.glob("*.py") if p.stem != "__init__")
+        first += " Modules: " + ", ".join(f"`{name}`" for name in inside) + "."
     return first.replace("``", "`").replace("|", "\\|")
 
 

@@ -88,3 +88,24 @@ def test_import_loads_no_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_module_paths_of_earlier_versions_import_the_same_modules() -> None:
+    import importlib
+
+    from membrain._former_paths import FORMER_PATHS
+
+    for former, current in FORMER_PATHS.items():
+        assert importlib.import_module(former) is importlib.import_module(current), former
+    from membrain.models import Fact  # type: ignore[import-not-found]
+    from membrain.storage.edge import EdgeBackend  # type: ignore[import-not-found]
+
+    assert Fact is membrain.Fact
+    assert EdgeBackend is importlib.import_module("membrain.backends.edge").EdgeBackend
+    former_main = subprocess.run(
+        [sys.executable, "-m", "membrain.mcp_server", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert former_main.returncode == 0 and "--dataset" in former_main.stdout
