@@ -20,12 +20,13 @@ __all__ = ["FORMER_PATHS", "install"]
 
 _GROUND = (
     "errors", "models", "scope", "audit", "results", "profile", "requests", "operations",
-    "surface", "path_names", "metadata", "checks", "arguments", "inputs", "names", "tokens",
+    "surface", "path_names", "metadata", "checks", "arguments", "inputs", "tokens",
     "config", "listeners", "indexing", "stubs",
 )  # fmt: skip
 
 FORMER_PATHS: dict[str, str] = {
     **{f"membrain.{name}": f"membrain.api.{name}" for name in _GROUND},
+    "membrain.names": "membrain.api.entity_refs",
     "membrain.store.records": "membrain.records.store",
     "membrain.store": "membrain.records",
     "membrain.storage": "membrain.backends",

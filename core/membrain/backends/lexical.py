@@ -53,10 +53,10 @@ from typing import Any
 
 import tantivy
 
+from membrain.api.entity_refs import entity_refs
 from membrain.api.errors import BackendError, InputError, MembrainError, ScopeError, StoreInUseError
 from membrain.api.listeners import RecordListener
 from membrain.api.models import Fact, FactStatus, Scope
-from membrain.api.names import entity_refs
 from membrain.backends.lexical_query import (
     DEFAULT_FIELDS,
     FIELD_BOOSTS,

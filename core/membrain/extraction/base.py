@@ -1,4 +1,4 @@
-"""What every extractor takes and returns (the name helpers live in :mod:`membrain.api.names`)."""
+"""What every extractor takes and returns (names in fact text: :mod:`membrain.api.entity_refs`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from membrain.api.entity_refs import entity_refs, normalize_name
 from membrain.api.models import Layer, Message, TimeCheck
-from membrain.api.names import entity_refs, normalize_name
 
 __all__ = [
     "Discard",

@@ -25,9 +25,9 @@ from datetime import datetime
 
 from rapidfuzz import fuzz
 
+from membrain.api.entity_refs import normalize_name
 from membrain.api.indexing import entity_text
 from membrain.api.models import Entity, EntityVersion, Scope
-from membrain.api.names import normalize_name
 from membrain.extraction.base import EntityDraft
 from membrain.extraction.jsonout import MalformedOutput, parse_json_object
 from membrain.extraction.llm import LLMCallError, LLMClient

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from membrain.api.entity_refs import entity_refs, normalize_name
 from membrain.api.errors import AnnotationError, ExtractionError
 from membrain.api.models import Fact, Precision, Scope, TimeCheck, TimeSpan, Trust
-from membrain.api.names import entity_refs, normalize_name
 from membrain.extraction.base import EntityDraft, FactDraft, draft_index
 from membrain.temporal import check_times, find_annotations
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from membrain.api.entity_refs import normalize_name
 from membrain.api.models import Entity
-from membrain.api.names import normalize_name
 from membrain.api.scope import Scope
 from membrain.backends.base import Backend, Collection, ScoredPoint, Where
 from membrain.records.backfill import Backfill
