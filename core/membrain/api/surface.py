@@ -22,6 +22,7 @@ import inspect
 import warnings
 from abc import ABCMeta
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Self
 
 from membrain.api.errors import InputError
@@ -110,7 +111,11 @@ class AsyncMemoryLike(metaclass=_Structural):
 
 def signature(op: Operation | str) -> inspect.Signature:
     """The parameters of operation ``op``'s method (``self`` first): its request's fields."""
-    op = OPERATIONS.named(op) if isinstance(op, str) else op
+    return _signature(OPERATIONS.named(op) if isinstance(op, str) else op)
+
+
+@cache
+def _signature(op: Operation) -> inspect.Signature:
     model = op.request
     Parameter = inspect.Parameter  # noqa: N806
     parameters = [Parameter("self", Parameter.POSITIONAL_ONLY)]
