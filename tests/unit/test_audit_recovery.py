@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,28 @@ def test_a_supersession_killed_midway_is_finished_with_its_event(
         assert facts[berlin].supersedes == (lisbon,)
         (event,) = mem.audit(scope=SCOPE, actions=["superseded"])
         assert event.targets == (lisbon,) and str(event.actor) == "reviewer:ana"
+
+
+@pytest.mark.parametrize("killed_at", [0, 1, 2, 3])
+def test_a_dispute_killed_midway_opens_its_review_item_with_the_facts_disputed(
+    store: Path, monkeypatch: pytest.MonkeyPatch, killed_at: int
+) -> None:
+    """The item and the facts' trust come together, or neither: never an open dispute whose
+    facts read as undisputed (nor disputed facts no reviewer is asked about)."""
+    with open_memory(store) as mem:
+        cat = fact_about(mem, "Miso")
+        # The last point is past its writes: that dispute is not killed.
+        with dies_at(monkeypatch, lambda kind, c, n: n == killed_at) as seen, suppress(_Killed):
+            mem.dispute([cat], scope=SCOPE, reason="not my cat", by="reviewer:ana")
+    with open_memory(store) as mem:
+        queued = [i.fact_ids for i in mem.review_queue(scope=SCOPE)]
+        (fact,) = mem.facts(scope=SCOPE, ids=[cat])
+        assert queued in ([], [(cat,)]), seen
+        assert (queued == [(cat,)]) == (fact.trust.value == "disputed"), (seen, fact.trust)
+        if not queued:  # never applied: the call again, as an application would
+            mem.dispute([cat], scope=SCOPE, reason="not my cat", by="reviewer:ana")
+        assert [i.fact_ids for i in mem.review_queue(scope=SCOPE)] == [(cat,)]
+        assert audited(mem, "review_requested") == audited(mem, "disputed") == [(cat,)]
 
 
 def test_messages_killed_before_their_write_are_not_audited_as_stored(
