@@ -39,8 +39,7 @@ but ``read``), then ``import``, which is no operation of a memory; ``add`` is sh
    ``optimize`` builds the indexes; ``import`` exports one of the two scopes
    (``transfer.export_scope``) and imports the lines into a third, empty one (a copy: every id
    derived anew), run again after the kill to complete it. The pending or failed messages and
-   the disputes a trial starts from are written first, on a copy of the base that every trial
-   of the plan starts from.
+   the disputes a trial starts from are written first, on a copy of the base.
 3. Reference: the same operation runs without a kill on a copy of the base, in this process.
    It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
    delete), every compaction step (copy, swap), every tantivy commit or erase and every
@@ -235,8 +234,6 @@ class Reference:
     """Of those, the words the clean run's files still hold once it is closed."""
     before: StoreState | None = None
     """The store the operation starts from: the base's, or the prepared one's (:data:`PREPARED`)."""
-    start: Path | None = None
-    """The closed store every trial of the plan copies (the base, or one prepared from it)."""
 
 
 References = dict[str, Reference]
@@ -255,16 +252,12 @@ class Trial:
 
 
 def make_reference(base: Base, op: str, plan: Plan, folder: Path, start: Path) -> Reference:
-    """The clean run of ``plan`` on a copy of the base (``start``: where it is prepared first,
-    kept for the plan's trials)."""
+    """The clean run of ``plan`` on a copy of ``start``: the base, or a copy of it prepared for
+    the operation (:func:`prepared_start`)."""
     before = base.state
-    if op in PREPARED:
-        copy_store(base.path, start)
-        prepare(start, op, plan)
+    if start != base.path:
         with recorded_warnings(), open_memory(start) as mem:
             before = snapshot(mem)
-    else:
-        start = base.path
     path = folder / "reference"
     copy_store(start, path)
     with recorded_warnings(), open_memory(path) as mem:
@@ -291,8 +284,20 @@ def make_reference(base: Base, op: str, plan: Plan, folder: Path, start: Path) -
         disk,
         leaks,
         before,
-        start,
     )
+
+
+def prepared_start(base: Base, op: str, plan: Plan, folder: Path) -> Path:
+    """The closed store a trial of ``op`` starts from: the base, or a copy of it in ``folder``
+    where the pending or failed messages and the disputes of ``plan`` are written
+    (:data:`PREPARED`). Trials of one plan each prepare their own: the same records (review
+    items aside, whose ids differ and are compared by their facts)."""
+    if op not in PREPARED:
+        return base.path
+    start = folder / "start"
+    copy_store(base.path, start)
+    prepare(start, op, plan)
+    return start
 
 
 def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple[str, str, str]:
@@ -413,8 +418,8 @@ def run_kill_trial(
     own = own_facts(base.state, workload)
     plan = make_plan(op, rng, sorted(base.state.active(MAIN)), workload, own)
     key = plan_key(op, plan)
+    start = prepared_start(base, op, plan, folder)
     if key not in refs:
-        start = base.path.with_name(f"{base.path.name}-start-{len(refs)}")
         refs[key] = make_reference(base, op, plan, folder, start)
     ref = refs[key]
     delay, kill_at, within = None, None, None
@@ -428,7 +433,7 @@ def run_kill_trial(
         inside = kind == inside_category(point_label(ref.labels, kill_at)[1])
         within = rng.uniform(0.0, WITHIN_S) if inside else None
     store = folder / "store"
-    copy_store(ref.start or base.path, store)
+    copy_store(start, store)
     spec = {"store": str(store), "op": op, "plan": plan, "kill_at": kill_at, "within": within}
     where, category, problem = kill_child(spec, folder, delay)
     trial = Trial(op, index, where, category)
