@@ -59,7 +59,8 @@ reading operation too:
   others (none, on LoCoMo): those paths return no other fact, so elsewhere their 0 would prove
   nothing. (``replaced`` still runs as a boost in the mode searches once supersessions exist.);
 * ``context``: ``Memory.context`` (fact ids of its hits; for purge the purged text in its text);
-  ``context (profile)``: with a profile block (``profile_ratio`` 0.5, the first query), which
+  ``context (profile)``: with a profile block (``profile_ratio`` 0.5 of 16,000 tokens, so that
+  it holds every entry; the first query), which
   must not hold the target's profile entry once the target is out of the reads;
 * ``search_messages``: only for ``purge`` and ``delete`` (the other operations keep messages by
   design);

@@ -343,7 +343,9 @@ def apply_operations(
 
     for target in by_op["reject"]:
         if not target.review:  # disputed by ``prepare_reads`` (the dispute, then this)
-            disputed = mem.dispute([target.fact_id], scope=scope, reason=_BENCH_REASON)
+            disputed = mem.dispute(
+                [target.fact_id], scope=scope, reason=_BENCH_REASON, by=_REVIEWER
+            )
             target.review = disputed.id
         mem.resolve(target.review, scope=scope, accept=False, by=_REVIEWER)
 

@@ -89,6 +89,9 @@ RETIRED = {
 """The status a fact has once the other operations took it out of the reads."""
 PROFILE_RATIO = 0.5
 """The profile's share of a ``context`` probed with its profile block."""
+PROFILE_TOKENS = 16_000
+"""The budget of that ``context``: its profile block holds every entry of a scope (one per
+target, 40 in a main scope with 10 targets per operation), which 2,000 tokens do not."""
 
 PROBE_K = 50
 """Results asked of every probing search and retriever (a leak at any rank counts)."""
@@ -382,7 +385,13 @@ class Prober:
             leaked = any(hit_leaks(h, target) for h in context.hits)
             record("context", leaked or text_leaks(context.text, target), query)
             if i == 0:  # the profile block is the same for every query
-                briefed = mem.context(query, scope=scope, k=PROBE_K, profile_ratio=PROFILE_RATIO)
+                briefed = mem.context(
+                    query,
+                    scope=scope,
+                    k=PROBE_K,
+                    max_tokens=PROFILE_TOKENS,
+                    profile_ratio=PROFILE_RATIO,
+                )
                 record(
                     "context (profile)",
                     any(set(e.fact_ids) & target.fact_ids for e in briefed.profile)
