@@ -8,7 +8,10 @@ Usage (from the repository root)::
     python benchmarks/fault_injection.py --trials 50
 
 What it does, for each operation (``--ops`` picks some of them, ``damage`` the damaged-file
-rows) and ``--trials`` seeded trials of each:
+rows) and ``--trials`` seeded trials of each. The rows are named after the operations of
+:data:`membrain.api.operations.OPERATIONS`: one per operation that changes the store (every role
+but ``read``), then ``import``, which is no operation of a memory; ``add`` is shown as
+``ingest`` and ``delete_scope`` as ``delete``, and ``--ops`` takes those names too.
 
 1. A base store is built once: a two-speaker conversation (generated, or the first
    ``--messages`` of ``--data``'s first conversation) stored and extracted in two scopes, then
@@ -16,75 +19,90 @@ rows) and ``--trials`` seeded trials of each:
    Each scope also holds a few messages of its own (generated: 6 and 4 statements with long
    unusual words; with ``--data``: the 4 and 4 messages after those taken), so that what a purge
    or a deleted scope erases has words no other record holds.
-2. The trial's parameters are drawn from ``random.Random(f"{seed}:{op}:{trial}")``: ``ingest``
-   adds 3 or more new messages (and re-sends up to 2 stored ones) in extraction batches of 3;
-   ``forget`` forgets 1-4 facts; ``supersede`` supersedes 1-3 disjoint pairs of facts;
-   ``purge`` runs ``purge(ids, messages=True)`` on 1-3 active facts drawn from those of the main
-   scope's own messages (their source messages and every fact derived from them go too);
-   ``delete`` deletes one of the two scopes (the other must stay intact); ``import`` exports
-   one of the two scopes (``transfer.export_scope``) and imports the lines into a third, empty
-   one (a copy: every id derived anew), run again after the kill to complete it; ``update``
-   updates one active fact to a new statement with a time and a reason; ``delete_dataset``
-   deletes one of the two datasets (``Memory.delete_dataset``; the other must stay intact);
-   ``profile_put`` sets 1-3 profile entries citing 0-2 active facts; ``profile_forget``
-   removes 1-2 of the three entries the base holds in the main scope.
+2. The trial's parameters are drawn from ``random.Random(f"{seed}:{row}:{trial}")`` (the row as
+   shown): ``add`` adds 3 or more new messages (and re-sends up to 2 stored ones) in
+   extraction batches of 3; ``extract_pending`` extracts 3 or more new messages stored without
+   extraction; ``retry_failed`` extracts again 2-6 new messages whose extraction failed (added
+   with an extractor that fails on every message) and ``dismiss_failed`` gives up 1 or more of
+   them; ``forget`` forgets 1-4 facts; ``supersede`` supersedes 1-3 disjoint pairs of facts;
+   ``update`` updates one active fact to a new statement with a time and a reason; ``confirm``
+   confirms 1-4 facts, 0-2 of them disputed (the confirmation closes their review items);
+   ``dispute`` disputes 1-3 facts (one review item); ``resolve`` accepts or rejects each of 1-2
+   open disputes of 1-2 facts (rejected facts are retracted); ``profile_put`` sets 1-3 profile
+   entries citing 0-2 active facts; ``profile_forget`` removes 1-2 of the three entries the
+   base holds in the main scope; ``purge`` runs ``purge(ids, messages=True)`` on 1-3 active
+   facts drawn from those of the main scope's own messages (their source messages and every
+   fact derived from them go too); ``apply_retention`` erases, messages being kept one day, the
+   extracted messages said before a time that 2 or more of them (of one scope, or of both) and
+   not all precede; ``delete_scope`` deletes one of the two scopes (the other must stay
+   intact); ``delete_dataset`` deletes one of the two datasets (the other must stay intact);
+   ``optimize`` builds the indexes; ``import`` exports one of the two scopes
+   (``transfer.export_scope``) and imports the lines into a third, empty one (a copy: every id
+   derived anew), run again after the kill to complete it. The pending or failed messages and
+   the disputes a trial starts from are written first, on a copy of the base.
 3. Reference: the same operation runs without a kill on a copy of the base, in this process.
    It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
-   delete), every compaction step (copy, swap) and every tantivy commit or erase.
+   delete), every compaction step (copy, swap), every tantivy commit or erase and every
+   ``optimize`` of the Qdrant store.
 4. A child process (this module, ``--child``) opens another copy and runs the operation. In
    three trials of four it SIGKILLs itself at a kill point drawn from the seed: first a kind
    of moment (before the first write, between two Qdrant writes, after a Qdrant write and
    before the tantivy one, after a tantivy write, during a compaction, after the operation
-   returned with the store not closed, or 0-10 ms into a tantivy commit or erase), then one
-   point of that kind. Killed inside a tantivy call, the child is ended by the kernel on a
-   timer it set (SIGALRM's default action, which runs no handler, as SIGKILL; tantivy holds
-   the interpreter while it commits). Otherwise this process SIGKILLs it after a random delay,
-   which lands anywhere, also inside a write of Qdrant or tantivy. The second table counts the
-   trials of each kind.
+   returned with the store not closed, or 0-10 ms into a tantivy commit or erase, or into an
+   optimize), then one point of that kind. Killed inside a tantivy call or an optimize, the
+   child is ended by the kernel on a timer it set (SIGALRM's default action, which runs no
+   handler, as SIGKILL; tantivy holds the interpreter while it commits). Otherwise this process
+   SIGKILLs it after a random delay, which lands anywhere, also inside a write of Qdrant or
+   tantivy. The second table counts the trials of each kind.
 5. Once the child is dead, this process reopens the store and checks that no read serves a
    fact the store does not hold as active (searches in fast and expand mode and a deep-mode
    context block, for questions made of each probed fact's words); then resumes as an
-   application would (the same call again; ``extract_pending`` after an ingest or an update;
-   a purge run again that raises ``NotFoundError`` while none of its facts is left, an update
+   application would (the same call again; ``extract_pending`` after an add or an update; a
+   purge run again that raises ``NotFoundError`` while none of its facts is left, an update
    that raises ``ConflictError`` while its fact is superseded, and a profile entry removed
-   already count as done) and compares with the reference. A purge or delete trial then closes
-   the store and scans its files.
+   already count as done; a dispute whose review item is open, a review item closed and a
+   message no longer failed are not disputed, resolved or dismissed again) and compares with
+   the reference. An erasing trial (purge, apply_retention, delete_scope, delete_dataset) then
+   closes the store and scans its files.
 
 Per trial:
 
 * resurrected facts: facts served by a search, a context block or ``facts()`` while not active
-  (before resuming: in the store; after: in the reference). Probed: the forgotten, superseded
-  and purged facts, up to 3 facts of a deleted scope, up to 3 facts an ingest creates.
+  (before resuming: in the store; after: in the reference). Probed: the forgotten, superseded,
+  purged and rejected facts, up to 3 facts of a deleted scope, up to 3 facts an add or an
+  extraction creates.
 * lost messages: reference messages (scope, caller id) missing after recovery.
 * duplicates: stored messages or facts (scope, text, sources) beyond the reference's count (a
   record the operation erases and recovery kept is a difference, not a duplicate).
-* recovered exactly: the same message ids and statuses, fact ids, statuses, texts, sources,
-  supersession links and valid ends, entity ids, names, aliases and description versions, and
-  profile entry versions (text, cited facts, removed) as the reference (after an import also its
-  own creation events, each once, and the carried events of the export), no resurrection, and
-  the boolean path's tantivy index agreeing with the store after a deep search (document counts, no
-  inactive fact found); a deleted scope keeps no audit event. An update's message and fact are
-  named by the time the update ran: they are compared by their order instead (see
-  :func:`~benchmarks.fault_injection_ops.snapshot`).
+* recovered exactly: the same message ids and statuses, fact ids, statuses, trust, texts,
+  sources, supersession links and valid ends, entity ids, names, aliases and description
+  versions, profile entry versions (text, cited facts, removed) and open review items (kind,
+  facts) as the reference (after an import also its own creation events, each once, and the
+  carried events of the export), no resurrection, and the boolean path's tantivy index agreeing
+  with the store after a deep search (document counts, no inactive fact found); a deleted scope
+  keeps no audit event. An update's message and fact are named by the time the update ran: they are
+  compared by their order instead (see :func:`~benchmarks.fault_injection_ops.snapshot`).
 * inconsistent after recovery: trials whose store opened but did not recover exactly.
 * store does not open: trials whose reopen raised (every message then counts as lost).
-* text left on disk (purge, delete and delete_dataset; ``-`` elsewhere): trials where a file of
-  the closed, recovered store still holds a probe word. Probe words: the words (5 or more ASCII
-  letters) of the erased messages and facts that no remaining record holds (messages, facts of
-  any status, entity names, aliases and descriptions, of both scopes) and that the base store's
-  files held. Each is looked for as text (ASCII case ignored) in every file, and in tantivy's
-  ``.term`` files (which keep no word as text) as term chains (:func:`fst_chain`): 4-letter runs
-  of its ``en_stem`` and ``default`` terms that no remaining text or term holds, kept when the
-  base's term dictionaries held them. The clean run's files are scanned too: a word found there is a
+* text left on disk (the erasing rows; ``-`` elsewhere): trials where a file of the closed,
+  recovered store still holds a probe word. Probe words: the words (5 or more ASCII letters) of
+  the erased messages and facts that no remaining record holds (messages, facts of any status,
+  entity names, aliases and descriptions, of both scopes) and that the base store's files held
+  (and a store without them does not: its field names, statuses, the extractor's reasons).
+  Each is looked for as text (ASCII case ignored) in every file, and in tantivy's ``.term``
+  files (which keep no word as text) as term chains (:func:`fst_chain`): 4-letter runs of its
+  ``en_stem`` and ``default`` terms that no remaining text or term holds, kept when the base's
+  term dictionaries held them. The clean run's files are scanned too: a word found there is a
   warning and fails the run.
 * unaudited changes: changes of the reference missing from the recovered store's audit, one
-  each: a fact forgotten, superseded or purged, a message stored or purged, a profile version
-  set or removed (by action and target id); an import needs its own event for each message
-  stored and each fact and entity created (the carried events, the exported store's, do not
-  count); a deleted scope's audit goes with it, so there the
-  other scope's audit must be the base's, event for event.
-* audit gaps (informational, listed below the tables): audit events of the reference (stored,
-  processed, created, forgotten, superseded, purged, by target) missing after recovery.
+  each: a fact created, forgotten, superseded, retracted, confirmed, disputed or purged, a
+  message stored, extracted, dismissed or purged, a review item opened or resolved (one per
+  fact), a profile version set or removed (by action and target id); an import needs its own
+  event for each message stored and each fact and entity created (the carried events, the
+  exported store's, do not count); a deleted scope's audit goes with it, so there the other
+  scope's audit must be the base's, event for event.
+* audit gaps (informational, listed below the tables): audit events of the reference (of the
+  actions above, by target) missing after recovery.
 
 Damaged-file rows: a base with forgotten and superseded facts is closed, then one file of its
 lexical index is damaged (``meta.json`` truncated, a ``.term`` file deleted, a ``.store`` file
@@ -130,14 +148,16 @@ if __name__ == "__main__" and not __package__:  # run as a script: make `benchma
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fault_injection_ops import (  # noqa: E402
+    ALIASES,
     CATEGORIES,
     DAMAGES,
     ERASURES,
-    INSIDE_TANTIVY,
     KILL_LINE,
+    LABELS,
     MAIN,
     OPERATIONS,
     OTHER,
+    PREPARED,
     PROBES,
     SCOPES,
     TIMED_AFTER,
@@ -161,6 +181,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     disk_probes,
     found_by_boolean,
     generate_workload,
+    inside_category,
     kill_category,
     kill_points,
     lexical_problems,
@@ -171,6 +192,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     plan_key,
     point_label,
     points_by_category,
+    prepare,
     recorded_warnings,
     resume_operation,
     run_child,
@@ -210,6 +232,8 @@ class Reference:
     """Words an erasure removes (:func:`disk_probes`); empty for other operations."""
     leaks: list[str]
     """Of those, the words the clean run's files still hold once it is closed."""
+    before: StoreState | None = None
+    """The store the operation starts from: the base's, or the prepared one's (:data:`PREPARED`)."""
 
 
 References = dict[str, Reference]
@@ -227,25 +251,53 @@ class Trial:
     seconds: float = 0.0
 
 
-def make_reference(base: Base, op: str, plan: Plan, folder: Path) -> Reference:
+def make_reference(base: Base, op: str, plan: Plan, folder: Path, start: Path) -> Reference:
+    """The clean run of ``plan`` on a copy of ``start``: the base, or a copy of it prepared for
+    the operation (:func:`prepared_start`)."""
+    before = base.state
+    if start != base.path:
+        with recorded_warnings(), open_memory(start) as mem:
+            before = snapshot(mem)
     path = folder / "reference"
-    copy_store(base.path, path)
+    copy_store(start, path)
     with recorded_warnings(), open_memory(path) as mem:
         with kill_points(KillSwitch()) as switch:
             started = time.perf_counter()
             run_operation(mem, op, plan)
             seconds = time.perf_counter() - started
         state = snapshot(mem)
-        probes = select_probes(op, plan, base.state, state)
+        probes = select_probes(op, plan, before, state)
         control = served_inactive(mem, probes, state.active, listing=True)
-    changes = audited_changes(op, plan, base.state, state)
-    unaudited = unaudited_changes(changes, base.state, state)
-    disk = disk_probes(base.state, state, base) if op in ERASURES else []
+    changes = audited_changes(op, plan, before, state)
+    unaudited = unaudited_changes(changes, before, state)
+    disk = disk_probes(before, state, base) if op in ERASURES else []
     leaks = text_left(path, disk)
     shutil.rmtree(path)
     return Reference(
-        state, switch.labels, seconds, probes, control, changes, unaudited, disk, leaks
+        state,
+        switch.labels,
+        seconds,
+        probes,
+        control,
+        changes,
+        unaudited,
+        disk,
+        leaks,
+        before,
     )
+
+
+def prepared_start(base: Base, op: str, plan: Plan, folder: Path) -> Path:
+    """The closed store a trial of ``op`` starts from: the base, or a copy of it in ``folder``
+    where the pending or failed messages and the disputes of ``plan`` are written
+    (:data:`PREPARED`). Trials of one plan each prepare their own: the same records (review
+    items aside, whose ids differ and are compared by their facts)."""
+    if op not in PREPARED:
+        return base.path
+    start = folder / "start"
+    copy_store(base.path, start)
+    prepare(start, op, plan)
+    return start
 
 
 def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple[str, str, str]:
@@ -298,7 +350,8 @@ def kill_child(spec: dict[str, Any], folder: Path, delay: float | None) -> tuple
         if line.startswith(KILL_LINE + " "):
             point = json.loads(line[len(KILL_LINE) + 1 :])
             after, before, within = point["after"], point["before"], point.get("within")
-            category = INSIDE_TANTIVY if within is not None else kill_category(after, before)
+            inside = inside_category(before) if within is not None else None
+            category = inside or kill_category(after, before)
             return describe_point(after, before, within), category, problem
     return "no kill point reached", "none", problem or "the child never reached its kill point"
 
@@ -360,12 +413,14 @@ def _scope_key(dataset: str) -> str:
 def run_kill_trial(
     base: Base, workload: Workload, op: str, index: int, seed: int, folder: Path, refs: References
 ) -> Trial:
-    rng = random.Random(f"{seed}:{op}:{index}")
+    # Seeded by the row's label: the rows renamed after the operations draw what they drew.
+    rng = random.Random(f"{seed}:{LABELS.get(op, op)}:{index}")
     own = own_facts(base.state, workload)
     plan = make_plan(op, rng, sorted(base.state.active(MAIN)), workload, own)
     key = plan_key(op, plan)
+    start = prepared_start(base, op, plan, folder)
     if key not in refs:
-        refs[key] = make_reference(base, op, plan, folder)
+        refs[key] = make_reference(base, op, plan, folder, start)
     ref = refs[key]
     delay, kill_at, within = None, None, None
     if rng.random() < TIMED_SHARE:
@@ -375,9 +430,10 @@ def run_kill_trial(
         weights = [0.5 if len(p) == 1 else 1.0 for p in points.values()]
         kind = rng.choices(list(points), weights)[0]
         kill_at = rng.choice(points[kind])
-        within = rng.uniform(0.0, WITHIN_S) if kind == INSIDE_TANTIVY else None
+        inside = kind == inside_category(point_label(ref.labels, kill_at)[1])
+        within = rng.uniform(0.0, WITHIN_S) if inside else None
     store = folder / "store"
-    copy_store(base.path, store)
+    copy_store(start, store)
     spec = {"store": str(store), "op": op, "plan": plan, "kill_at": kill_at, "within": within}
     where, category, problem = kill_child(spec, folder, delay)
     trial = Trial(op, index, where, category)
@@ -388,7 +444,7 @@ def run_kill_trial(
         planned = describe_point(*point_label(ref.labels, kill_at), within)
     if where != planned:
         trial.warnings.append(f"{MOVED}: planned {planned}")
-    check_recovery(store, op, plan, ref, trial, base.state)
+    check_recovery(store, op, plan, ref, trial, ref.before or base.state)
     return trial
 
 
@@ -510,7 +566,8 @@ def run(
             begun = time.perf_counter()
             trial = run_kill_trial(base, workload, op, index, seed, folder, refs)
             trial.seconds = time.perf_counter() - begun
-            say(f"  {op} #{index}: {trial.kill} -> {'ok' if trial.verdict.ok else 'FAILED'}")
+            verdict = "ok" if trial.verdict.ok else "FAILED"
+            say(f"  {LABELS.get(op, op)} #{index}: {trial.kill} -> {verdict}")
             results.append(trial)
             if keep is None:
                 shutil.rmtree(folder)
@@ -538,6 +595,7 @@ def _row(name: str, group: Sequence[Trial]) -> dict[str, Any]:
     changed = [t for t in group if t.row in OPERATIONS]
     return {
         "operation": name,
+        "label": LABELS.get(name, name),
         "trials": len(group),
         "recovered_exactly": sum(t.verdict.exact for t in group),
         "resurrected_facts": sum(len(t.verdict.resurrected) for t in group),
@@ -663,7 +721,7 @@ def _cell(value: object) -> str:
 
 def format_report(rep: dict[str, Any]) -> str:
     header = ["operation", *(title for _, title in COLUMNS)]
-    table = [[r["operation"], *(_cell(r[k]) for k, _ in COLUMNS)] for r in rep["rows"]]
+    table = [[r["label"], *(_cell(r[k]) for k, _ in COLUMNS)] for r in rep["rows"]]
     table.append(["total", *(_cell(rep["total"][k]) for k, _ in COLUMNS)])
     ops = rep["operations"]
     cover_rows = [
@@ -680,7 +738,7 @@ def format_report(rep: dict[str, Any]) -> str:
         lines += ["", "kill points"]
         lines.append(
             format_table(
-                ["kill point", *ops, "recovered exactly"],
+                ["kill point", *(LABELS.get(op, op) for op in ops), "recovered exactly"],
                 [[str(x) for x in row] for row in cover_rows],
             )
         )
@@ -693,7 +751,8 @@ def format_report(rep: dict[str, Any]) -> str:
             f"WARNING: the clean reference leaves {rep['unaudited_by_reference']} unaudited"
         )
     for failure in rep["failures"]:
-        lines += ["", f"FAILED {failure['operation']} #{failure['trial']}: {failure['kill']}"]
+        name = LABELS.get(failure["operation"], failure["operation"])
+        lines += ["", f"FAILED {name} #{failure['trial']}: {failure['kill']}"]
         lines += [f"  {d}" for d in failure["differences"]]
         if failure["resurrected"]:
             lines.append(f"  resurrected: {failure['resurrected']}")
@@ -706,19 +765,21 @@ def format_report(rep: dict[str, Any]) -> str:
         lines.append(f"  replay: {failure['replay']}")
     if rep["audit_gaps"]:
         lines += ["", "audit events missing after recovery (informational; counted above only"]
-        lines += ["when they are a forget, supersession, purge or a message stored)"]
+        lines += ["when they record a change the reference made)"]
     for op in OPERATIONS:
         gaps = [g for g in rep["audit_gaps"] if g["operation"] == op]
         missing = Counter(a for g in gaps for a in g["missing"])
         if gaps:
             what = ", ".join(f"{n} {action}" for action, n in sorted(missing.items()))
-            lines.append(f"  {op}: {len(gaps)} trials, missing {what}; e.g. {gaps[0]['kill']}")
+            name = LABELS.get(op, op)
+            lines.append(f"  {name}: {len(gaps)} trials, missing {what}; e.g. {gaps[0]['kill']}")
     found, probed = rep["probe_power"]
     lines += ["", f"probes find their fact while active: {found}/{probed} (fast, expand, deep)"]
     for op, probes in rep["disk_probes"].items():
         words, terms = probes["words"], probes["with_tantivy_term"]
         lines.append(
-            f"disk probes of {op}: {words[0]}-{words[1]} words per trial, {terms[0]}-{terms[1]} "
+            f"disk probes of {LABELS.get(op, op)}: {words[0]}-{words[1]} words per trial, "
+            f"{terms[0]}-{terms[1]} "
             f"of them also as tantivy terms; {probes['references_without_words']} without a word"
         )
         if probes["reference_leaks"]:
@@ -748,13 +809,14 @@ def failed(rep: dict[str, Any]) -> bool:
 
 def _replay(text: str) -> tuple[str, int]:
     name, _, index = text.rpartition(":")
+    name = ALIASES.get(name, name)
     if name not in (*OPERATIONS, *DAMAGES) or not index.isdigit():
         raise argparse.ArgumentTypeError(f"expected OPERATION:N, got {text!r}")
     return name, int(index)
 
 
 def _ops(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    names = tuple(ALIASES.get(n.strip(), n.strip()) for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in (*OPERATIONS, DAMAGE)]
     if unknown or not names:
         known = ", ".join((*OPERATIONS, DAMAGE))
@@ -776,7 +838,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--ops",
         type=_ops,
         default=(*OPERATIONS, DAMAGE),
-        help=f"comma-separated, of {','.join((*OPERATIONS, DAMAGE))} (default: all)",
+        help=f"comma-separated, of {','.join((*OPERATIONS, DAMAGE))} (default: all; "
+        + ", ".join(f"{label} is {name}" for label, name in ALIASES.items())
+        + ")",
     )
     parser.add_argument("--replay", type=_replay, default=None, help="run only OPERATION:N")
     parser.add_argument("--keep", type=Path, default=None, help="keep the stores under DIR")

@@ -1,10 +1,12 @@
 """The store side of ``benchmarks.fault_injection``: workload, operations, kill points, checks.
 
 * :class:`Workload`, :func:`build_base`: the messages every trial starts from (stored and
-  extracted in two scopes, each with a few messages of its own) and the ones an ``ingest``
+  extracted in two scopes, each with a few messages of its own) and the ones an ``add``
   trial adds.
-* :func:`make_plan`, :func:`run_operation`, :func:`resume_operation`: the operations, their
-  seeded parameters and how an interrupted one is re-run.
+* :data:`OPERATIONS`, :func:`make_plan`, :func:`prepare`, :func:`run_operation`,
+  :func:`resume_operation`: the rows (named after the operations of
+  :data:`membrain.api.operations.OPERATIONS` that change the store), their seeded parameters, the
+  state some start from, and how an interrupted one is re-run.
 * :class:`KillSwitch`, :func:`kill_points`, :func:`run_child`: every Qdrant write, compaction
   step and tantivy commit is a numbered kill point; the switch counts them (reference run) or
   SIGKILLs its own process when the chosen one is reached (child process).
@@ -41,13 +43,15 @@ import numpy as np
 import tantivy
 
 from membrain import Memory, Scope
+from membrain.api.audit import AuditAction, ReviewItem, ReviewKind
 from membrain.api.errors import ConflictError, NotFoundError
-from membrain.api.models import Fact, FactStatus, Message, StoredMessage
+from membrain.api.models import Fact, FactStatus, Message, MessageStatus, StoredMessage
 from membrain.api.path_names import BOOLEAN
 from membrain.backends import edge
 from membrain.backends.edge import EdgeBackend
 from membrain.backends.lexical import LexicalIndex
 from membrain.files.transfer import export_scope, import_scope
+from membrain.ingest import message_id
 from membrain.temporal import plain_text
 from membrain.testing import HashingEncoder, file_extents
 
@@ -59,26 +63,45 @@ COPY = Scope(dataset="u3", task="bench")
 CHECKED = (*SCOPES, COPY)
 """The scopes a snapshot reads and the checks look at."""
 OPERATIONS = (
-    "ingest",
+    "add",
+    "extract_pending",
+    "retry_failed",
+    "dismiss_failed",
     "forget",
     "supersede",
-    "purge",
-    "delete",
-    "import",
     "update",
-    "delete_dataset",
+    "confirm",
+    "dispute",
+    "resolve",
     "profile_put",
     "profile_forget",
+    "purge",
+    "apply_retention",
+    "delete_scope",
+    "delete_dataset",
+    "optimize",
+    "import",
 )
-ERASURES = ("purge", "delete", "delete_dataset")
+"""The rows, by the name of the operation of :data:`membrain.api.operations.OPERATIONS` each kills
+(every one that changes the store), in the table's order; then ``import``, which is no operation
+of a memory (:func:`membrain.files.transfer.import_scope`)."""
+LABELS = {"add": "ingest", "delete_scope": "delete"}
+"""How the report shows a row whose name there differs from the operation's."""
+ALIASES = {label: name for name, label in LABELS.items()}
+"""Row names ``--ops`` and ``--replay`` also take: the labels."""
+ERASURES = ("purge", "apply_retention", "delete_scope", "delete_dataset")
 """Operations whose content must leave the store's files: their trials scan them."""
+PREPARED = ("extract_pending", "retry_failed", "dismiss_failed", "confirm", "resolve")
+"""Operations whose trials start from the base brought further first (:func:`prepare`):
+messages stored without extraction, messages whose extraction failed, open disputes."""
+REVIEWER = "reviewer:ana"
 BATCH_SIZE = 3
-"""Messages per extraction batch: an ``ingest`` of a few messages runs several batches."""
+"""Messages per extraction batch: an ``add`` of a few messages runs several batches."""
 KILL_LINE = "kill"
 MODES = ("fast", "expand")
 """Searched directly by a probe; deep mode runs through ``context`` (its hits and text)."""
 PROBES = 3
-"""Facts probed per trial when an operation touches more (a deleted scope, an ingest)."""
+"""Facts probed per trial when an operation touches more (a deleted scope, an add)."""
 DAMAGES = (
     "damaged lexical meta.json",
     "missing lexical .term",
@@ -148,7 +171,7 @@ _OWN_STATEMENTS = (
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """What every trial starts from and what an ``ingest`` trial adds (``extra``).
+    """What every trial starts from and what an ``add`` trial adds (``extra``).
 
     Both scopes hold ``base``; the main scope also holds ``main_only`` and the other one
     ``other_only``.
@@ -248,11 +271,15 @@ def make_plan(
     ``active`` are the main scope's active fact ids, ``own`` those of them extracted from the
     main scope's own messages only (:func:`own_facts`): a purge picks among these.
     """
-    if op == "ingest":
+    if op == "add":
         count = rng.randint(min(3, len(workload.extra)), len(workload.extra))
         again = rng.sample(workload.base, rng.randint(0, 2))  # already stored: skipped
-        messages = [*again, *workload.extra[:count]]
-        return {"messages": [m.model_dump(mode="json", exclude_none=True) for m in messages]}
+        return {"messages": _dumped([*again, *workload.extra[:count]])}
+    if op == "extract_pending":
+        count = rng.randint(min(3, len(workload.extra)), len(workload.extra))
+        return {"messages": _dumped(workload.extra[:count])}
+    if op in ("retry_failed", "dismiss_failed"):
+        return plan_failed(op, rng, workload)
     if op == "forget":
         return {"facts": rng.sample(sorted(active), rng.randint(1, 4))}
     if op == "supersede":
@@ -262,7 +289,7 @@ def make_plan(
         if not own:
             raise ValueError("no fact of the main scope's own messages to purge")
         return {"facts": rng.sample(sorted(own), rng.randint(1, min(3, len(own))))}
-    if op == "delete":
+    if op == "delete_scope":
         return {"scope": rng.choice([s.dataset for s in SCOPES])}
     if op == "import":
         return _plan_import(rng)
@@ -274,7 +301,17 @@ def make_plan(
         return plan_profile_put(rng, active)
     if op == "profile_forget":
         return plan_profile_forget(rng)
+    if op in ("confirm", "dispute", "resolve"):
+        return plan_review(op, rng, active)
+    if op == "apply_retention":
+        return plan_retention(rng, workload)
+    if op == "optimize":
+        return {}
     raise ValueError(f"unknown operation {op!r}")
+
+
+def _dumped(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(mode="json", exclude_none=True) for m in messages]
 
 
 def _plan_import(rng: random.Random) -> Plan:
@@ -301,9 +338,15 @@ def _scope(dataset: str) -> Scope:
 
 def run_operation(mem: Memory, op: str, plan: Plan) -> None:
     """Run the operation once, as an application would."""
-    if op == "ingest":
+    if op == "add":
         messages = [Message.model_validate(m) for m in plan["messages"]]
         mem.add(messages, scope=MAIN)
+    elif op == "extract_pending":
+        mem.extract_pending(scope=MAIN)
+    elif op == "retry_failed":
+        mem.retry_failed(scope=MAIN)
+    elif op == "dismiss_failed":
+        mem.dismiss_failed(plan["dismiss"], scope=MAIN, by=REVIEWER, reason="unreadable")
     elif op == "forget":
         mem.forget(plan["facts"], scope=MAIN)
     elif op == "supersede":
@@ -311,7 +354,7 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
             mem.supersede(old, [new], scope=MAIN)
     elif op == "purge":
         mem.purge(plan["facts"], scope=MAIN, messages=True)
-    elif op == "delete":
+    elif op == "delete_scope":
         mem.delete_scope(_scope(plan["scope"]))
     elif op == "import":
         _run_import(mem, plan)
@@ -323,6 +366,16 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
         run_profile_put(mem, plan)
     elif op == "profile_forget":
         run_profile_forget(mem, plan)
+    elif op == "confirm":
+        mem.confirm(plan["facts"], scope=MAIN, by=REVIEWER)
+    elif op == "dispute":
+        mem.dispute(plan["facts"], scope=MAIN, reason=plan["reason"], by=REVIEWER)
+    elif op == "resolve":
+        resolve_open(mem, plan)
+    elif op == "apply_retention":
+        run_retention(mem, plan)
+    elif op == "optimize":
+        mem.optimize()
     else:
         raise ValueError(f"unknown operation {op!r}")
 
@@ -348,15 +401,135 @@ def resume_operation(mem: Memory, op: str, plan: Plan) -> str:
         return resume_update(mem, plan)
     if op == "profile_forget":
         return resume_profile_forget(mem, plan)
+    if op == "dismiss_failed":
+        return resume_dismiss(mem, plan)
+    if op == "dispute":
+        return resume_dispute(mem, plan)
+    if op == "resolve":
+        left = resolve_open(mem, plan)
+        done = len(plan["items"]) - left
+        return f"resolved again: {done} of its items closed before the crash" if done else ""
     try:
         run_operation(mem, op, plan)
     except NotFoundError:
         if op != "purge" or mem.facts(scope=MAIN, ids=plan["facts"], include_inactive=True):
             raise
         return "purged again: NotFoundError, none of its facts left"
-    if op == "ingest":
+    if op == "add":
         mem.extract_pending(scope=MAIN)
     return ""
+
+
+# -- extraction, review and retention ---------------------------------------------------------
+class FailingExtractor:
+    """An extractor whose every extraction fails on the message's content: the message is
+    marked ``failed`` (:func:`prepare` opens the store with it)."""
+
+    id = "failing-for-the-benchmark"
+
+    def extract(
+        self, target: Sequence[Message], context: Sequence[Message], participants: Sequence[str]
+    ) -> Any:
+        raise ValueError("this message cannot be read")
+
+
+def plan_failed(op: str, rng: random.Random, workload: Workload) -> Plan:
+    """2-6 new messages whose extraction fails (:func:`prepare`), extracted again
+    (``retry_failed``) or 1 or more of them given up (``dismiss_failed``, by stored id)."""
+    count = rng.randint(min(2, len(workload.extra)), min(6, len(workload.extra)))
+    messages = workload.extra[:count]
+    plan: Plan = {"messages": _dumped(messages)}
+    if op == "dismiss_failed":
+        ids = sorted(message_id(MAIN, m) for m in messages)
+        plan["dismiss"] = sorted(rng.sample(ids, rng.randint(1, len(ids))))
+    return plan
+
+
+def plan_review(op: str, rng: random.Random, active: Sequence[str]) -> Plan:
+    """``confirm``: 1-4 active facts, 0-2 of them disputed first (one review item each, which
+    the confirmation closes); ``dispute``: 1-3 active facts; ``resolve``: 1-2 disputes of 1-2
+    facts (opened first), each accepted or rejected (rejected: the facts are retracted)."""
+    if op == "confirm":
+        facts = rng.sample(sorted(active), rng.randint(1, 4))
+        disputed = rng.sample(facts, rng.randint(0, min(2, len(facts))))
+        return {"facts": facts, "disputed": [[f] for f in disputed]}
+    if op == "dispute":
+        return {"facts": rng.sample(sorted(active), rng.randint(1, 3)), "reason": "not what I said"}
+    sizes = [rng.randint(1, 2) for _ in range(rng.randint(1, 2))]
+    chosen = rng.sample(sorted(active), sum(sizes))
+    groups = [chosen[sum(sizes[:i]) : sum(sizes[: i + 1])] for i in range(len(sizes))]
+    return {"items": [[group, rng.random() < 0.5] for group in groups]}
+
+
+def _open_disputes(mem: Memory) -> list[ReviewItem]:
+    return [i for i in mem.review_queue(scope=MAIN) if i.kind is ReviewKind.DISPUTE]
+
+
+def resolve_open(mem: Memory, plan: Plan) -> int:
+    """Resolve the plan's items still open (named by their facts); how many were."""
+    resolved = 0
+    for facts, accept in plan["items"]:
+        item = next((i for i in _open_disputes(mem) if set(i.fact_ids) == set(facts)), None)
+        if item is not None:
+            mem.resolve(item.id, accept=accept, by=REVIEWER, note="checked", scope=MAIN)
+            resolved += 1
+    return resolved
+
+
+def resume_dispute(mem: Memory, plan: Plan) -> str:
+    """Dispute again, unless an open dispute of these facts is there: then it reached a person
+    before the crash (disputing again would open a second one)."""
+    if any(set(i.fact_ids) == set(plan["facts"]) for i in _open_disputes(mem)):
+        return "disputed before the crash: its review item is open"
+    run_operation(mem, "dispute", plan)
+    return ""
+
+
+def resume_dismiss(mem: Memory, plan: Plan) -> str:
+    """Dismiss again the plan's messages still failed (an id no longer failed is refused)."""
+    failed = {m.id for m in mem.messages(scope=MAIN) if m.status is MessageStatus.FAILED}
+    left = [i for i in plan["dismiss"] if i in failed]
+    if left:
+        mem.dismiss_failed(left, scope=MAIN, by=REVIEWER, reason="unreadable")
+    done = len(plan["dismiss"]) - len(left)
+    return f"dismissed again: {done} of its messages dismissed before the crash" if done else ""
+
+
+RETENTION = timedelta(days=1)
+
+
+def plan_retention(rng: random.Random, workload: Workload) -> Plan:
+    """Messages kept :data:`RETENTION`, applied at a time when 2 or more of one scope's stored
+    messages (or of both: ``scope`` null), and not all, are older."""
+    dataset = rng.choice([*(s.dataset for s in SCOPES), None])
+    scopes = SCOPES if dataset is None else (_scope(dataset),)
+    times = sorted({m.timestamp for s in scopes for m in workload.stored(s)})
+    cutoff = times[rng.randint(2, len(times) - 2)]
+    return {"scope": dataset, "at": (cutoff + RETENTION).isoformat()}
+
+
+def run_retention(mem: Memory, plan: Plan) -> None:
+    mem.keep_messages = RETENTION
+    scope = _scope(plan["scope"]) if plan["scope"] else None
+    mem.apply_retention(scope=scope, at=datetime.fromisoformat(plan["at"]))
+
+
+def prepare(path: Path, op: str, plan: Plan) -> None:
+    """Bring a closed copy of the base to where the operation starts (for :data:`PREPARED`).
+
+    ``extract_pending``: its messages stored without extraction; ``retry_failed`` and
+    ``dismiss_failed``: its messages added with :class:`FailingExtractor`, so each is marked
+    ``failed``; ``confirm`` and ``resolve``: their disputes opened.
+    """
+    messages = [Message.model_validate(m) for m in plan.get("messages", ())]
+    extractor = FailingExtractor() if op in ("retry_failed", "dismiss_failed") else None
+    opened = Memory(path, dense=HashingEncoder(64), batch_size=BATCH_SIZE, extractor=extractor)
+    with recorded_warnings(), opened as mem:
+        if op in ("extract_pending", "retry_failed", "dismiss_failed"):
+            mem.add(messages, scope=MAIN, extract=op != "extract_pending")
+        groups = plan.get("disputed", []) + [facts for facts, _ in plan.get("items", [])]
+        for facts in groups:
+            mem.dispute(facts, scope=MAIN, reason="not what I said", by=REVIEWER)
 
 
 # -- updates, datasets and the profile --------------------------------------------------------
@@ -451,7 +624,7 @@ def resume_profile_forget(mem: Memory, plan: Plan) -> str:
 
 def deleted_dataset(op: str, plan: Plan) -> str | None:
     """The dataset a ``delete`` or ``delete_dataset`` trial deletes (``None`` for the others)."""
-    return plan["scope"] if op == "delete" else plan.get("dataset")
+    return plan["scope"] if op == "delete_scope" else plan.get("dataset")
 
 
 # -- kill points ------------------------------------------------------------------------------
@@ -513,6 +686,7 @@ _HOOKS: tuple[tuple[object, str, Callable[[tuple[Any, ...]], str]], ...] = (
     (edge, "_recover", lambda args: f"compaction swap {args[0].name}"),
     (LexicalIndex, "_commit", lambda args: "tantivy commit"),
     (LexicalIndex, "erase", lambda args: "tantivy erase"),
+    (EdgeBackend, "optimize", lambda args: OPTIMIZE_LABEL),
 )
 
 
@@ -544,6 +718,9 @@ TIMED_MID, TIMED_AFTER = "timed SIGKILL, mid-operation", "timed SIGKILL, after t
 INSIDE_TANTIVY = "0-10 ms into a tantivy commit / erase"
 """Killed a random 0-10 ms after a tantivy commit or erase began (:class:`KillSwitch`'s
 ``within``): inside it most of the time, where a kill leaves files half written."""
+INSIDE_OPTIMIZE = "0-10 ms into a Qdrant optimize"
+"""The same inside :meth:`EdgeBackend.optimize` (segments merged, then flushed)."""
+OPTIMIZE_LABEL = "Qdrant optimize"
 WITHIN_S = 0.01
 CATEGORIES = (
     "before the first write",
@@ -553,11 +730,12 @@ CATEGORIES = (
     "during a compaction / erase",
     "after the last write",
     INSIDE_TANTIVY,
+    INSIDE_OPTIMIZE,
     TIMED_MID,
     TIMED_AFTER,
 )
-"""Kinds of kill moment: those of :func:`kill_category`, :data:`INSIDE_TANTIVY`, then those of
-a timed SIGKILL."""
+"""Kinds of kill moment: those of :func:`kill_category`, :data:`INSIDE_TANTIVY` and
+:data:`INSIDE_OPTIMIZE`, then those of a timed SIGKILL."""
 
 
 def kill_category(after: str | None, before: str | None) -> str:
@@ -588,14 +766,22 @@ def describe_point(after: str | None, before: str | None, within: float | None =
 
 def points_by_category(labels: Sequence[str]) -> dict[str, list[int]]:
     """Every kill point of an operation, grouped by :func:`kill_category`; those just before a
-    tantivy call also under :data:`INSIDE_TANTIVY`."""
+    tantivy call or an optimize also under :func:`inside_category`."""
     found: dict[str, list[int]] = {}
     for point in range(len(labels) + 1):
         after, before = point_label(labels, point)
         found.setdefault(kill_category(after, before), []).append(point)
-        if before is not None and before.startswith("tantivy"):
-            found.setdefault(INSIDE_TANTIVY, []).append(point)
+        inside = inside_category(before)
+        if inside is not None:
+            found.setdefault(inside, []).append(point)
     return found
+
+
+def inside_category(before: str | None) -> str | None:
+    """The kind of a kill a few ms into the call ``before`` (``None``: it is not killed so)."""
+    if before is not None and before.startswith("tantivy"):
+        return INSIDE_TANTIVY
+    return INSIDE_OPTIMIZE if before == OPTIMIZE_LABEL else None
 
 
 def run_child(spec: dict[str, Any]) -> None:
@@ -618,7 +804,7 @@ class StoreState:
     messages: dict[str, tuple[str, str, str]]
     """Stored id -> (scope, source id, status)."""
     facts: dict[str, tuple[Any, ...]]
-    """Fact id -> (scope, status, text, sources, supersedes, superseded_by, valid_to)."""
+    """Fact id -> (scope, status, text, sources, supersedes, superseded_by, valid_to, trust)."""
     entities: dict[str, tuple[Any, ...]]
     """Entity id -> (scope, name, aliases, description versions)."""
     audited: frozenset[tuple[str, str]]
@@ -633,6 +819,8 @@ class StoreState:
     """What an import leaves in :data:`COPY` besides its records (:func:`import_rows`)."""
     profiles: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     """Profile entry version id -> (scope, topic, subtopic, version, text, fact ids, removed)."""
+    reviews: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Scope key -> its open review items, each (kind, fact ids), sorted (ids differ by run)."""
 
     def active(self, scope: Scope) -> set[str]:
         return {i for i, f in self.facts.items() if f[0] == scope.key and f[1] == "active"}
@@ -650,9 +838,16 @@ _AUDITED = (
     "purged",
     "profile_set",
     "profile_removed",
+    "retracted",
+    "confirmed",
+    "disputed",
+    "dismissed",
+    "review_requested",
+    "review_resolved",
 )
 """Actions of the changes :attr:`StoreState.audited` lists (an import's carried events aside:
-they record changes of the exported store, not of this one)."""
+they record changes of the exported store, not of this one). A resolved review is listed by
+its facts (the item's id differs from run to run)."""
 
 
 def snapshot(mem: Memory) -> StoreState:
@@ -667,6 +862,7 @@ def snapshot(mem: Memory) -> StoreState:
     facts: dict[str, tuple[Any, ...]] = {}
     entities: dict[str, tuple[Any, ...]] = {}
     profiles: dict[str, tuple[Any, ...]] = {}
+    reviews: dict[str, tuple[Any, ...]] = {}
     audited: set[tuple[str, str]] = set()
     audit_ids: dict[str, frozenset[str]] = {}
     texts: dict[str, str] = {}
@@ -692,7 +888,7 @@ def snapshot(mem: Memory) -> StoreState:
                 for ids in (f.sources, f.supersedes, f.superseded_by)
             )
             row = (scope.key, f.status.value, f.text, sources, supersedes, superseded_by)
-            facts[rename.get(f.id, f.id)] = (*row, valid_to)
+            facts[rename.get(f.id, f.id)] = (*row, valid_to, f.trust.value)
             texts[rename.get(f.id, f.id)] = f.text
             words.append(f.text)
         for e in mem.entities(scope=scope):
@@ -701,15 +897,29 @@ def snapshot(mem: Memory) -> StoreState:
         for p in mem.store.profile_versions(scope):
             cited = tuple(rename.get(i, i) for i in p.fact_ids)
             profiles[p.id] = (scope.key, p.topic, p.subtopic, p.version, p.text, cited, p.removed)
+        items = mem.review_queue(scope=scope)
+        named = [(i.kind.value, tuple(sorted(rename.get(f, f) for f in i.fact_ids))) for i in items]
+        reviews[scope.key] = tuple(sorted(named))
         events = mem.audit(scope=scope)
         audit_ids[scope.key] = frozenset(e.id for e in events)
         for event in events:
             if event.action.value in _AUDITED and not event.details.get("imported"):
-                audited.update((event.action.value, rename.get(t, t)) for t in event.targets)
+                resolved = event.action is AuditAction.REVIEW_RESOLVED
+                targets = event.targets[1:] if resolved else event.targets  # the item first
+                audited.update((event.action.value, rename.get(t, t)) for t in targets)
     corpus = "\n".join(words).lower()
     imported = import_rows(mem)
     return StoreState(
-        messages, facts, entities, frozenset(audited), audit_ids, texts, corpus, imported, profiles
+        messages,
+        facts,
+        entities,
+        frozenset(audited),
+        audit_ids,
+        texts,
+        corpus,
+        imported,
+        profiles,
+        reviews,
     )
 
 
@@ -816,6 +1026,7 @@ def compare(
         ("fact", reference.facts, recovered.facts),
         ("entity", reference.entities, recovered.entities),
         ("profile entry", reference.profiles, recovered.profiles),
+        ("open review items of", reference.reviews, recovered.reviews),
     ):
         for key in sorted(want.keys() | got.keys()):
             expected, found = want.get(key), got.get(key)
@@ -921,14 +1132,17 @@ class Base:
     """Those of the store without its words: a term chain found there is not a word's."""
 
 
-_BLANK = ("I own a cat.", "I like tea.", "I saw a fox.", "I hid a key.")
+_BLANK = ("I own a cat.", "I like tea.", "I saw a fox.", "I hid a key.", "Oh, wow!")
+"""Four facts, then a filler the extractor discards: the reason it stores ("greeting, thanks or
+reaction without content") is the store's own text, not an erased message's."""
 
 
 def blank_files(path: Path) -> Path:
-    """A store at ``path`` that went through every kind of change, with no word of 5 letters.
+    """A store at ``path`` that went through every kind of change, with no word of 5 letters
+    in its messages.
 
     Whatever its files hold of the words of a workload is the store's own (field names, statuses,
-    audit actions), not content.
+    audit actions, the extractor's reasons), not content.
     """
     start = datetime(2024, 1, 1, tzinfo=UTC)
     said = [
@@ -982,6 +1196,10 @@ def _sample(ids: Sequence[str], key: str) -> list[str]:
     return random.Random(key).sample(sorted(ids), min(PROBES, len(ids)))
 
 
+_NOTHING_RETIRED = ("dismiss_failed", "confirm", "dispute", "apply_retention", "optimize")
+"""Operations that neither retire a fact nor create one (retention erases messages only)."""
+
+
 def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> list[Probe]:
     """The facts whose resurrection a trial looks for: those the operation retires or adds."""
     key = plan_key(op, plan)
@@ -991,15 +1209,17 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
         ids, scope = [old for old, _ in plan["pairs"]], MAIN
     elif op == "purge":
         ids, scope = list(plan["facts"]), MAIN
-    elif op in ("delete", "delete_dataset"):
+    elif op in ("delete_scope", "delete_dataset"):
         scope = _scope(str(deleted_dataset(op, plan)))
         ids = _sample([i for i, f in base.facts.items() if f[0] == scope.key], key)
     elif op == "import":
         ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), COPY
     elif op == "update":
         ids, scope = [plan["fact"]], MAIN
-    elif op.startswith("profile_"):
-        ids, scope = [], MAIN  # no fact changes: the profile entries are compared
+    elif op == "resolve":
+        ids, scope = [f for facts, accept in plan["items"] if not accept for f in facts], MAIN
+    elif op.startswith("profile_") or op in _NOTHING_RETIRED:
+        ids, scope = [], MAIN  # no fact leaves the reads: the records are compared
     else:
         ids, scope = _sample(list(done.facts.keys() - base.facts.keys()), key), MAIN
     return [(done if i in done.facts else base).probe(scope, i) for i in ids]
@@ -1030,30 +1250,43 @@ def damage(lexical: Path, kind: str, rng: random.Random) -> None:
 
 # -- audit ------------------------------------------------------------------------------------
 SCOPE_DELETED = "scope deleted"
+_STATUS_EVENTS = ("forgotten", "superseded", "retracted")
+_TRUST_EVENTS = ("confirmed", "disputed")
+_MESSAGE_EVENTS = ("processed", "dismissed")
 
 
 def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) -> list[str]:
     """The changes from ``before`` to ``after``, each as the audit event it needs ("action id").
 
-    Facts forgotten, superseded or purged, messages stored or purged, profile versions written
-    (set or removed); a deleted scope or dataset is one change (``"scope deleted <dataset>"``):
-    its audit goes with it, the other scope's stays.
+    Facts created, forgotten, superseded, retracted, confirmed, disputed or purged, messages
+    stored, extracted, dismissed or purged, review items opened or resolved (by their facts),
+    profile versions written (set or removed); a deleted scope or dataset is one change
+    (``"scope deleted <dataset>"``): its audit goes with it, the other scope's stays.
     """
     dataset = deleted_dataset(op, plan)
     if dataset is not None:
         return [f"{SCOPE_DELETED} {dataset}"]
     if op == "import":
         return _import_changes(before, after)
-    needed = [
-        f"{row[1]} {i}"
-        for i, row in after.facts.items()
-        if i in before.facts
-        and row[1] != before.facts[i][1]
-        and row[1] in ("forgotten", "superseded")
-    ]
+    needed = [f"created {i}" for i in after.facts.keys() - before.facts.keys()]
+    for i, row in after.facts.items():
+        old = before.facts.get(i)
+        if old is not None and row[1] != old[1] and row[1] in _STATUS_EVENTS:
+            needed.append(f"{row[1]} {i}")
+        if old is not None and row[7] != old[7] and row[7] in _TRUST_EVENTS:
+            needed.append(f"{row[7]} {i}")
     needed += [f"purged {i}" for i in before.facts.keys() - after.facts.keys()]
     needed += [f"stored {i}" for i in after.messages.keys() - before.messages.keys()]
     needed += [f"purged {i}" for i in before.messages.keys() - after.messages.keys()]
+    needed += [
+        f"{row[2]} {i}"
+        for i, row in after.messages.items()
+        if i in before.messages and row[2] != before.messages[i][2] and row[2] in _MESSAGE_EVENTS
+    ]
+    for key in before.reviews.keys() | after.reviews.keys():
+        was, now = Counter(before.reviews.get(key, ())), Counter(after.reviews.get(key, ()))
+        needed += [f"review_requested {f}" for _, facts in now - was for f in facts]
+        needed += [f"review_resolved {f}" for _, facts in was - now for f in facts]
     needed += [
         f"profile_{'removed' if after.profiles[i][6] else 'set'} {i}"
         for i in after.profiles.keys() - before.profiles.keys()

@@ -34,7 +34,10 @@ a ``BackgroundWriter``): each is put as an item's text, then the item is overwri
 under ``supersede``) or deleted (under ``delete``); the store forgets the facts of the previous
 values. Every target message of the five operations is also copied, words in reverse order
 (same words, other bytes), into two isolation scopes: another dataset (``neg-<name>-iso``) and
-another task of the same dataset (``bench-iso``).
+another task of the same dataset (``bench-iso``). Before the operations (after "found before")
+each target gets a profile entry citing it (topic ``bench``, its text without times), and each
+``reject`` and ``delete`` target is disputed (the ``reject`` operation then rejects that
+dispute; the deleted scope's review queue holds the others).
 
 Probes. Each target is probed with queries made from its own text: its plain text and a keyword
 variant (its longest content words, participants' names left out). A ``supersede`` target's
@@ -44,7 +47,9 @@ the operations the same queries run as a default search (``Memory.search``, mode
 k=10): "found before" is the share of targets one of them ranks, a first sign that a 0-leak
 result means something (the control, below, checks it on every surface). After the operations,
 a leak is a named fact id (or, for ``purge`` and ``delete``, a named message or its text) in
-what a surface returns:
+what a surface returns. Every reading operation of :data:`membrain.api.operations.OPERATIONS` has a
+probe, by its name (``READ_PROBES``), and its surfaces (``READS``); the report sums them per
+reading operation too:
 
 * ``search <mode>``: ``Memory.search`` in every mode, k=50;
 * ``path <name>``: ``Memory.search(mode="deep")`` with ``exclude_paths`` leaving that path alone
@@ -55,13 +60,30 @@ what a surface returns:
   other fact, so elsewhere their 0 would prove nothing. (``replaced`` still runs as a boost in
   the mode searches once supersessions exist.);
 * ``context``: ``Memory.context`` (fact ids of its hits; for purge the purged text in its text);
+  ``context (profile)``: with a profile block (``profile_ratio`` 0.5 of 16,000 tokens, so that
+  it holds every entry; the first query), which
+  must not hold the target's profile entry once the target is out of the reads;
 * ``search_messages``: only for ``purge`` and ``delete`` (the other operations keep messages by
   design);
-* ``facts()``, ``messages()``, and for purge ``history`` and ``entities()``: listings;
-  ``facts()`` includes inactive facts for purge and delete; ``entities()`` only for purge
-  targets with a needle (see ``files``) from entity text, the only text it can show. The audit
-  is not probed: its events hold ids and actors, never a record's text, so no probe of it could
-  see a purged text (the file scan reads its files);
+* ``facts()``, ``messages()`` (purge and delete: the other operations keep messages),
+  ``history``, ``entities()``: listings; ``facts()`` includes inactive facts for purge and
+  delete; ``history`` must show a forgotten, superseded or rejected fact with that status, a
+  purged one without its record or text (its events stay, ids only), a deleted one not at all;
+  ``entities()`` for a deleted scope (none left), and for purge targets with a needle (see
+  ``files``) from entity text, the only text it can show;
+* ``get()``: ``Memory.get`` of each named fact: a purged or deleted one is not found, the
+  others come with their status (a superseded one with what replaced it), never ``active``;
+* ``participants()``, ``scopes()`` (delete): a deleted scope has no participant and is not
+  listed; ``review_queue()``: a rejected fact's dispute is closed (reject), a deleted scope's
+  queue is empty (delete); ``audit()``: a deleted scope's audit is empty (delete). The audit is
+  not probed for a purge: its events hold ids and actors, never a record's text, so no probe of
+  it could see a purged text (the file scan reads its files);
+* ``profile()``, ``profile_history()``: the target's profile entry (every version) is stale
+  once the target is forgotten, superseded or rejected, and gone, with its text, once it is
+  purged or its scope deleted;
+* ``facts() other dataset``, ``messages() other dataset``, ``audit() other dataset`` (and the
+  same for the other task): the isolation scopes' listings hold only their own records, and no
+  record or event naming the target's;
 * ``langchain retriever`` (``MembrainRetriever``: documents' ``fact_id`` and ``sources``),
   ``llamaindex retriever`` (nodes' ids and ``sources``), ``llamaindex memory block``
   (``MembrainMemoryBlock.aget``: a context line holding the target's text and citing its
@@ -85,7 +107,8 @@ what a surface returns:
   and the memory block look for.
 
 Control (``--control``). Every probe above also runs with its target's operation not applied yet,
-on the same store: the non-purge targets' and the store items' right after "found before", the
+on the same store: the non-purge targets' and the store items' right after the profile entries
+and disputes are written, the
 purge targets' after the other operations and just before the purge (their needles are chosen
 then), with a scan of the open store's files for their needles. Each target is then still as
 it was, so each (operation, surface) cell must see leaks; a cell the real run probed that sees
@@ -97,7 +120,8 @@ run in the real run shows '-' there and is not counted.
 
 Reported: tried and leaked per operation and surface (a probe is one call, or one listing, per
 target and query), with ``--control`` the control's tried and leaked beside them and the blind
-cells marked, the found-before share per operation, the checks that each operation had its
+cells marked, the same per reading operation of the table, the found-before share per
+operation, the checks that each operation had its
 effect (statuses, purge report, needles), and the elapsed time of the build, the operations and
 the probes.
 
@@ -106,11 +130,7 @@ The code: this module parses the arguments, runs the stages and reports;
 ``negative_recall_probes`` holds the surfaces, the probes and the file scan;
 ``negative_recall_targets`` the records and query texts both share.
 
-On the LoCoMo dev split (5 conversations, default encoders, 10 targets, ``--control``): 8,364
-probes, 0 leaks, every target found before; in the control 8,349 of the same probes saw their
-target and none of the 93 probed cells was blind; 49 of the 50 purge targets had a distinctive
-text for the file scan (none erased an entity, so ``entities()`` was not probed). About 20
-minutes on a busy 2-CPU machine, 9 of them the control's probes and 5 the real ones.
+Figures: ``docs/benchmarks/negative-recall.md``.
 """
 
 from __future__ import annotations
@@ -146,6 +166,7 @@ from benchmarks.negative_recall_build import (  # noqa: E402
     erasures,
     kept_corpus,
     name_targets,
+    prepare_reads,
     stored_texts,
 )
 from benchmarks.negative_recall_probes import (  # noqa: E402
@@ -153,6 +174,8 @@ from benchmarks.negative_recall_probes import (  # noqa: E402
     MODES,
     PATHS,
     PROBE_K,
+    READ_PROBES,
+    READS,
     Prober,
     Tally,
     blind_cells,
@@ -164,6 +187,7 @@ from benchmarks.negative_recall_probes import (  # noqa: E402
 )
 from benchmarks.negative_recall_targets import (  # noqa: E402
     OPERATIONS,
+    PROFILE_SCHEMA,
     ConversationSetup,
     Target,
     keywords,
@@ -174,6 +198,8 @@ __all__ = [
     "MODES",
     "OPERATIONS",
     "PATHS",
+    "READS",
+    "READ_PROBES",
     "Tally",
     "blind_cells",
     "cited_in",
@@ -246,7 +272,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="negrecall-")))
         else:
             folder = args.path
-        mem = Memory(path=folder, dense=HashingEncoder(64) if args.hashing else None)
+        mem = Memory(
+            path=folder,
+            dense=HashingEncoder(64) if args.hashing else None,
+            profile_schema=PROFILE_SCHEMA,
+        )
         encoder = mem.store.dense.name
         writer = BackgroundWriter(mem, idle_seconds=3600)
         store = MembrainStore(
@@ -269,6 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             for setup in setups:
                 name_targets(mem, setup)
+                prepare_reads(mem, setup)
             prober.plan(setups)
             deleted_texts = [t for s in setups for t in stored_texts(mem, s.deleted)]
             targets = [t for s in setups for t in s.targets]
@@ -418,6 +449,7 @@ def report(
         }
     return {
         "rows": rows,
+        "reads": read_rows(tally, control),
         "total": {
             "tried": sum(r["tried"] for r in rows),
             "leaked": sum(r["leaked"] for r in rows),
@@ -473,13 +505,35 @@ def report(
     }
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned plain-text table: the first two columns left, the rest right-aligned."""
+def read_rows(tally: Tally, control: Tally | None) -> list[dict[str, Any]]:
+    """Per reading operation of the table (:data:`READS`): its cells probed, tried and leaked,
+    and with the control its tried, leaked and blind cells."""
+    blind = set(blind_cells(tally, control)) if control is not None else set()
+    out = []
+    for read, surfaces in READS.items():
+        cells = [c for c in tally.counts if c[1] in surfaces]
+        row: dict[str, Any] = {
+            "read": read,
+            "cells": len(cells),
+            "tried": sum(tally.counts[c][0] for c in cells),
+            "leaked": sum(tally.counts[c][1] for c in cells),
+        }
+        if control is not None:
+            seen = [c for c in control.counts if c[1] in surfaces]
+            row["control_tried"] = sum(control.counts[c][0] for c in seen)
+            row["control_leaked"] = sum(control.counts[c][1] for c in seen)
+            row["blind"] = sum(1 for c in cells if c in blind)
+        out.append(row)
+    return out
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 2) -> str:
+    """Aligned plain-text table: the first ``left`` columns left, the rest right-aligned."""
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     lines = []
     for n, row in enumerate((header, *rows)):
         cells = [
-            cell.ljust(w) if i < 2 else cell.rjust(w)
+            cell.ljust(w) if i < left else cell.rjust(w)
             for i, (cell, w) in enumerate(zip(row, widths, strict=True))
         ]
         lines.append("  ".join(cells).rstrip())
@@ -519,12 +573,23 @@ def format_report(report: dict[str, Any]) -> str:
     skipped = {op: v["skipped"] for op, v in report["operations"].items() if v["skipped"]}
     files = report["files"]
     t = report["timings_s"]
+    reads = report["reads"]
+    read_header = ["read", "cells", "tried", "leaked"]
+    if control is not None:
+        read_header += ["control tried", "control leaked", "blind"]
+    keys = ["cells", "tried", "leaked"]
+    keys += ["control_tried", "control_leaked", "blind"] if control is not None else []
+    read_table = [[r["read"], *(str(r[k]) for k in keys)] for r in reads]
+    read_table.append(["total", *(str(sum(r[k] for r in reads)) for k in keys)])
     lines = [
         f"Negative recall: {len(report['conversations'])} conversation(s), "
         f"{report['targets_per_operation']} targets per operation and conversation, "
         f"encoder {report['encoder']}, probes k={report['probe_k']}"
         + (", control: the same probes with the operations skipped" if control else ""),
         format_table(header, rows),
+        "",
+        "by reading operation of the table (the scan of the files aside)",
+        format_table(read_header, read_table, left=1),
         "",
         f"found before (default search, k={report['found_k']}): {found}",
         f"files: {files['scanned']} scanned ({files['bytes'] / 1e6:.1f} MB of data); purge "

@@ -2,6 +2,8 @@
 
 ``build`` ingests each conversation, chooses its targets and fills the deleted, isolation and
 LangGraph store scopes; ``name_targets`` names what each operation will take away;
+``prepare_reads`` writes what some reads show of a target before the operations (a profile
+entry citing it, a dispute);
 ``apply_operations`` forgets, supersedes, purges, rejects and deletes (all or some of them) and
 ``check_operations`` checks that each had its effect; ``erasures`` foresees what the purge will
 erase, ``kept_corpus`` is what a purged text's needle must avoid and ``choose_needles`` picks
@@ -21,6 +23,7 @@ from benchmarks.locomo_retrieval import progress_bar
 from benchmarks.negative_recall_probes import needle
 from benchmarks.negative_recall_targets import (
     OPERATIONS,
+    PROFILE_TOPIC,
     ConversationSetup,
     StoreTarget,
     Target,
@@ -32,8 +35,10 @@ from benchmarks.negative_recall_targets import (
 from langchain_membrain.langgraph import MembrainStore
 from membrain import Memory
 from membrain.api.models import Fact, FactStatus, Message, Scope, Trust
+from membrain.api.profile import MAX_PROFILE_TEXT
 from membrain.background import BackgroundWriter
 from membrain.files.loaders import Conversation
+from membrain.knowledge.profiles import timeless
 from membrain.records.journal import without_erased
 from membrain.temporal import plain_text
 
@@ -227,6 +232,33 @@ def build(
     return setups, ingest
 
 
+def prepare_reads(mem: Memory, setup: ConversationSetup) -> None:
+    """Before the operations, what some reads show of each target: a profile entry citing it
+    (its text, times left out), and a dispute of each ``reject`` target (the operation then
+    rejects it) and of each ``delete`` target (its scope's review queue is not empty).
+
+    Run after "found before", before the control probes: they see all of it.
+    """
+    for n, target in enumerate(setup.targets):
+        if target.skipped is not None:
+            continue
+        target.profile = f"{target.operation}_{n}"
+        mem.profile_put(
+            PROFILE_TOPIC,
+            target.profile,
+            timeless(target.text)[:MAX_PROFILE_TEXT],
+            scope=target.scope,
+            facts=[target.fact_id],
+            by=_REVIEWER,
+            reason=_BENCH_REASON,
+        )
+        if target.operation in ("reject", "delete"):
+            disputed = mem.dispute(
+                [target.fact_id], scope=target.scope, reason=_BENCH_REASON, by=_REVIEWER
+            )
+            target.review = disputed.id
+
+
 # -- operations --------------------------------------------------------------------------------
 def name_targets(mem: Memory, setup: ConversationSetup) -> None:
     """Name what each operation will take away, before any runs: none of it may come back.
@@ -310,8 +342,12 @@ def apply_operations(
             )
 
     for target in by_op["reject"]:
-        review = mem.dispute([target.fact_id], scope=scope, reason=_BENCH_REASON, by=_REVIEWER)
-        mem.resolve(review.id, scope=scope, accept=False, by=_REVIEWER)
+        if not target.review:  # disputed by ``prepare_reads`` (the dispute, then this)
+            disputed = mem.dispute(
+                [target.fact_id], scope=scope, reason=_BENCH_REASON, by=_REVIEWER
+            )
+            target.review = disputed.id
+        mem.resolve(target.review, scope=scope, accept=False, by=_REVIEWER)
 
     if by_op["delete"]:
         mem.delete_scope(setup.deleted)
@@ -413,7 +449,8 @@ def kept_corpus(
 
 
 def stored_texts(mem: Memory, scope: Scope, erased: Erasure | None = None) -> list[str]:
-    """Every text ``scope`` holds: messages, facts (any status, also plain), entities.
+    """Every text ``scope`` holds: messages, facts (any status, also plain), entities, the
+    profile's versions.
 
     With ``erased``, as the purge will leave it: those records left out, and entity
     descriptions chained again without what the erased facts taught them.
@@ -430,6 +467,10 @@ def stored_texts(mem: Memory, scope: Scope, erased: Erasure | None = None) -> li
         if e.id not in erased.entities:
             versions = without_erased(e.versions, erased.facts)
             texts.extend((e.name, *e.aliases, *(v.description for v in versions)))
+    # A purge deletes the profile versions citing its facts (their text summarises them).
+    texts.extend(
+        p.text for p in mem.store.profile_versions(scope) if not set(p.fact_ids) & erased.facts
+    )
     return texts
 
 

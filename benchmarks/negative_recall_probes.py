@@ -23,6 +23,7 @@ from rich.console import Console
 from benchmarks.locomo_retrieval import progress_bar
 from benchmarks.negative_recall_targets import (
     OPERATIONS,
+    PROFILE_TOPIC,
     ConversationSetup,
     StoreTarget,
     Target,
@@ -33,8 +34,11 @@ from langchain_membrain.langgraph import MembrainStore
 from llama_index_membrain import MembrainMemoryBlock
 from llama_index_membrain import MembrainRetriever as LlamaIndexRetriever
 from membrain import Memory
-from membrain.api.models import MemoryHit, Scope
+from membrain.api.errors import NotFoundError
+from membrain.api.models import FactStatus, MemoryHit, Scope
 from membrain.api.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, HYDE
+from membrain.api.profile import ProfileEntry
+from membrain.ingest import message_id
 from membrain.temporal import plain_text
 from membrain.testing import file_extents
 
@@ -45,24 +49,50 @@ _NOT_A_PATH = ("asked", "time", "stated", "when", "answers")
 """Boosts, the replies to asked questions and the answer follow-up: excluded when one path runs
 alone."""
 
-SURFACES = (
-    *(f"search {m}" for m in MODES),
-    *(f"path {p}" for p in (*PATHS, REPLACED)),
-    "context",
-    "search_messages",
-    "facts()",
-    "messages()",
-    "history",
-    "entities()",
-    "langchain retriever",
-    "llamaindex retriever",
-    "llamaindex memory block",
-    "langgraph store",
-    "other dataset",
-    "other task",
-    "files",
-)
-"""Every surface, in report order."""
+ISOLATION = ("other dataset", "other task")
+"""The isolation scopes: another dataset, another task of the same dataset."""
+READS: dict[str, tuple[str, ...]] = {
+    "search": (
+        *(f"search {m}" for m in MODES),
+        *(f"path {p}" for p in (*PATHS, REPLACED)),
+        "langchain retriever",
+        "llamaindex retriever",
+        "langgraph store",
+        *ISOLATION,
+    ),
+    "context": ("context", "context (profile)", "llamaindex memory block"),
+    "search_messages": ("search_messages",),
+    "facts": ("facts()", *(f"facts() {i}" for i in ISOLATION)),
+    "get": ("get()",),
+    "messages": ("messages()", *(f"messages() {i}" for i in ISOLATION)),
+    "entities": ("entities()",),
+    "participants": ("participants()",),
+    "scopes": ("scopes()",),
+    "review_queue": ("review_queue()",),
+    "history": ("history",),
+    "audit": ("audit()", *(f"audit() {i}" for i in ISOLATION)),
+    "profile": ("profile()",),
+    "profile_history": ("profile_history()",),
+}
+"""The surfaces of each reading operation of :data:`membrain.api.operations.OPERATIONS`, by its
+name there (the retrievers and the LangGraph store read through ``search``, the memory block
+through ``context``)."""
+SURFACES = (*(s for surfaces in READS.values() for s in surfaces), "files")
+"""Every surface, in report order: those of each read, then the scan of the store's files."""
+
+ERASING = ("purge", "delete")
+"""Operations that erase their records (the others keep them, out of the reads)."""
+RETIRED = {
+    "forget": FactStatus.FORGOTTEN,
+    "supersede": FactStatus.SUPERSEDED,
+    "reject": FactStatus.RETRACTED,
+}
+"""The status a fact has once the other operations took it out of the reads."""
+PROFILE_RATIO = 0.5
+"""The profile's share of a ``context`` probed with its profile block."""
+PROFILE_TOKENS = 16_000
+"""The budget of that ``context``: its profile block holds every entry of a scope (one per
+target, 40 in a main scope with 10 targets per operation), which 2,000 tokens do not."""
 
 PROBE_K = 50
 """Results asked of every probing search and retriever (a leak at any rank counts)."""
@@ -168,6 +198,15 @@ def metadata_leaks(identifier: str | None, metadata: dict[str, Any], target: Tar
     if identifier in target.fact_ids or metadata.get("fact_id") in target.fact_ids:
         return True
     return bool(set(metadata.get("sources") or ()) & target.source_ids)
+
+
+def entry_leaks(entry: ProfileEntry, target: Target) -> bool:
+    """A profile entry (or version) shows the target: cites it while not stale, or, once the
+    target is erased, cites it at all or holds its text."""
+    cites = bool(set(entry.fact_ids) & target.fact_ids)
+    if target.operation in ERASING:
+        return cites or any(n in entry.text for n in target.needles)
+    return cites and not entry.stale
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -282,14 +321,28 @@ class Prober:
                     self.paths[(scope.key, target.fact_id)] = tuple(paths)
 
     def probe(self, target: Target, setup: ConversationSetup) -> None:
-        if target.skipped is not None:
-            return
-        op, mem, scope = target.operation, self.mem, target.scope
+        """Every read of the table that could serve the target (:data:`READ_PROBES`)."""
+        if target.skipped is None:
+            for read in READ_PROBES.values():
+                read(self, target, setup)
 
+    def _recorder(self, target: Target) -> Callable[..., None]:
         def record(surface: str, leaked: bool, query: str = "") -> None:
-            self.tally.record(op, surface, leaked, target=target.fact_id, query=query)
+            self.tally.record(target.operation, surface, leaked, target=target.fact_id, query=query)
 
-        copies = {f"iso-{c}" for c in target.cited} if self.control else set()
+        return record
+
+    def _copies(self, target: Target) -> set[str]:
+        """In the control, the caller ids of the target's reversed copies on the isolation
+        scopes: what a leak there would look like (none otherwise)."""
+        return {f"iso-{c}" for c in target.cited} if self.control else set()
+
+    # -- one probe per reading operation (:data:`READ_PROBES`) ------------------------------
+    def probe_search(self, target: Target, setup: ConversationSetup) -> None:
+        """``search`` in every mode and with each path alone, the retrievers built on it, and
+        on the isolation scopes (another dataset, another task of the same dataset)."""
+        mem, scope, record = self.mem, target.scope, self._recorder(target)
+        copies = self._copies(target)
         for query in target.queries:
             for mode in MODES:
                 found = mem.search(query, scope=scope, mode=mode, k=PROBE_K)
@@ -299,22 +352,7 @@ class Prober:
                 found = mem.search(query, scope=scope, mode="deep", k=PROBE_K, exclude_paths=skip)
                 if path in found.paths:
                     record(f"path {path}", any(hit_leaks(h, target) for h in found), query)
-            context = mem.context(query, scope=scope, k=PROBE_K)
-            leaked = any(hit_leaks(h, target) for h in context.hits)
-            record("context", leaked or text_leaks(context.text, target), query)
-            if op in ("purge", "delete"):
-                evidence = mem.search_messages(query, scope=scope, k=PROBE_K)
-                record(
-                    "search_messages",
-                    any(
-                        e.message.source_id in target.source_ids
-                        or e.message.id in target.message_ids
-                        or any(n in e.message.text for n in target.needles)
-                        for e in evidence
-                    ),
-                    query,
-                )
-            chain, index, block = self.adapters(scope)
+            chain, index, _ = self.adapters(scope)
             docs = chain.invoke(query)
             record(
                 "langchain retriever",
@@ -327,14 +365,7 @@ class Prober:
                 any(metadata_leaks(n.node.node_id, n.node.metadata, target) for n in nodes),
                 query,
             )
-            text = self._loop.run_until_complete(
-                block.aget([ChatMessage(role="user", content=query)])
-            )
-            record("llamaindex memory block", text_leaks(text, target), query)
-            for surface, other in (
-                ("other dataset", setup.other_dataset),
-                ("other task", setup.other_task),
-            ):
+            for surface, other in _isolated(setup):
                 found = mem.search(query, scope=other, mode="deep", k=PROBE_K)
                 record(
                     surface,
@@ -346,36 +377,203 @@ class Prober:
                     ),
                     query,
                 )
-        self._listings(target, record)
 
-    def _listings(self, target: Target, record: Callable[..., None]) -> None:
-        mem, scope, op = self.mem, target.scope, target.operation
-        erased = op in ("purge", "delete")
-        facts = mem.facts(scope=scope, include_inactive=erased)
+    def probe_context(self, target: Target, setup: ConversationSetup) -> None:
+        """``context`` (its hits and text), with the profile block (an entry citing the target
+        is left out once the target is inactive), and the LlamaIndex memory block on it."""
+        mem, scope, record = self.mem, target.scope, self._recorder(target)
+        for i, query in enumerate(target.queries):
+            context = mem.context(query, scope=scope, k=PROBE_K)
+            leaked = any(hit_leaks(h, target) for h in context.hits)
+            record("context", leaked or text_leaks(context.text, target), query)
+            if i == 0:  # the profile block is the same for every query
+                briefed = mem.context(
+                    query,
+                    scope=scope,
+                    k=PROBE_K,
+                    max_tokens=PROFILE_TOKENS,
+                    profile_ratio=PROFILE_RATIO,
+                )
+                record(
+                    "context (profile)",
+                    any(set(e.fact_ids) & target.fact_ids for e in briefed.profile)
+                    or any(n in briefed.text for n in target.needles),
+                    query,
+                )
+            _, _, block = self.adapters(scope)
+            text = self._loop.run_until_complete(
+                block.aget([ChatMessage(role="user", content=query)])
+            )
+            record("llamaindex memory block", text_leaks(text, target), query)
+
+    def probe_search_messages(self, target: Target, setup: ConversationSetup) -> None:
+        """``search_messages``, for the operations that erase messages (the others keep them)."""
+        if target.operation not in ERASING:
+            return
+        record = self._recorder(target)
+        for query in target.queries:
+            evidence = self.mem.search_messages(query, scope=target.scope, k=PROBE_K)
+            record(
+                "search_messages",
+                any(
+                    e.message.source_id in target.source_ids
+                    or e.message.id in target.message_ids
+                    or any(n in e.message.text for n in target.needles)
+                    for e in evidence
+                ),
+                query,
+            )
+
+    def probe_facts(self, target: Target, setup: ConversationSetup) -> None:
+        """``facts()`` of the scope (inactive ones too after an erasure), and of each isolation
+        scope: only its own facts, never the target's."""
+        mem, record = self.mem, self._recorder(target)
+        facts = mem.facts(scope=target.scope, include_inactive=target.operation in ERASING)
         record("facts()", any(f.id in target.fact_ids for f in facts))
-        if not erased:
-            return
-        messages = mem.messages(scope=scope)
-        record(
-            "messages()",
-            any(
-                m.id in target.message_ids
-                or (m.message.source_id or "") in target.source_ids
-                or any(n in m.message.text for n in target.needles)
-                for m in messages
-            ),
-        )
-        if op != "purge":
-            return
-        history = mem.history(target.fact_id, scope=scope)
-        record(
-            "history",
-            any(f.id in target.fact_ids for f in history.facts)
-            or any(n in history.text() for n in target.needles),
-        )
-        if (scope.key, target.fact_id) in self.in_entities:
+        for surface, other in _isolated(setup):
+            cited = target.message_ids | {message_id(other, c) for c in self._copies(target)}
+            listed = mem.facts(scope=other, include_inactive=True)
+            record(
+                f"facts() {surface}",
+                any(
+                    f.scope.key != other.key or f.id in target.fact_ids or set(f.sources) & cited
+                    for f in listed
+                ),
+            )
+
+    def probe_get(self, target: Target, setup: ConversationSetup) -> None:
+        """``get`` by id, whatever the status: an erased fact is not found, a retired one is
+        never served as active (a superseded one says what replaced it)."""
+        mem, record = self.mem, self._recorder(target)
+        for fact_id in sorted(target.fact_ids):
+            try:
+                fact = mem.get(fact_id, scope=target.scope)
+            except NotFoundError:
+                record("get()", False)
+                continue
+            if target.operation in ERASING:
+                record("get()", True, fact_id)
+                continue
+            retired = fact.status is RETIRED[target.operation]
+            if target.operation == "supersede":
+                retired = retired and bool(fact.superseded_by)
+            record("get()", not retired, fact_id)
+
+    def probe_messages(self, target: Target, setup: ConversationSetup) -> None:
+        """``messages()`` after an erasure (the other operations keep the evidence), and of
+        each isolation scope: only its own messages, never the target's."""
+        mem, record = self.mem, self._recorder(target)
+        if target.operation in ERASING:
+            messages = mem.messages(scope=target.scope)
+            record(
+                "messages()",
+                any(
+                    m.id in target.message_ids
+                    or (m.message.source_id or "") in target.source_ids
+                    or any(n in m.message.text for n in target.needles)
+                    for m in messages
+                ),
+            )
+        copies = self._copies(target)
+        for surface, other in _isolated(setup):
+            listed = mem.messages(scope=other)
+            record(
+                f"messages() {surface}",
+                any(
+                    m.scope.key != other.key
+                    or m.id in target.message_ids
+                    or (m.message.source_id or "") in target.source_ids | copies
+                    for m in listed
+                ),
+            )
+
+    def probe_entities(self, target: Target, setup: ConversationSetup) -> None:
+        """``entities()``: none of a deleted scope; no name or description a purge erased
+        (probed for the purge targets whose needles come from entity text)."""
+        mem, scope, record = self.mem, target.scope, self._recorder(target)
+        if target.operation == "delete":
+            record("entities()", bool(mem.entities(scope=scope)))
+        elif (scope.key, target.fact_id) in self.in_entities:
             listed = [e.model_dump(mode="json") for e in mem.entities(scope=scope)]
             record("entities()", any(n in json.dumps(listed) for n in target.needles))
+
+    def probe_participants(self, target: Target, setup: ConversationSetup) -> None:
+        """``participants()`` of a deleted scope: nobody (they are its entities)."""
+        if target.operation == "delete":
+            record = self._recorder(target)
+            record("participants()", bool(self.mem.participants(scope=target.scope)))
+
+    def probe_scopes(self, target: Target, setup: ConversationSetup) -> None:
+        """``scopes()`` never lists a deleted scope."""
+        if target.operation == "delete":
+            record = self._recorder(target)
+            listed = self.mem.scopes(target.scope.dataset)
+            record("scopes()", any(s.key == target.scope.key for s in listed))
+
+    def probe_review_queue(self, target: Target, setup: ConversationSetup) -> None:
+        """``review_queue()``: a rejected fact's dispute is closed; a deleted scope's queue is
+        empty (each of its targets was disputed before the operations)."""
+        record = self._recorder(target)
+        if target.operation == "reject":
+            queue = self.mem.review_queue(scope=target.scope)
+            record("review_queue()", any(target.fact_id in i.fact_ids for i in queue))
+        elif target.operation == "delete":
+            record("review_queue()", bool(self.mem.review_queue(scope=target.scope)))
+
+    def probe_history(self, target: Target, setup: ConversationSetup) -> None:
+        """``history``: a retired fact is never in it as active; of a purged fact only its
+        events remain (ids, no text); a deleted scope's facts have none."""
+        mem, record = self.mem, self._recorder(target)
+        history = mem.history(target.fact_id, scope=target.scope)
+        if target.operation == "purge":
+            record(
+                "history",
+                any(f.id in target.fact_ids for f in history.facts)
+                or any(n in history.text() for n in target.needles),
+            )
+        elif target.operation == "delete":
+            record("history", bool(history.facts or history.events))
+        else:
+            shown = [f for f in history.facts if f.id == target.fact_id]
+            record("history", any(f.status is not RETIRED[target.operation] for f in shown))
+
+    def probe_audit(self, target: Target, setup: ConversationSetup) -> None:
+        """``audit()``: a deleted scope's audit goes with it; an isolation scope's holds no
+        event about the target's records. (Events hold ids and actors, never a record's text:
+        no probe of a purge's could see one, the file scan reads its files.)"""
+        mem, record = self.mem, self._recorder(target)
+        if target.operation == "delete":
+            record("audit()", bool(mem.audit(scope=target.scope)))
+        named = target.fact_ids | target.message_ids | {target.fact_id, *target.sources}
+        for surface, other in _isolated(setup):
+            copies = {message_id(other, c) for c in self._copies(target)}
+            events = mem.audit(scope=other)
+            record(
+                f"audit() {surface}",
+                any(e.scope.key != other.key or set(e.targets) & (named | copies) for e in events),
+            )
+
+    def probe_profile(self, target: Target, setup: ConversationSetup) -> None:
+        """``profile()``: the entry citing the target (written before the operations) is
+        stale once it is retired, gone once it is purged (with its text) or deleted."""
+        if not target.profile:
+            return
+        record = self._recorder(target)
+        entries = self.mem.profile(scope=target.scope)
+        record("profile()", any(entry_leaks(e, target) for e in entries))
+
+    def probe_profile_history(self, target: Target, setup: ConversationSetup) -> None:
+        """``profile_history()`` of that entry: every version stale once the target is
+        retired; none left once it is purged or its scope deleted."""
+        if not target.profile:
+            return
+        record = self._recorder(target)
+        try:
+            versions = self.mem.profile_history(PROFILE_TOPIC, target.profile, scope=target.scope)
+        except NotFoundError:
+            record("profile_history()", False)
+            return
+        record("profile_history()", any(entry_leaks(e, target) for e in versions))
 
     def probe_store(self, item: StoreTarget) -> None:
         mem = self.mem
@@ -396,3 +594,29 @@ class Prober:
             self.tally.record(
                 item.operation, "langgraph store", leaked, target=item.key, query=query
             )
+
+
+def _isolated(setup: ConversationSetup) -> tuple[tuple[str, Scope], ...]:
+    return (("other dataset", setup.other_dataset), ("other task", setup.other_task))
+
+
+ReadProbe = Callable[[Prober, Target, ConversationSetup], None]
+READ_PROBES: dict[str, ReadProbe] = {
+    "search": Prober.probe_search,
+    "context": Prober.probe_context,
+    "search_messages": Prober.probe_search_messages,
+    "facts": Prober.probe_facts,
+    "get": Prober.probe_get,
+    "messages": Prober.probe_messages,
+    "entities": Prober.probe_entities,
+    "participants": Prober.probe_participants,
+    "scopes": Prober.probe_scopes,
+    "review_queue": Prober.probe_review_queue,
+    "history": Prober.probe_history,
+    "audit": Prober.probe_audit,
+    "profile": Prober.probe_profile,
+    "profile_history": Prober.probe_profile_history,
+}
+"""The leak probe of each reading operation of :data:`membrain.api.operations.OPERATIONS`, by its
+name there: each probes a target on the surfaces :data:`READS` lists for it (the LangGraph
+store's items are probed by :meth:`Prober.probe_store`, under ``search``)."""

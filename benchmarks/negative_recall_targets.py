@@ -12,10 +12,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from membrain.api.models import Scope, now
+from membrain.api.profile import DEFAULT_PROFILE_SCHEMA, ProfileSchema, ProfileTopic
 from membrain.temporal import find_times, plain_text
 
 OPERATIONS = ("forget", "supersede", "purge", "reject", "delete")
 """The operations under test, in report order."""
+PROFILE_TOPIC = "bench"
+"""The profile topic of the entries citing the targets (one each, written before the
+operations; :data:`PROFILE_SCHEMA`)."""
+PROFILE_SCHEMA = ProfileSchema(
+    topics=(*DEFAULT_PROFILE_SCHEMA.topics, ProfileTopic(name=PROFILE_TOPIC, cap=100)),
+    strict=False,
+)
+"""The default schema, and a topic that holds an entry per target."""
 
 _KEYWORDS = 6
 _STOPWORDS = frozenset(
@@ -60,6 +69,10 @@ class Target:
     """Distinctive texts of what a purge erased (searched in context texts and in the files)."""
     found_before: bool = False
     skipped: str | None = None
+    profile: str = ""
+    """The subtopic of its profile entry (topic :data:`PROFILE_TOPIC`), citing it."""
+    review: str = ""
+    """The review item of its dispute (a ``reject`` target, disputed before the operations)."""
 
 
 @dataclass

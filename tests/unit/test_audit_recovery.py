@@ -158,6 +158,29 @@ def test_a_supersession_killed_midway_is_finished_with_its_event(
         assert event.targets == (lisbon,) and str(event.actor) == "reviewer:ana"
 
 
+@pytest.mark.parametrize("killed_at", [1, 2], ids=["announced", "applied"])
+def test_a_dispute_killed_midway_opens_its_review_item_with_the_facts_disputed(
+    store: Path, monkeypatch: pytest.MonkeyPatch, killed_at: int
+) -> None:
+    """The item and the facts' trust come together, or neither: never an open dispute whose
+    facts read as undisputed (nor disputed facts no reviewer is asked about). Writes: the
+    events (the item's and the facts' change), the facts, the commit."""
+    with open_memory(store) as mem:
+        cat = fact_about(mem, "Miso")
+        killed = dies_at(monkeypatch, lambda kind, c, n: n == killed_at)
+        with killed as seen, pytest.raises(_Killed):
+            mem.dispute([cat], scope=SCOPE, reason="not my cat", by="reviewer:ana")
+    with open_memory(store) as mem:
+        queued = [i.fact_ids for i in mem.review_queue(scope=SCOPE)]
+        (fact,) = mem.facts(scope=SCOPE, ids=[cat])
+        assert queued in ([], [(cat,)]), seen
+        assert (queued == [(cat,)]) == (fact.trust.value == "disputed"), (seen, fact.trust)
+        if not queued:  # never applied: the call again, as an application would
+            mem.dispute([cat], scope=SCOPE, reason="not my cat", by="reviewer:ana")
+        assert [i.fact_ids for i in mem.review_queue(scope=SCOPE)] == [(cat,)]
+        assert audited(mem, "review_requested") == audited(mem, "disputed") == [(cat,)]
+
+
 def test_messages_killed_before_their_write_are_not_audited_as_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

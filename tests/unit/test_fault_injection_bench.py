@@ -48,7 +48,7 @@ from membrain.backends.lexical import LexicalIndex
 
 TRIALS = 2
 NOON = "2024-03-15T12:00:00Z"
-KILLED = ("ingest", "forget", "supersede", "delete")
+KILLED = ("add", "forget", "supersede", "delete_scope")
 """The operations of the main run; the purge has its own (shorter) one."""
 
 
@@ -56,13 +56,14 @@ def test_killed_operations_recover_exactly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "faults.json"
-    ops = ",".join([*KILLED, bench.DAMAGE])
+    ops = ",".join(["ingest", "forget", "supersede", "delete", bench.DAMAGE])  # the old names
     argv = ["--trials", str(TRIALS), "--seed", "0", "--ops", ops, "--json", str(out)]
     assert bench.main(argv, log=False) == 0
     report = json.loads(out.read_text(encoding="utf-8"))
 
     rows = {row["operation"]: row for row in report["rows"]}
     assert list(rows) == [*KILLED, *DAMAGES]
+    assert rows["add"]["label"] == "ingest" and rows["delete_scope"]["label"] == "delete"
     assert all(rows[op]["trials"] == TRIALS for op in KILLED)
     for row in [*rows.values(), report["total"]]:
         assert row["resurrected_facts"] == 0, row
@@ -70,10 +71,10 @@ def test_killed_operations_recover_exactly(
         assert row["duplicates"] == 0, row
         assert row["recovered_exactly"] == row["trials"], row
         assert row["unaudited_changes"] in (0, None), row
-    assert rows["delete"]["text_left_on_disk"] == 0
+    assert rows["delete_scope"]["text_left_on_disk"] == 0
     assert rows["forget"]["text_left_on_disk"] is None  # not scanned: nothing is erased
-    assert report["disk_probes"]["delete"]["references_without_words"] == 0
-    assert report["disk_probes"]["delete"]["reference_leaks"] == []
+    assert report["disk_probes"]["delete_scope"]["references_without_words"] == 0
+    assert report["disk_probes"]["delete_scope"]["reference_leaks"] == []
     assert report["total"]["trials"] == len(KILLED) * TRIALS + len(DAMAGES)
     assert report["failures"] == []
     assert report["unsound_probes"] == []
@@ -83,6 +84,7 @@ def test_killed_operations_recover_exactly(
 
     printed = capsys.readouterr().out
     assert "recovered exactly" in printed and "resurrected facts" in printed
+    assert "\ningest " in printed and "\ndelete " in printed  # shown by their labels
     assert "text left on disk" in printed and "unaudited changes" in printed
     total = next(line.split() for line in printed.splitlines() if line.startswith("total "))
     trials, exact, resurrected, lost, duplicates, left, unaudited = (int(x) for x in total[1:8])
@@ -120,7 +122,7 @@ def test_a_killed_import_is_completed_by_running_it_again(tmp_path: Path) -> Non
     assert report["unaudited_by_reference"] == [] and status == 0
 
 
-NEW_OPS = ("update", "delete_dataset", "profile_put", "profile_forget")
+NEW_OPS = ("update", "profile_put", "profile_forget", "delete_dataset")  # the table's order
 
 
 def test_killed_updates_dataset_deletions_and_profile_changes_recover_exactly(
@@ -141,6 +143,26 @@ def test_killed_updates_dataset_deletions_and_profile_changes_recover_exactly(
     assert rows["delete_dataset"]["text_left_on_disk"] == 0
     assert report["disk_probes"]["delete_dataset"]["references_without_words"] == 0
     assert report["unsound_probes"] == [] and status == 0
+
+
+PREPARED_OPS = ("retry_failed", "dispute", "resolve")
+"""Rows whose trials start from failed messages or open disputes (written before the kill)."""
+
+
+def test_killed_extractions_and_reviews_recover_exactly(tmp_path: Path) -> None:
+    out = tmp_path / "reviews.json"
+    argv = ["--trials", "1", "--seed", "0", "--ops", ",".join(PREPARED_OPS), "--json", str(out)]
+    status = bench.main(argv, log=False)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    rows = {row["operation"]: row for row in report["rows"]}
+    assert list(rows) == list(PREPARED_OPS)
+    assert report["failures"] == [], report["failures"]
+    for row in [*rows.values(), report["total"]]:
+        assert row["trials"] >= 1 and row["recovered_exactly"] == row["trials"], row
+        assert row["unaudited_changes"] == row["store_does_not_open"] == 0, row
+    assert all(report["kill_points_per_reference"][op][0] >= 3 for op in PREPARED_OPS)
+    assert report["unaudited_by_reference"] == [] and report["unsound_probes"] == []
+    assert status == 0
 
 
 def test_trials_that_do_not_open_or_recover_are_counted_apart() -> None:
@@ -214,7 +236,7 @@ def test_compare_counts_lost_duplicated_and_changed_records() -> None:
         return (MAIN.key, source, "processed")
 
     def fact(status: str) -> tuple[object, ...]:
-        return (MAIN.key, status, "[Sara] adopted [Rex].", ("a",), (), (), "")
+        return (MAIN.key, status, "[Sara] adopted [Rex].", ("a",), (), (), "", "stated")
 
     reference = StoreState(
         messages={"a": message("m1"), "b": message("m2")},
@@ -250,7 +272,7 @@ def test_changes_without_an_audit_event_are_counted() -> None:
     def state(
         facts: dict[str, str], audited: set[tuple[str, str]], **audit: set[str]
     ) -> StoreState:
-        rows = {i: (MAIN.key, status, "t", (), (), (), "") for i, status in facts.items()}
+        rows = {i: (MAIN.key, status, "t", (), (), (), "", "stated") for i, status in facts.items()}
         ids = {s.key: frozenset(audit.get(s.dataset, set())) for s in (MAIN, OTHER)}
         return StoreState({}, rows, {}, frozenset(audited), ids)
 
@@ -260,7 +282,7 @@ def test_changes_without_an_audit_event_are_counted() -> None:
     assert changes == ["forgotten a", "purged c"]
     assert unaudited_changes(changes, before, after) == ["purged c"]
 
-    deleted = audited_changes("delete", {"scope": "u1"}, before, after)
+    deleted = audited_changes("delete_scope", {"scope": "u1"}, before, after)
     assert unaudited_changes(deleted, before, after) == []  # u2's audit is as it was
     touched = state({}, set(), u2={"e2", "e3"})
     assert unaudited_changes(deleted, before, touched) == [

@@ -23,23 +23,35 @@ ENCODER_BOUND = {"path entity_tree"}
 """The entity_tree path finds entities by the dense encoder alone: with the hashing one it may miss
 the one or two targets an operation has for it, so there the control may leave it blind."""
 
+_ISOLATED = {
+    f"{read}{where}"
+    for read in ("", "facts() ", "messages() ", "audit() ")
+    for where in ("other dataset", "other task")
+}
 _QUERIED = {
     *(f"search {m}" for m in bench.MODES),
     *(f"path {p}" for p in bench.PATHS if p != "entity_tree"),
+    *_ISOLATED,
     "context",
+    "context (profile)",
     "facts()",
+    "get()",
+    "history",
+    "profile()",
+    "profile_history()",
     "langchain retriever",
     "llamaindex retriever",
     "llamaindex memory block",
-    "other dataset",
-    "other task",
 }
+_ERASED = {"search_messages", "messages()"}
 EXPECTED = {
     "forget": _QUERIED,
     "supersede": _QUERIED | {"langgraph store"},
-    "purge": _QUERIED | {"search_messages", "messages()", "history", "files"},
-    "reject": _QUERIED,
-    "delete": _QUERIED | {"search_messages", "messages()", "langgraph store"},
+    "purge": _QUERIED | _ERASED | {"files"},
+    "reject": _QUERIED | {"review_queue()"},
+    "delete": _QUERIED
+    | _ERASED
+    | {"langgraph store", "entities()", "participants()", "scopes()", "review_queue()", "audit()"},
 }
 """Every surface each operation must be probed on."""
 WHERE_THEY_APPLY = {"path entity_tree", "path replaced", "entities()"}
@@ -77,6 +89,14 @@ def test_one_conversation_leaks_nothing_and_the_probes_can_see(
         assert row["tried"] > 0, key
         assert row["leaked"] == 0, key
     assert report["total"] == {"tried": sum(r["tried"] for r in rows.values()), "leaked": 0}
+    # every reading operation of the table is probed, on the surfaces it serves
+    reads = {r["read"]: r for r in report["reads"]}
+    assert list(reads) == list(bench.READ_PROBES) == list(bench.READS)
+    for read, row in reads.items():
+        assert row["cells"] > 0 and row["tried"] > 0 and row["leaked"] == 0, read
+        assert row["control_leaked"] > 0, read
+    surfaces = {s for r in bench.READS.values() for s in r}
+    assert {s for _, s in rows} - surfaces == {"files"}
 
     # a 0-leak result means something only if the same probes found the targets before
     for op in bench.OPERATIONS:
@@ -115,6 +135,7 @@ def test_one_conversation_leaks_nothing_and_the_probes_can_see(
         for line in printed.splitlines()
     )
     assert "found before" in printed and "elapsed: build" in printed
+    assert "by reading operation" in printed and "\nprofile_history " in printed
 
 
 def test_the_control_sees_every_probed_cell(

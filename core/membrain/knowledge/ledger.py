@@ -32,6 +32,7 @@ from membrain.api.errors import ConflictError, InputError, NotFoundError, ScopeE
 from membrain.api.models import ActorKind, Fact, FactStatus, Scope, Trust
 from membrain.backends.base import ScoredPoint, is_point_id
 from membrain.records import FactFilter, RecordStore
+from membrain.records.journal import Change
 
 __all__ = ["Ledger", "close_validity"]
 
@@ -208,9 +209,15 @@ class Ledger:
             raise InputError("dispute needs at least one fact id")
         facts = self.facts(scope, fact_ids)
         changed = [f.model_copy(update={"trust": Trust.DISPUTED}) for f in facts]
-        # The item first: a dispute interrupted after it still reaches a person.
-        item = self.request_review(scope, ReviewKind.DISPUTE, fact_ids, cause)
-        self.store.update_facts(scope, changed, action=AuditAction.DISPUTED, cause=cause)
+        # The item is part of the change, its event first: once the change is announced, a
+        # dispute interrupted midway is finished with its item (never an open item whose facts
+        # read as undisputed, nor disputed facts no one is asked about).
+        request = _review_change(ReviewKind.DISPUTE, fact_ids)
+        events = self.store.update_facts(
+            scope, changed, action=AuditAction.DISPUTED, cause=cause, noted=[request]
+        )
+        item = _item(events[0])
+        self._item_scopes[item.id] = scope
         return item
 
     def disputed_at_extraction(self, scope: Scope, facts: Sequence[Fact], cause: Cause) -> None:
@@ -234,12 +241,9 @@ class Ledger:
         new: Sequence[str] = (),
     ) -> ReviewItem:
         """Queue a review item (an audit event of action ``review_requested``)."""
+        request = _review_change(kind, fact_ids, old=old, new=new)
         event = self.store.note(
-            scope,
-            AuditAction.REVIEW_REQUESTED,
-            list(dict.fromkeys(fact_ids)),
-            cause=cause,
-            details={"kind": kind.value, "old": old, "new": list(new)},
+            scope, request.action, request.targets, cause=cause, details=request.details
         )
         self._item_scopes[event.id] = scope
         return _item(event)
@@ -398,6 +402,14 @@ class Ledger:
             if not entity.participant and all(f.id in erased for f in left):
                 drop.append(entity.id)
         return drop
+
+
+def _review_change(
+    kind: ReviewKind, fact_ids: Sequence[str], *, old: str | None = None, new: Sequence[str] = ()
+) -> Change:
+    """The ``review_requested`` event of a review item about ``fact_ids``."""
+    details = {"kind": kind.value, "old": old, "new": list(new)}
+    return Change(AuditAction.REVIEW_REQUESTED, tuple(dict.fromkeys(fact_ids)), details)
 
 
 def _item(event: AuditEvent) -> ReviewItem:

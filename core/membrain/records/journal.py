@@ -135,21 +135,23 @@ class AuditJournal:
     @contextmanager
     def _change(
         self, scope: Scope, cause: Cause | None, changes: Sequence[Change]
-    ) -> Iterator[None]:
+    ) -> Iterator[list[AuditEvent]]:
         """Announce ``changes`` (pending events), let the block apply them, then commit.
 
         The events are built and checked before anything is written. When the block raises,
         the change is settled (kept, finished or undone with its events) before the error
-        goes on; if even that fails, the store settles it when it opens next.
+        goes on; if even that fails, the store settles it when it opens next. Yields the
+        events (committed with the change; a change without a ``redo``, such as a review
+        requested with it, is committed as the change is settled).
         """
         points = self._events(scope, cause, [c._replace(redo=c.redo or {}) for c in changes])
         if not points:
-            yield
+            yield []
             return
         # The audit is read by filters, never ranked: its points carry no vector.
         self.backend.upsert(Collection.AUDIT, scope, points)
         try:
-            yield
+            yield _as_events(scope, points)
         except BaseException:
             with suppress(Exception):
                 self._settle(scope, self.backend.retrieve(Collection.AUDIT, scope, _ids(points)))

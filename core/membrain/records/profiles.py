@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from membrain.api.audit import AuditAction, Cause
+from membrain.api.audit import AuditAction, AuditEvent, Cause
 from membrain.api.profile import ProfileEntry
 from membrain.api.scope import Scope
 from membrain.backends.base import Backend, Collection, Point, ScoredPoint, Where
@@ -27,7 +27,9 @@ class ProfileRecords:
 
     backend: Backend
     # From the other parts of the record store (declared, not defined: they come first).
-    _change: Callable[[Scope, Cause | None, Sequence[Change]], AbstractContextManager[None]]
+    _change: Callable[
+        [Scope, Cause | None, Sequence[Change]], AbstractContextManager[list[AuditEvent]]
+    ]
     _scroll: Callable[[Collection, Scope, Where | None], Iterator[ScoredPoint]]
 
     def put_profile(self, entry: ProfileEntry, *, cause: Cause) -> None:

@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
-from membrain.api.audit import AuditAction, Cause
+from membrain.api.audit import AuditAction, AuditEvent, Cause
 from membrain.api.errors import InputError
 from membrain.api.indexing import entity_text, fact_dense_text, fact_sparse_text, message_text
 from membrain.api.inputs import MonotonicClock
@@ -394,16 +394,19 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         targets: Sequence[str] | None = None,
         cause: Cause | None = None,
         announced: ScoredPoint | None = None,
-    ) -> None:
+        noted: Sequence[Change] = (),
+    ) -> list[AuditEvent]:
         """Store the new state of facts already stored (status, trust, links), keeping vectors.
 
         Text, times and sources are what the vectors were computed from: a changed text is a
         new fact, never an update. Audited as one ``action`` event about ``targets`` (default:
         every fact given); or, when the change was ``announced`` (:meth:`announce`), by that
-        event, committed once the facts are written.
+        event, committed once the facts are written. ``noted`` events (a review requested about
+        the facts) come first and are part of the change: read once the facts are written, and
+        settled with them after a crash. Returns the events written (none when announced).
         """
         if not facts:
-            return
+            return []
         revised = self.now()
         payloads = {str(point_uuid(f.id)): fact_payload(f, revised) for f in facts}
         if announced is not None:
@@ -412,17 +415,19 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
                     self.backend.set_payload(Collection.FACTS, scope, [fact_id], payload)
             self.commit_announced(scope, announced)
             self._facts_written(scope, facts)
-            return
+            return []
         redo = {
             "kind": "set",
             "collection": Collection.FACTS.value,
             "fields": {i: {k: p[k] for k in _UPDATED_FACT_FIELDS} for i, p in payloads.items()},
         }
         about = tuple(targets) if targets is not None else tuple(f.id for f in facts)
-        with self._announcing(scope), self._change(scope, cause, [Change(action, about, {}, redo)]):
+        changes = [*noted, Change(action, about, {}, redo)]
+        with self._announcing(scope), self._change(scope, cause, changes) as events:
             for fact_id, payload in payloads.items():
                 self.backend.set_payload(Collection.FACTS, scope, [fact_id], payload)
         self._facts_written(scope, facts)
+        return events
 
     def _facts_written(self, scope: Scope, facts: Sequence[Fact]) -> None:
         with self._announcing(scope):
