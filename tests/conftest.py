@@ -31,6 +31,6 @@ def memory(tmp_path: Path, empty_stores: EmptyStores) -> Iterator[Memory]:
         yield mem
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scope() -> Scope:
     return Scope(dataset="sara", task="assistant")
