@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from store_templates import EmptyStores
+from store_templates import EmptyStores, shared_empty_stores
 
 from membrain import Memory, Scope
 from membrain.testing import HashingEncoder
@@ -18,9 +18,9 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
-def empty_stores(tmp_path_factory: pytest.TempPathFactory) -> EmptyStores:
-    """Empty embedded stores, copied from one made once per configuration."""
-    return EmptyStores(tmp_path_factory.mktemp("empty-stores"))
+def empty_stores() -> EmptyStores:
+    """Empty embedded stores, copied from one made once per configuration (``store_templates``)."""
+    return shared_empty_stores()
 
 
 @pytest.fixture

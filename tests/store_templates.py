@@ -6,12 +6,17 @@ zeros; :func:`copy_store` copies the data only and leaves the holes holes.
 
 Creating a store syncs every shard's files after each of its payload indexes is made (hundreds
 of ``fsync`` calls, one to three seconds on a busy disk); opening one syncs a tenth of that.
-:class:`EmptyStores` creates one empty store per configuration and hands out copies of it: a
-copy is the store a fresh ``Memory(path=...)`` would have made and closed, opened again.
+:func:`empty_store` creates one empty store per configuration and process, and hands out copies
+of it: a copy is the store a fresh ``Memory(path=...)`` would have made and closed, opened again.
+Tests about creating a store (its files, its configuration, a folder that is not one) create
+theirs as a user would.
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +25,13 @@ from membrain.testing import file_extents
 
 
 def copy_store(source: Path, target: Path) -> Path:
-    """Copy the closed store folder ``source`` to ``target`` (which must not exist), sparsely."""
-    target.mkdir(parents=True)
+    """Copy the closed store folder ``source`` to ``target``, sparsely; ``target``.
+
+    ``target`` must not exist, or be an empty folder.
+    """
+    target.mkdir(parents=True, exist_ok=True)
+    if any(target.iterdir()):
+        raise FileExistsError(f"{target} is not empty")
     for path in sorted(source.rglob("*")):
         dest = target / path.relative_to(source)
         if path.is_dir():
@@ -52,6 +62,7 @@ class EmptyStores:
         with self._lock:
             if not template.exists():
                 building = self._root / f"{name}.building"
+                shutil.rmtree(building, ignore_errors=True)
                 create(building)
                 building.rename(template)
         return copy_store(template, target)
@@ -65,3 +76,23 @@ class EmptyStores:
             Memory(path=folder, dense=HashingEncoder(dim=dim)).close()
 
         return self.copy(target, f"memory-hashing-{dim}", create)
+
+
+_shared: list[EmptyStores] = []
+_shared_lock = threading.Lock()
+
+
+def shared_empty_stores() -> EmptyStores:
+    """This process's templates, in a temporary folder removed when the process exits."""
+    with _shared_lock:
+        if not _shared:
+            root = Path(tempfile.mkdtemp(prefix="membrain-test-stores-"))
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
+            _shared.append(EmptyStores(root))
+        return _shared[0]
+
+
+def empty_store(target: Path, dim: int = 64) -> Path:
+    """An empty store at ``target`` (absent, or an empty folder) for
+    ``Memory(path=target, dense=HashingEncoder(dim))``: a copy of this process's template."""
+    return shared_empty_stores().memory(target, dim)
