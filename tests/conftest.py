@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from store_templates import EmptyStores, shared_empty_stores
 
 from membrain import Memory, Scope
 from membrain.testing import HashingEncoder
@@ -16,13 +17,20 @@ settings.load_profile("membrain")
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.fixture(scope="session")
+def empty_stores() -> EmptyStores:
+    """Empty embedded stores, copied from one made once per configuration (``store_templates``)."""
+    return shared_empty_stores()
+
+
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[Memory]:
-    """A Memory on an embedded store with the fast hashing encoder."""
-    with Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
+def memory(tmp_path: Path, empty_stores: EmptyStores) -> Iterator[Memory]:
+    """A Memory on an empty embedded store with the fast hashing encoder."""
+    store = empty_stores.memory(tmp_path / "store", dim=64)
+    with Memory(path=store, dense=HashingEncoder(dim=64)) as mem:
         yield mem
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scope() -> Scope:
     return Scope(dataset="sara", task="assistant")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from qdrant_client import QdrantClient
+from store_templates import EmptyStores
 
 from membrain.api.models import Scope
 from membrain.backends.base import Backend, Collection, Point
@@ -71,11 +72,18 @@ def backend_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def _create_edge(path: Path) -> None:
+    open_edge(path).close()
+
+
 @pytest.fixture
-def backend(backend_name: str, tmp_path: Path) -> Iterator[Backend]:
-    """A fresh backend with its collections created; closed (and cleaned) at teardown."""
+def backend(backend_name: str, tmp_path: Path, empty_stores: EmptyStores) -> Iterator[Backend]:
+    """A fresh backend with its collections created; closed (and cleaned) at teardown.
+
+    The Edge backend opens a copy of an empty store made once (see ``store_templates``).
+    """
     if backend_name == "edge":
-        edge = open_edge(tmp_path / "store")
+        edge = open_edge(empty_stores.copy(tmp_path / "store", "contract-edge", _create_edge))
         yield edge
         edge.close()
     elif backend_name == "client-memory":

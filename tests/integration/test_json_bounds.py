@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph.store.base import PutOp, SearchOp
+from store_templates import empty_store
 
 from integration.served import Served, serving
 from langchain_membrain.langgraph import MembrainStore, RemoteMembrainStore
@@ -63,7 +64,7 @@ def test_deep_metadata_is_refused_as_a_record_field(depth: int) -> None:
 
 
 def test_the_deepest_accepted_metadata_is_read_back(tmp_path: Path) -> None:
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         mem.add([said("I adopted a cat named Miso.", nested(MAX_JSON_DEPTH))], scope=ALICE)
         (fact,) = mem.facts(scope=ALICE)
         assert json_depth(fact.metadata) == MAX_JSON_DEPTH
@@ -71,7 +72,7 @@ def test_the_deepest_accepted_metadata_is_read_back(tmp_path: Path) -> None:
 
 
 def test_deep_metadata_leaves_the_store_working_for_every_tenant(tmp_path: Path) -> None:
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         mem.add([said("I adopted a cat named Miso.")], scope=ALICE)
         mem.add([said("I adopted a dog named Rex.")], scope=BOB)
         with pytest.raises(InputError, match="metadata"):
@@ -89,7 +90,7 @@ def test_deep_metadata_leaves_the_store_working_for_every_tenant(tmp_path: Path)
 
 
 def test_big_integers_are_refused_in_metadata_and_filters(tmp_path: Path) -> None:
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         mem.add([said("I adopted a cat named Miso.", {"n": 2**63 - 1})], scope=ALICE)
         with pytest.raises(InputError, match="64-bit"):
             mem.add([said("I moved to Porto.", {"n": [2**63]}, minute=2)], scope=ALICE)
@@ -100,7 +101,7 @@ def test_big_integers_are_refused_in_metadata_and_filters(tmp_path: Path) -> Non
 
 
 def test_a_list_value_matches_a_filter_on_one_of_its_items_in_every_read(tmp_path: Path) -> None:
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         mem.add([said("I adopted a cat named Miso.", {"tags": ["pets", "home"]})], scope=ALICE)
         mem.add([said("I work at a bakery in Porto.", {"tags": ["work"]}, 2)], scope=ALICE)
         for filters, wanted in (({"tags": "pets"}, "Miso"), ({"tags": {"in": ["work"]}}, "Porto")):
@@ -114,7 +115,7 @@ def test_a_list_value_matches_a_filter_on_one_of_its_items_in_every_read(tmp_pat
 @pytest.mark.parametrize("depth", [33, 5_000])
 def test_deep_filters_are_refused_by_every_read(tmp_path: Path, depth: int) -> None:
     deep = {"project": nested(depth)}
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         for read in (
             lambda: mem.facts(scope=ALICE, filters=deep),
             lambda: mem.search("cat", scope=ALICE, filters=deep),
@@ -125,7 +126,7 @@ def test_deep_filters_are_refused_by_every_read(tmp_path: Path, depth: int) -> N
 
 
 async def test_the_async_memory_refuses_the_same(tmp_path: Path) -> None:
-    async with AsyncMemory(tmp_path, dense=HashingEncoder(64)) as mem:
+    async with AsyncMemory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         with pytest.raises(InputError, match="nested deeper than 32"):
             await mem.add([said("I adopted a cat.", nested(64))], scope=ALICE)
         assert await mem.messages(scope=ALICE) == []
@@ -148,7 +149,7 @@ def test_imported_event_details_are_bounded() -> None:
 
 def test_langgraph_store_refuses_deep_values_and_filters(tmp_path: Path) -> None:
     with (
-        Memory(tmp_path / "m", dense=HashingEncoder(64)) as mem,
+        Memory(empty_store(tmp_path / "m"), dense=HashingEncoder(64)) as mem,
         MembrainStore(memory=mem, path=tmp_path / "kv.sqlite", extract=False) as store,
     ):
         with pytest.raises(InputError, match="nested deeper than 32"):

@@ -13,6 +13,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from store_templates import copy_store
 
 import llama_index_membrain
 from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
@@ -47,10 +48,21 @@ CHAT = [
 QUESTION = "What is the name of Sara's cat?"
 
 
+@pytest.fixture(scope="module")
+def chat_store(tmp_path_factory: pytest.TempPathFactory, scope: Scope) -> Path:
+    """A closed store holding ``CHAT``, made once for the module."""
+    path = tmp_path_factory.mktemp("chat") / "store"
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as memory:
+        memory.add(CHAT, scope=scope)
+    return path
+
+
 @pytest.fixture
-def filled(memory: Memory, scope: Scope) -> Memory:
-    memory.add(CHAT, scope=scope)
-    return memory
+def filled(chat_store: Path, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory holding ``CHAT``: a copy of the module's store, for one test."""
+    store = copy_store(chat_store, tmp_path / "store")
+    with Memory(path=store, dense=HashingEncoder(dim=64)) as memory:
+        yield memory
 
 
 @pytest.fixture

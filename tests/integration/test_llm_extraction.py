@@ -12,6 +12,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.core.llms.mock import MockLLM
+from store_templates import empty_store
 
 from membrain import Layer, Memory, MessageStatus, Scope, TimeCheck, Trust
 from membrain.testing import HashingEncoder, ScriptedChatModel
@@ -77,7 +78,10 @@ SECOND_FACTS = {
 
 
 def _memory(tmp_path: Path, llm: object, **options: Any) -> Memory:
-    return Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64), llm=llm, **options)
+    """A Memory on ``tmp_path / "store"``, a copy of an empty store the first time."""
+    path = tmp_path / "store"
+    store = path if path.exists() else empty_store(path)
+    return Memory(path=store, dense=HashingEncoder(dim=64), llm=llm, **options)
 
 
 def _scripted(**queues: list[Any]) -> ScriptedChatModel:
@@ -248,7 +252,7 @@ def test_offline_extractor_keeps_layers_apart(tmp_path: Path) -> None:
             "timestamp": "2024-03-15T14:05:00Z",
         }
     ]
-    with Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
+    with Memory(path=empty_store(tmp_path / "store"), dense=HashingEncoder(dim=64)) as mem:
         mem.add(persona, scope=SCOPE)
         layers = {f.layer: f.text for f in mem.facts(scope=SCOPE)}
     assert layers[Layer.ACTION] == "[Kurisu] sips coffee."

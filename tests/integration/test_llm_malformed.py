@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_templates import EmptyStores
 
 from membrain import Memory, MessageStatus, TimeCheck, Trust
 from membrain.extraction.llm import LLMClient
@@ -88,7 +89,7 @@ def _state(mem: Memory) -> tuple[Any, Any, Any]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_malformed_output(tmp_path: Path, case: Case) -> None:
+def test_malformed_output(tmp_path: Path, empty_stores: EmptyStores, case: Case) -> None:
     model = ScriptedChatModel(
         entities=[json.dumps(FIRST_ENTITIES), case.entities],
         facts=[json.dumps(FIRST_FACTS), *case.facts],
@@ -96,9 +97,8 @@ def test_malformed_output(tmp_path: Path, case: Case) -> None:
     )
     client = LLMClient(model)  # one client: the extractor's calls count in the add's usage
     extractor = LLMExtractor(client, max_attempts=3, backoff=0.0)
-    with Memory(
-        path=tmp_path / "store", dense=HashingEncoder(dim=64), llm=client, extractor=extractor
-    ) as mem:
+    store = empty_stores.memory(tmp_path / "store")
+    with Memory(path=store, dense=HashingEncoder(dim=64), llm=client, extractor=extractor) as mem:
         assert mem.add(FIRST, scope=SCOPE).errors == ()
         facts_before, entities_before, messages_before = _state(mem)
         asked = len(model.calls)
@@ -136,9 +136,10 @@ def test_malformed_output(tmp_path: Path, case: Case) -> None:
                 assert fact.time_check is TimeCheck.CONTRADICTS
 
 
-def test_retry_feedback_names_the_problem(tmp_path: Path) -> None:
+def test_retry_feedback_names_the_problem(tmp_path: Path, empty_stores: EmptyStores) -> None:
     model = ScriptedChatModel(entities=[ENTITIES], facts=[WRONG_DAY, GOOD])
-    with Memory(path=tmp_path / "s", dense=HashingEncoder(dim=64), llm=model) as mem:
+    store = empty_stores.memory(tmp_path / "s")
+    with Memory(path=store, dense=HashingEncoder(dim=64), llm=model) as mem:
         mem.add([NEW], scope=SCOPE)
     retry_prompt = [prompt for step, _, prompt in model.calls if step == "facts"][-1]
     assert (

@@ -6,13 +6,13 @@ opened again by a new Memory, as after a SIGKILL.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from store_templates import copy_store
 
 from membrain import InputError, Memory, NotFoundError, Scope
 from membrain.backends.base import Collection
@@ -50,8 +50,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def store(built: Path, tmp_path: Path) -> Path:
     """A copy of the three-message store, for one test."""
-    shutil.copytree(built, tmp_path / "store")
-    return tmp_path / "store"
+    return copy_store(built, tmp_path / "store")
 
 
 _WRITES = ("_upsert", "_set_payload", "_delete", "_compact")

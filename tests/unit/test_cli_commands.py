@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_templates import copy_store
 from typer.testing import CliRunner, Result
 
 import membrain
@@ -23,11 +24,15 @@ CHAT = [
 QUESTIONS = ["cat name", "Where does Sara live?", "bread"]
 
 
-@pytest.fixture(autouse=True)
-def fast_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fast_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
     monkeypatch.delenv("MEMBRAIN_PATH", raising=False)
     monkeypatch.delenv("MEMBRAIN_QDRANT_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def fast_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fast_encoder(monkeypatch)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -46,13 +51,23 @@ def one_line_error(result: Result, needle: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    data = tmp_path / "chat.json"
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store the ``ingest`` command filled with ``CHAT``, made once for the module."""
+    folder = tmp_path_factory.mktemp("ingested")
+    data = folder / "chat.json"
     data.write_text(json.dumps([{**m, "id": f"m{i}"} for i, m in enumerate(CHAT)]))
-    path = tmp_path / "store"
-    ok("ingest", str(data), "-d", "sara", "-t", "chat", "--path", str(path))
+    path = folder / "store"
+    with pytest.MonkeyPatch.context() as patch:
+        _fast_encoder(patch)
+        ok("ingest", str(data), "-d", "sara", "-t", "chat", "--path", str(path))
     return path
+
+
+@pytest.fixture
+def store(ingested: Path, tmp_path: Path) -> Path:
+    """A copy of the ingested store, for one test."""
+    return copy_store(ingested, tmp_path / "store")
 
 
 def facts_json(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_templates import copy_store
 from typer.testing import CliRunner
 
 import membrain.cli as cli
@@ -25,10 +26,19 @@ CHAT = [
 ]
 
 
-@pytest.fixture
-def mem(tmp_path: Path) -> Iterator[Memory]:
-    with Memory(tmp_path / "store", dense=HashingEncoder(64)) as memory:
+@pytest.fixture(scope="module")
+def chat_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A closed store holding ``CHAT``, made once for the module."""
+    path = tmp_path_factory.mktemp("chat") / "store"
+    with Memory(path, dense=HashingEncoder(64)) as memory:
         memory.add(CHAT, scope=SCOPE)
+    return path
+
+
+@pytest.fixture
+def mem(chat_store: Path, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory holding ``CHAT``: a copy of the module's store, for one test."""
+    with Memory(copy_store(chat_store, tmp_path / "store"), dense=HashingEncoder(64)) as memory:
         yield memory
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from store_templates import copy_store
 
 from membrain import InputError, Memory, Message, Scope
 from membrain.api.metadata import check_metadata, matches, metadata_filter
@@ -34,11 +35,19 @@ CHAT = [
 ]
 
 
+@pytest.fixture(scope="module")
+def chat_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A closed store holding ``CHAT``, made once for the module."""
+    path = tmp_path_factory.mktemp("chat") / "store"
+    with Memory(path=path, dense=HashingEncoder(64)) as memory:
+        memory.add(CHAT, scope=SCOPE)
+    return path
+
+
 @pytest.fixture
-def mem(tmp_path: Path) -> Memory:
-    memory = Memory(path=tmp_path, dense=HashingEncoder(64))
-    memory.add(CHAT, scope=SCOPE)
-    return memory
+def mem(chat_store: Path, tmp_path: Path) -> Memory:
+    """A Memory holding ``CHAT`` (a copy of the module's store); the test closes it."""
+    return Memory(path=copy_store(chat_store, tmp_path / "store"), dense=HashingEncoder(64))
 
 
 def pets(facts: object) -> set[str]:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_templates import empty_store
 
 from membrain import InputError, Memory, Message, MessageStatus, Scope, TimeCheck, Trust
 from membrain.extraction.llm_extractor import render_window
@@ -34,7 +35,7 @@ def _message(text: str, timestamp: str, source_id: str) -> dict[str, str]:
 
 
 def test_times_at_the_edge_of_the_calendar_decline_instead_of_raising(tmp_path: Path) -> None:
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         result = mem.add(
             [
                 _message("I met Bob yesterday.", "0001-01-01T00:00:00Z", "a"),
@@ -52,7 +53,9 @@ def test_times_at_the_edge_of_the_calendar_decline_instead_of_raising(tmp_path: 
 
 def test_a_broken_annotation_fails_its_message_only(tmp_path: Path) -> None:
     extractor = _BrokenAnnotations()
-    with Memory(tmp_path, dense=HashingEncoder(64), batch_size=8, extractor=extractor) as mem:
+    with Memory(
+        empty_store(tmp_path), dense=HashingEncoder(64), batch_size=8, extractor=extractor
+    ) as mem:
         result = mem.add(
             [
                 _message("I went to the BROKEN place.", "2024-03-15T14:00:00Z", "bad"),
@@ -90,7 +93,7 @@ def test_a_broken_annotation_fails_its_message_only(tmp_path: Path) -> None:
 def test_idempotency_tells_the_truth(tmp_path: Path) -> None:
     from membrain import InputError
 
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         first = mem.add(
             [
                 _message("I adopted a cat.", "2024-03-15T14:00:00Z", "m1"),
@@ -126,7 +129,7 @@ def test_scope_names_and_text_are_checked_as_unicode() -> None:
 
 
 def test_markup_typed_by_a_user_is_data(tmp_path: Path) -> None:
-    with Memory(tmp_path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64)) as mem:
         mem.add(
             [
                 _message("I met Bob [yesterday::1999-01-01].", "2024-03-15T14:00:00Z", "a"),
@@ -157,7 +160,7 @@ def test_a_time_contradicting_the_resolver_is_disputed_whoever_wrote_it(tmp_path
             ]
             return replace(batch, facts=facts)
 
-    with Memory(tmp_path, dense=HashingEncoder(64), extractor=Forger()) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64), extractor=Forger()) as mem:
         mem.add([_message("I met Bob yesterday.", "2024-03-15T14:00:00Z", "a")], scope=SCOPE)
         (fact,) = mem.facts(scope=SCOPE)
         assert fact.time_check is TimeCheck.CONTRADICTS
@@ -189,7 +192,7 @@ def test_no_message_text_can_forge_a_speaker_line_or_the_divider() -> None:
 
 def test_a_failed_message_can_be_dismissed_and_stays_dismissed(tmp_path: Path) -> None:
     extractor = _BrokenAnnotations()
-    with Memory(tmp_path, dense=HashingEncoder(64), extractor=extractor) as mem:
+    with Memory(empty_store(tmp_path), dense=HashingEncoder(64), extractor=extractor) as mem:
         bad = _message("I went to the BROKEN place.", "2024-03-15T14:00:00Z", "bad")
         mem.add([bad, _message("I bake bread.", "2024-03-15T14:01:00Z", "ok")], scope=SCOPE)
         with pytest.raises(InputError, match="no failed message"):

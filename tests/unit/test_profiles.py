@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_templates import empty_store
 
 from membrain import ConflictError, InputError, Memory, NotFoundError, Scope
 from membrain.api.audit import AuditAction
@@ -35,7 +36,9 @@ BERLIN = {"speaker": "Sara", "text": "I live in Berlin.", "timestamp": "2024-02-
 
 
 def _memory(path: Path, llm: object | None = None, **options: object) -> Memory:
-    return Memory(path=path, dense=HashingEncoder(dim=64), llm=llm, **options)  # type: ignore[arg-type]
+    """A Memory on ``path``, a copy of an empty store when there is none there yet."""
+    store = path if path.exists() else empty_store(path)
+    return Memory(path=store, dense=HashingEncoder(dim=64), llm=llm, **options)  # type: ignore[arg-type]
 
 
 @pytest.fixture

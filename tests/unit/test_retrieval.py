@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_templates import EmptyStores, copy_store
 
 from membrain import ConfigurationError, Fact, Memory, Message, RetrievalMode, Scope
 from membrain.api.path_names import FORMER_NAMES
@@ -72,10 +73,22 @@ def _source(hit: object) -> str:
     return hit.sources[0].source_id  # type: ignore[attr-defined, no-any-return]
 
 
+@pytest.fixture(scope="module")
+def chat_store(
+    tmp_path_factory: pytest.TempPathFactory, empty_stores: EmptyStores, scope: Scope
+) -> Path:
+    """A closed store holding ``CHAT``, made once for the module."""
+    path = empty_stores.memory(tmp_path_factory.mktemp("chat") / "store")
+    with Memory(path=path, dense=HashingEncoder(dim=64)) as memory:
+        memory.add(CHAT, scope=scope)
+    return path
+
+
 @pytest.fixture
-def loaded(memory: Memory, scope: Scope) -> Memory:
-    memory.add(CHAT, scope=scope)
-    return memory
+def loaded(chat_store: Path, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory holding ``CHAT``: a copy of the module's store, for one test."""
+    with Memory(path=copy_store(chat_store, tmp_path / "store"), dense=HashingEncoder(64)) as mem:
+        yield mem
 
 
 def test_hits_explain_paths_ranks_and_scores(loaded: Memory, scope: Scope) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_templates import copy_store
 
 from membrain import Memory, Scope
 from membrain.api.errors import InputError, NotFoundError
@@ -112,11 +113,8 @@ def alice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list
 
 
 def _copy_store(path: Path, tmp_path: Path) -> Path:
-    import shutil
-
     target = tmp_path / "store"
-    shutil.copytree(path, target)
-    return target
+    return copy_store(path, target)
 
 
 def _crafted(lines: list[str]) -> list[str]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from store_templates import copy_store
 
 from membrain import (
     AuditAction,
@@ -133,7 +133,7 @@ def dies_at_write(monkeypatch: pytest.MonkeyPatch, killed_at: int) -> Iterator[l
 
 
 def test_the_update_below_makes_the_writes_counted(built: Path, tmp_path: Path) -> None:
-    shutil.copytree(built, tmp_path / "store")
+    copy_store(built, tmp_path / "store")
     with Memory(path=tmp_path / "store", dense=HashingEncoder(64)) as memory:
         old = lisbon(memory)
         with dies_at_write(pytest.MonkeyPatch(), UPDATE_WRITES + 1) as seen:
@@ -146,7 +146,7 @@ def test_an_update_killed_anywhere_is_applied_in_full_or_not_at_all(
     built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_at: int
 ) -> None:
     store = tmp_path / "store"
-    shutil.copytree(built, store)
+    copy_store(built, store)
     memory = Memory(path=store, dense=HashingEncoder(64))
     old = lisbon(memory)
     before = {m.id for m in memory.messages(scope=SCOPE)}
