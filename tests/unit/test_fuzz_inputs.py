@@ -33,6 +33,7 @@ import fuzz_strategies as fs
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from store_templates import empty_store
 
 from membrain import (
     FactStatus,
@@ -137,7 +138,7 @@ class FuzzStore:
 
 @contextmanager
 def _opened_store(path: Path) -> Iterator[FuzzStore]:
-    with Memory(path, dense=HashingEncoder(64)) as mem:
+    with Memory(empty_store(path), dense=HashingEncoder(64)) as mem:
         mem.add(
             [
                 *BASELINE,

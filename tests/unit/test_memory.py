@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from store_templates import empty_store
 
 from membrain import (
     ConfigurationError,
@@ -85,7 +86,7 @@ def test_readding_writes_nothing_twice(memory: Memory, scope: Scope) -> None:
 
 
 def test_reopen_after_restart_finds_everything(tmp_path: Path, scope: Scope) -> None:
-    path = tmp_path / "store"
+    path = empty_store(tmp_path / "store")
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
         mem.add(CHAT, scope=scope)
         before = mem.search("croissants", scope=scope, k=1)[0].fact
@@ -96,7 +97,7 @@ def test_reopen_after_restart_finds_everything(tmp_path: Path, scope: Scope) -> 
 
 
 def test_store_refuses_other_models(tmp_path: Path, scope: Scope) -> None:
-    path = tmp_path / "store"
+    path = empty_store(tmp_path / "store")
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
         mem.add(CHAT[:2], scope=scope)
     with pytest.raises(ConfigurationError, match="built with"):
@@ -124,7 +125,7 @@ class _Failing:
 def test_failed_extraction_leaves_messages_pending_then_recovers(
     tmp_path: Path, scope: Scope
 ) -> None:
-    path = tmp_path / "store"
+    path = empty_store(tmp_path / "store")
     with Memory(path=path, dense=HashingEncoder(dim=64), extractor=_Failing()) as mem:
         result = mem.add(CHAT, scope=scope)
         assert len(result.errors) == 1
@@ -196,7 +197,7 @@ def test_store_now_extract_later(memory: Memory, scope: Scope) -> None:
 
 
 def test_participants_survive_a_restart(tmp_path: Path, scope: Scope) -> None:
-    path = tmp_path / "store"
+    path = empty_store(tmp_path / "store")
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
         mem.add(CHAT, scope=scope)
     with Memory(path=path, dense=HashingEncoder(dim=64)) as mem:
@@ -267,7 +268,7 @@ def test_delete_scope_leaves_no_derived_trace(memory: Memory, scope: Scope) -> N
 def test_scopes_lists_the_scopes_that_hold_records(tmp_path: Path) -> None:
     sara, nate = Scope(dataset="sara", task="chat"), Scope(dataset="nate", task="planner")
     said = {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
-    with Memory(path=tmp_path, dense=HashingEncoder(32)) as mem:
+    with Memory(path=empty_store(tmp_path, dim=32), dense=HashingEncoder(32)) as mem:
         assert mem.scopes() == []
         mem.add([said], scope=sara)
         mem.add([said], scope=nate.model_copy(update={"session": "s1"}))
@@ -289,7 +290,7 @@ def test_delete_dataset_deletes_every_task_of_one_user(tmp_path: Path) -> None:
     said = {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
     chat, planner = Scope(dataset="sara", task="chat"), Scope(dataset="sara", task="planner")
     nate = Scope(dataset="nate", task="chat")
-    with Memory(path=tmp_path, dense=HashingEncoder(32)) as mem:
+    with Memory(path=empty_store(tmp_path, dim=32), dense=HashingEncoder(32)) as mem:
         for scope in (chat, planner, nate):
             mem.add([said], scope=scope)
         (fact,) = mem.facts(scope=chat)
@@ -309,7 +310,7 @@ def test_delete_dataset_deletes_every_task_of_one_user(tmp_path: Path) -> None:
 def test_question_is_still_accepted_for_query_with_a_warning(tmp_path: Path) -> None:
     scope = Scope(dataset="sara")
     said = {"speaker": "Sara", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
-    with Memory(path=tmp_path, dense=HashingEncoder(32)) as mem:
+    with Memory(path=empty_store(tmp_path, dim=32), dense=HashingEncoder(32)) as mem:
         mem.add([said], scope=scope)
         new = mem.search(query="cat", scope=scope, mode="fast")
         with pytest.warns(DeprecationWarning, match="question= is deprecated"):

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_templates import copy_store, empty_store
 
 from membrain import Memory, Scope
 from membrain.api.errors import InputError
@@ -47,12 +48,30 @@ def _source(path: Path) -> tuple[list[str], dict[str, str]]:
     return lines, {"lisbon": lisbon, "berlin": berlin, "cat": cat, "bread": bread}
 
 
+Source = tuple[Path, list[str], dict[str, str]]
+
+
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[str, str]]:
-    """The export lines of one source store (built once: stores are slow to open)."""
+def source(tmp_path_factory: pytest.TempPathFactory) -> Source:
+    """One source store (built once: stores are slow to open): its folder, export lines, ids."""
+    path = tmp_path_factory.mktemp("source") / "store"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
-        return _source(tmp_path_factory.mktemp("source") / "store")
+        lines, ids = _source(path)
+    return path, lines, ids
+
+
+@pytest.fixture(scope="module")
+def exported(source: Source) -> tuple[list[str], dict[str, str]]:
+    """The export lines of the source store, and its fact ids."""
+    return source[1], source[2]
+
+
+def _copy_of_source(source: Source, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """A copy of the source store at ``tmp_path / "a"``; its export lines and fact ids."""
+    path, lines, ids = source
+    copy_store(path, tmp_path / "a")
+    return lines, ids
 
 
 def _snapshot(mem: Memory) -> dict[str, Any]:
@@ -69,15 +88,15 @@ def _snapshot(mem: Memory) -> dict[str, Any]:
     }
 
 
-def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
-    lines, ids = _source(tmp_path / "a")
+def test_round_trip_into_another_store_keeps_everything(tmp_path: Path, source: Source) -> None:
+    lines, ids = _copy_of_source(source, tmp_path)
     header = json.loads(lines[0])
     assert header == {"kind": "membrain-export", "version": 2, "dataset": "sara", "task": "chat"}
     kinds = [json.loads(line)["kind"] for line in lines[1:]]
     assert kinds.count("message") == 4 and kinds.count("fact") == 4 and "entity" in kinds
     assert all("scope" not in json.loads(line) for line in lines)
 
-    with Memory(path=tmp_path / "b") as target:
+    with Memory(path=empty_store(tmp_path / "b")) as target:
         counts = import_scope(target, SCOPE, lines)
         assert counts == {
             "message": 4,
@@ -123,8 +142,8 @@ def test_round_trip_into_another_store_keeps_everything(tmp_path: Path) -> None:
     assert "forgotten" in history
 
 
-def test_import_refuses_a_non_empty_scope(tmp_path: Path) -> None:
-    lines, _ = _source(tmp_path / "a")
+def test_import_refuses_a_non_empty_scope(tmp_path: Path, source: Source) -> None:
+    lines, _ = _copy_of_source(source, tmp_path)
     with Memory(path=tmp_path / "a") as same:
         before = len(same.audit(scope=SCOPE))
         with pytest.raises(InputError, match="not empty"):
@@ -133,9 +152,9 @@ def test_import_refuses_a_non_empty_scope(tmp_path: Path) -> None:
 
 
 def test_a_copy_under_another_user_gets_its_own_ids_and_records_the_mapping(
-    tmp_path: Path,
+    tmp_path: Path, source: Source
 ) -> None:
-    lines, ids = _source(tmp_path / "a")
+    lines, ids = _copy_of_source(source, tmp_path)
     copy = Scope(dataset="auth0|sara-copy", task="notes")
     with Memory(path=tmp_path / "a") as mem:
         original = {f.id: f for f in mem.facts(scope=SCOPE, include_inactive=True)}
@@ -191,7 +210,7 @@ def test_malformed_export_writes_nothing(
     tmp_path: Path, exported: tuple[list[str], dict[str, str]], edit: object, message: str
 ) -> None:
     bad = edit(exported[0])  # type: ignore[operator]
-    with Memory(path=tmp_path / "b") as target:
+    with Memory(path=empty_store(tmp_path / "b")) as target:
         with pytest.raises(InputError, match=message):
             import_scope(target, SCOPE, bad)
         assert target.messages(scope=SCOPE) == []
