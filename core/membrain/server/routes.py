@@ -52,7 +52,6 @@ __all__ = [
     "authenticate",
     "authorize",
     "found_history",
-    "needs",
     "openapi_schemas",
     "route_role",
     "scheduled_add",
@@ -95,11 +94,6 @@ class Authorized:
     def actor_of(self, op: Operation) -> Actor:
         """Who the audit log records for what ``op`` changes."""
         return self.reviewer if op.reviewer else self.actor
-
-
-def needs(role: Access) -> dict[str, Any]:
-    """The ``openapi_extra`` that declares the access a route needs."""
-    return {ROLE_FIELD: role.value}
 
 
 def route_role(route: object) -> Access:
@@ -241,7 +235,7 @@ async def _answer(
     local = {"by": caller.actor_of(op)} if "by" in op.request.model_fields else {}
     checked = op.request.from_wire(fields, scope, **local)
     result = await run_in_threadpool(memory.execute, checked)
-    if caller.grant is not None and not op.mutates and isinstance(result, list):
+    if caller.grant is not None and scope is None and not op.mutates and isinstance(result, list):
         grant = caller.grant  # a listing across datasets shows the key's own
         result = [s for s in result if not isinstance(s, Scope) or grant.covers(s.dataset)]
     if policy is not None:
