@@ -26,6 +26,7 @@ import typer
 
 from membrain.api.operations import OPERATIONS, Operation
 from membrain.api.requests import OperationRequest
+from membrain.api.scope import Scope
 from membrain.cli.common import PathOption, failures, open_memory
 
 __all__ = ["command_name", "op_app"]
@@ -108,8 +109,6 @@ def _parameters(op: Operation) -> list[inspect.Parameter]:
 
 
 def _request(op: Operation, values: dict[str, Any]) -> OperationRequest:
-    from membrain.api.scope import Scope
-
     scoped = "scope" in op.request.model_fields
     fields = {k: v for k, v in values.items() if v is not None and not (scoped and k in _SCOPE)}
     scope = None
