@@ -37,10 +37,11 @@ def test_wheel_and_sdist_build_and_the_wheel_installs_offline(tmp_path: Path) ->
     (sdist,) = dist.glob("membrain_memory-*.tar.gz")
     assert sdist.stat().st_size > 0
     fresh = tmp_path / "fresh"
-    venv.create(fresh, with_pip=True)
+    venv.create(fresh)  # no pip of its own: this environment's pip installs into it (--python)
     python = fresh / "bin" / "python"
+    install = ["install", "--no-index", "--no-deps", "-q", str(wheel)]
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-index", "--no-deps", "-q", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), *install],
         check=True,
         capture_output=True,
     )

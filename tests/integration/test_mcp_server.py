@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from store_templates import shared_empty_stores
 
 from integration.served import serving
 from membrain import Memory, Scope
@@ -24,14 +25,7 @@ OTHER = Scope(dataset="okabe", task="assistant")
 TOOLS = {"search_memory", "add_memory", "get_context", "forget_memory"}
 
 
-@asynccontextmanager
-async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
-    """A client of a server subprocess that owns a store holding another user's memory.
-
-    A context manager, not a fixture: the SDK's client must be entered and exited in one task.
-    """
-    store = tmp_path / "store"
-    # Another user's memory, written before the server owns the store.
+def _okabes_memory(store: Path) -> None:
     with Memory(store, dense=HashingEncoder(64)) as memory:
         memory.add(
             [
@@ -44,6 +38,16 @@ async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
             ],
             scope=OTHER,
         )
+
+
+@asynccontextmanager
+async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
+    """A client of a server subprocess that owns a store holding another user's memory.
+
+    A context manager, not a fixture: the SDK's client must be entered and exited in one task.
+    """
+    # Another user's memory, written before the server owns the store: a copy of one made once.
+    store = shared_empty_stores().copy(tmp_path / "store", "mcp-okabe", _okabes_memory)
     params = StdioServerParameters(
         command=sys.executable,
         args=[
