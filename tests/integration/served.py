@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from store_templates import empty_store
+
 from membrain import Memory, RemoteMemory
 from membrain.background import BackgroundWriter
 from membrain.server import Access, KeyRing, add_key, create_app, serve_in_thread
@@ -52,7 +54,8 @@ def serving(
         name: add_key(keys_file, list(datasets), role, name=name)
         for name, (datasets, role) in keys.items()
     }
-    memory = Memory(root / "store", dense=HashingEncoder(dim=64), reranker=any_encoder_reranker())
+    store = empty_store(root / "store")
+    memory = Memory(store, dense=HashingEncoder(dim=64), reranker=any_encoder_reranker())
     background = BackgroundWriter.for_memory(memory) if writer else None
     app = create_app(
         memory,

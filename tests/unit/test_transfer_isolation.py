@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_templates import copy_store
+from store_templates import copy_store, empty_store
 
 from membrain import Memory, Scope
 from membrain.api.errors import InputError, NotFoundError
@@ -26,7 +26,8 @@ COPY = Scope(dataset="auth0|alice-copy", task="notes")
 
 
 def _open(path: Path) -> Memory:
-    return Memory(path=path, dense=HashingEncoder(dim=64))
+    """A Memory on ``path``, a copy of an empty store when there is none there yet."""
+    return Memory(path=path if path.exists() else empty_store(path), dense=HashingEncoder(dim=64))
 
 
 def _said(speaker: str, text: str, at: str, source: str | None = None) -> dict[str, str]:
@@ -365,11 +366,11 @@ def test_an_export_of_a_user_id_scope_is_restored_into_the_same_scope(tmp_path: 
     """The header and sessions hold stored parts: read back as such, never encoded again."""
     scope = Scope(dataset="auth0|64b7f1", task="chat", session="thread|1")
     said = {"speaker": "Alice", "text": "I adopted a cat named Miso.", "timestamp": "2024-03-15"}
-    with Memory(tmp_path / "a", dense=HashingEncoder(64)) as source:
+    with Memory(empty_store(tmp_path / "a"), dense=HashingEncoder(64)) as source:
         source.add([said], scope=scope)
         lines = [json.dumps(r) for r in export_scope(source, scope)]
     assert header_scope(lines) == scope.without_session()
-    with Memory(tmp_path / "b", dense=HashingEncoder(64)) as target:
+    with Memory(empty_store(tmp_path / "b"), dense=HashingEncoder(64)) as target:
         import_scope(target, header_scope(lines), lines)
         (message,) = target.messages(scope=scope)
         assert message.scope == scope
