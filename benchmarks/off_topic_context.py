@@ -24,6 +24,7 @@ import argparse
 import json
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for c in conversations:
                 mem.add(c.messages, scope=conversation_scope(str(c.name)))
             sets["LoCoMo dev"] = [conversation_scope(str(c.name)) for c in conversations]
-        chats = [chat for path in args.chats for chat in load_chats(path)]
+        # Sets may reuse a conversation's id: each set's chats get scopes of their own.
+        chats = [
+            replace(chat, id=f"{n}-{chat.id}")
+            for n, path in enumerate(args.chats)
+            for chat in load_chats(path)
+        ]
         ingest(mem, chats)
         if chats:
             sets["agent chats"] = [chat.scope for chat in chats]

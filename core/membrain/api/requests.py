@@ -515,7 +515,7 @@ class DismissFailedRequest(OperationRequest):
 
 
 # -- reading -----------------------------------------------------------------------------------
-CONTEXT_MIN_RELEVANCE = 0.05
+CONTEXT_MIN_RELEVANCE = 0.03
 """The ``min_relevance`` of :meth:`context` when none is given: hits less relevant (see
 :mod:`membrain.retrieval.relevance`) are left out, so a question about a topic the memory does not
 hold gets no facts. ``None`` (or 0) keeps every hit. Chosen with
