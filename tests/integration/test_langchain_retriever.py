@@ -92,6 +92,7 @@ def test_document_metadata_is_exact(store: Memory) -> None:
         "valid_to": "2024-03-15T00:00:00+00:00",
         "sources": ["m1"],
         "score": hit.score,
+        "relevance": hit.relevance,
         "paths": hit.paths,
         "rerank": hit.rerank,
         "scope": "sara/assistant",

@@ -121,6 +121,7 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
         "valid_to": "2024-03-15T00:00:00+00:00",
         "sources": ["m1"],
         "score": hits[0].score,
+        "relevance": hits[0].relevance,
         "paths": hits[0].paths,
         "rerank": hits[0].rerank,
         "scope": "sara/assistant",
