@@ -413,9 +413,10 @@ class MemoryHit(Record):
     rerank: float | None = None
     """The reranker's score (log-odds that the fact is evidence), when it ordered the results."""
     relevance: float = Field(0.0, ge=0.0, le=1.0)
-    """How likely the fact is evidence for the question, in [0, 1], on one scale for every
-    search (:mod:`membrain.retrieval.relevance`): calibrated from the reranker's score where it
-    ran and from the question's similarity to the fact. Never higher than the hit above it."""
+    """How relevant the hit is, in [0, 1], on one scale for every search and surface: the
+    calibrated probability that the memory holds the question's topic and that evidence is at
+    this hit or below (:mod:`membrain.retrieval.relevance`). Never higher than the hit above it;
+    0 for a hit not made by a search."""
 
     @property
     def source_ids(self) -> tuple[str, ...]:

@@ -540,9 +540,10 @@ class SearchRequest(OperationRequest):
         A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
         says which mode ran (``auto`` ends as ``fast`` or ``expand``, ``escalated`` when it
         went on) and which paths. Every hit's ``paths`` maps each path that found the fact
-        to its rank there, ``score`` is the fused score and ``relevance`` the calibrated
-        probability (0-1) that the fact is evidence, never higher than the hit above it;
-        ``min_relevance`` drops the hits below it (none by default).
+        to its rank there, ``score`` is the fused score and ``relevance`` a calibrated
+        probability (0-1: the memory holds the question's topic and evidence is at this hit or
+        below), never higher than the hit above it; ``min_relevance`` drops the hits below it
+        (none by default).
 
     Raises:
         ScopeError: ``scope`` is missing or malformed.
