@@ -415,13 +415,16 @@ class Memory(MemoryLike):
             as_of=r.as_of,
             valid_at=r.valid_at,
             filters=r.filters,
-            min_relevance=r.min_relevance,
         )
-        hits = self._run_search(search).hits
+        found = self._run_search(search).hits
+        floor = r.min_relevance
+        hits = found if floor is None else tuple(h for h in found if h.relevance >= floor)
         context = assemble_context(
             r.query, hits, max_tokens=r.max_tokens, profile_tokens=share, profile=entries
         )
-        return nothing_relevant(context) if not hits else context
+        # No hit: the note says so when the floor left out what the search found (an empty
+        # memory keeps an empty text).
+        return context if hits else nothing_relevant(context, note=bool(found))
 
     def _run_search_messages(self, r: rq.SearchMessagesRequest) -> list[EvidenceHit]:
         found = self._store.search_messages(

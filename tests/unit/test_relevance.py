@@ -287,3 +287,8 @@ def test_no_floor_keeps_every_hit_in_context(pets: Memory) -> None:
 def test_a_budget_too_small_for_the_note_leaves_the_text_empty(pets: Memory) -> None:
     tiny = pets.context(ABSENT, scope=PETS, max_tokens=3)
     assert tiny.nothing_relevant and tiny.text == "" and tiny.tokens == 0
+
+
+def test_an_empty_memory_gets_an_empty_context_without_the_note(memory: Memory) -> None:
+    empty = memory.context(ON_TOPIC, scope=PETS)
+    assert empty.nothing_relevant and empty.text == "" and empty.hits == ()

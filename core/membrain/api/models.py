@@ -548,5 +548,6 @@ class Context(Record):
     profile: tuple[ProfileEntry, ...] = ()
     profile_tokens: int = 0
     nothing_relevant: bool = False
-    """No fact was relevant enough (``min_relevance``, or an empty memory): ``hits`` is empty
-    and ``text`` says so (unless a profile block opens it)."""
+    """No fact was relevant enough (``min_relevance``), or none was found: ``hits`` is empty.
+    When the floor left out what the search found, ``text`` says so (unless a profile block
+    opens it, or the note does not fit); an empty memory keeps an empty text."""

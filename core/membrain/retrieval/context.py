@@ -183,14 +183,16 @@ def assemble_context(
     )
 
 
-def nothing_relevant(context: Context) -> Context:
+def nothing_relevant(context: Context, *, note: bool = True) -> Context:
     """``context`` (built from no hits) marked ``nothing_relevant``.
 
-    Its text, when no profile block opens it, is :data:`NOTHING_RELEVANT` if that fits the
-    budget, so an agent reading the prompt sees that memory was searched and held nothing.
+    With ``note``, its text, when no profile block opens it, is :data:`NOTHING_RELEVANT` if that
+    fits the budget, so an agent reading the prompt sees that memory was searched and held
+    nothing relevant.
     """
     text, tokens = context.text, context.tokens
-    if not text and count_tokens(NOTHING_RELEVANT) <= context.max_tokens - context.profile_tokens:
+    budget = context.max_tokens - context.profile_tokens
+    if note and not text and count_tokens(NOTHING_RELEVANT) <= budget:
         text, tokens = NOTHING_RELEVANT, count_tokens(NOTHING_RELEVANT)
     return context.model_copy(update={"text": text, "tokens": tokens, "nothing_relevant": True})
 
