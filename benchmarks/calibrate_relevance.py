@@ -3,26 +3,26 @@
 Usage (from the repository root)::
 
     python -m benchmarks.calibrate_relevance --data ../shared/data/locomo/locomo10_dev.json \
-        [--modes fast expand] [--k 50] [--rows FILE] [--out core/membrain/data/relevance.json]
+        [--modes fast expand] [--k 50 100] [--rows FILE] [--out core/membrain/data/relevance.json]
 
 Every dev conversation is added to its own scope of a fresh store (offline extractor, packaged
-encoder and reranker). Every dev question is searched in each mode (``k`` hits), and so is every
-off-topic question of ``benchmarks/data/off_topic_questions.json`` in every conversation: the
-even-numbered ones only are calibration data, the odd-numbered ones are held out. Of each hit the
-script records what :mod:`membrain.retrieval.relevance` reads (:class:`Evidence`: the reranker's
-log-odds where it ran, the dense cosine, the word overlap and the best of them over the hits) and
-a label: a dev hit citing an evidence turn of its question is positive, every other hit and every
-hit of an off-topic question negative. ``--rows FILE`` stores the rows (JSON) on the first run
-and reads them on the next.
+encoder and reranker). Every dev question is searched in each mode for each ``k`` (hits), and so
+is every off-topic question of ``benchmarks/data/off_topic_questions.json`` in every
+conversation: the even-numbered ones only are calibration data, the odd-numbered ones are held
+out. Of each hit the script records what :mod:`membrain.retrieval.relevance` reads
+(:class:`Evidence`: the reranker's log-odds where it ran, the dense cosine, the word overlap) and
+whether it cites an evidence turn of its question. ``--rows FILE`` stores the rows (JSON) on the
+first run and reads them on the next.
 
-Four logistic models are fitted (L2-regularised, Newton steps in numpy): per kind of hit,
-``reranked`` (margin, cos, overlap, best_cos, best_overlap) and ``plain`` (the same without
-margin), for the packaged encoder; and the ``lexical`` pair without the cosines, the fallback for
-any other encoder. Figures, in-sample and cross-validated by conversation (fit on four dev
-conversations, predict the fifth, off-topic rows going with the conversation they were asked
-in): log-loss and AUC per model; per floor, the share of off-topic questions that keep no hit
-(calibration and held-out halves) and the evidence recall over the ``k`` hits with the floor
-against without it, per mode. ``--out`` writes the models fitted on everything.
+Eight logistic models are fitted (L2-regularised, Newton steps in numpy; :data:`MODELS`): a
+``topic`` and a ``rest`` model per kind of list (``reranked``, ``plain``), for the packaged
+encoder and for the ``lexical`` fallback (no cosine). ``topic`` rows are one per search (dev
+question positive, off-topic negative); ``rest`` rows one per hit of a dev question (positive
+when it or a hit below it cites evidence). Figures, in-sample and cross-validated by conversation
+(fit on four dev conversations, predict the fifth, off-topic rows going with the conversation
+they were asked in): log-loss and AUC per model; per floor, the share of off-topic searches left
+with no hit (calibration and held-out halves) and the dev evidence recall over the hits kept,
+per mode and ``k``. ``--out`` writes the models fitted on everything.
 """
 
 from __future__ import annotations
