@@ -70,7 +70,9 @@ def test_search_and_context_read_only_the_facts_filed_under_the_filter(
             k=5,
             filters={"project": {"in": ["apollo", "zeus"]}},
         )
-        briefing = mem.context("pets", scope=SCOPE, mode=mode, filters={"priority": 2})
+        briefing = mem.context(
+            "pets", scope=SCOPE, mode=mode, filters={"priority": 2}, min_relevance=None
+        )
         unfiltered = mem.search("Which pet did Sara adopt?", scope=SCOPE, mode=mode, k=5)
     assert pets(h.fact for h in apollo) == {"Miso"}
     assert apollo.hits[0].fact.metadata == {"project": "apollo", "channel": "web"}
