@@ -11,12 +11,19 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.memory import Memory as ChatMemory
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import (
+    ExactMatchFilter,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from store_templates import copy_store
 
 import llama_index_membrain
-from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
+from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever, membrain_filters
 from membrain import ConfigurationError, Memory, RetrievalMode, Scope, ScopeError
 from membrain.aio import AsyncMemory
 from membrain.api.tokens import count_tokens
@@ -96,6 +103,7 @@ def test_public_api() -> None:
         "MembrainRetriever",
         "hit_metadata",
         "hit_to_node",
+        "membrain_filters",
     ]
     for name in llama_index_membrain.__all__:
         assert getattr(llama_index_membrain, name) is not None
@@ -187,6 +195,88 @@ def test_retriever_scope_arguments(filled: Memory, scope: Scope) -> None:
         MembrainRetriever(memory=filled, scope=scope, mode="telepathy")
     with pytest.raises(TypeError):
         MembrainRetriever(filled, scope=scope)  # type: ignore[misc]
+
+
+TAGGED = [
+    {
+        "speaker": "Sara",
+        "text": "I adopted a grey cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+        "source_id": "t1",
+        "metadata": {"project": "home", "tags": ["pets", "family"]},
+    },
+    {
+        "speaker": "Sara",
+        "text": "I run a bakery in Porto with my brother.",
+        "timestamp": "2024-03-15T14:03:00Z",
+        "source_id": "t2",
+        "metadata": {"project": "work", "year": 2024},
+    },
+]
+
+
+def test_retriever_takes_similarity_top_k_and_metadata_filters(memory: Memory) -> None:
+    scope = Scope(dataset="sara", task="tagged")
+    memory.add(TAGGED, scope=scope)
+
+    def sources(**kwargs: object) -> list[list[str]]:
+        retriever = MembrainRetriever(memory=memory, scope=scope, mode="fast", **kwargs)  # type: ignore[arg-type]
+        return sorted(n.node.metadata["sources"] for n in retriever.retrieve("Sara"))
+
+    assert len(sources(similarity_top_k=1)) == 1
+    assert MembrainRetriever(memory=memory, scope=scope, similarity_top_k=1).similarity_top_k == 1
+    eq = MetadataFilters(filters=[MetadataFilter(key="project", value="work")])
+    assert sources(filters=eq) == [["t2"]]
+    assert sources(filters=MetadataFilters(filters=[ExactMatchFilter(key="year", value=2024)])) == [
+        ["t2"]
+    ]
+    one_of = MetadataFilter(key="project", value=["home", "work"], operator=FilterOperator.IN)
+    assert sources(filters=MetadataFilters(filters=[one_of])) == [["t1"], ["t2"]]
+    contains = MetadataFilter(key="tags", value="pets", operator=FilterOperator.CONTAINS)
+    assert sources(filters=MetadataFilters(filters=[contains])) == [["t1"]]
+    either = MetadataFilters(
+        filters=[
+            MetadataFilter(key="project", value="home"),
+            MetadataFilter(key="project", value="x"),
+        ],
+        condition=FilterCondition.OR,
+    )
+    assert sources(filters=either) == [["t1"]]
+    both = MetadataFilters(filters=[contains, MetadataFilters(filters=[eq.filters[0]])])
+    assert sources(filters=both) == []  # and: the work fact has no pets tag
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ([MetadataFilter(key="year", value=2020, operator=FilterOperator.GT)], "operator '>'"),
+        ([MetadataFilter(key="project", value="x", operator=FilterOperator.NE)], "operator '!='"),
+        ([MetadataFilter(key="tags", value=["a"], operator=FilterOperator.NIN)], "'nin'"),
+        ([MetadataFilter(key="score", value=0.5)], "strings and integers"),
+        ([MetadataFilter(key="a", value="x"), MetadataFilter(key="a", value="y")], "two different"),
+    ],
+)
+def test_filters_membrain_cannot_evaluate_are_clear_errors(
+    memory: Memory, scope: Scope, filters: list[MetadataFilter], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        MembrainRetriever(memory=memory, scope=scope, filters=MetadataFilters(filters=filters))
+
+
+def test_filter_conditions_membrain_cannot_evaluate_are_clear_errors(
+    memory: Memory, scope: Scope
+) -> None:
+    pair = [MetadataFilter(key="a", value="x"), MetadataFilter(key="b", value="y")]
+    with pytest.raises(ConfigurationError, match="'or' across keys"):
+        membrain_filters(MetadataFilters(filters=pair, condition=FilterCondition.OR))
+    with pytest.raises(ConfigurationError, match="'not'"):
+        membrain_filters(MetadataFilters(filters=pair, condition=FilterCondition.NOT))
+    with pytest.raises(ConfigurationError, match="not both"):
+        MembrainRetriever(memory=memory, scope=scope, k=2, similarity_top_k=2)
+    with pytest.raises(ConfigurationError, match="positive integer"):
+        MembrainRetriever(memory=memory, scope=scope, similarity_top_k=0)
+    assert membrain_filters(None) is None
+    assert membrain_filters(MetadataFilters(filters=[])) is None
 
 
 def test_memory_block_defaults_and_mode(memory: Memory) -> None:
