@@ -5,7 +5,7 @@ Usage (from the repository root)::
     python -m benchmarks.locomo_retrieval --data ../shared/data/locomo/locomo10_dev.json \
         [--mode fast|expand|deep|auto] [--k 5 10 25] [--budget 1000 2000] [--json OUT] \
         [--limit-conversations N] [--conversations I ...] [--reranker FILE] [--path DIR] \
-        [--search-k N] [--ablate] [--profile-ratio 0.3]
+        [--search-k N] [--ablate] [--profile-ratio 0.3] [--min-relevance F]
 
 ``--conversations 3 4 --reranker test-34.json`` measures a held-out fold: only conversations 3 and
 4, with the reranker ``benchmarks/train_reranker.py --folds DIR`` trained without them.
@@ -229,6 +229,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also score the rankings with the user profile block taking up to R of each budget",
     )
     parser.add_argument(
+        "--min-relevance",
+        type=float,
+        default=None,
+        metavar="F",
+        help="drop the system's hits less relevant than F (Memory.search(min_relevance=F)); "
+        "the context default is membrain.api.requests.CONTEXT_MIN_RELEVANCE",
+    )
+    parser.add_argument(
         "--ablate",
         action="store_true",
         help="re-run the system's searches once per path of the mode with that path removed",
@@ -238,6 +246,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--k and --budget values must be positive")
     if args.limit_conversations is not None and args.limit_conversations < 1:
         parser.error("--limit-conversations must be positive")
+    if args.min_relevance is not None and not 0 <= args.min_relevance <= 1:
+        parser.error("--min-relevance must be in [0, 1]")
     if args.profile_ratio is not None and not 0 < args.profile_ratio <= 1:
         parser.error("--profile-ratio must be in (0, 1]")
     args.k = sorted(set(args.k))
@@ -306,9 +316,17 @@ class Evaluator:
     """Runs every method on every question and accumulates the figures."""
 
     def __init__(
-        self, mem: Memory, *, mode: str, ks: Sequence[int], budgets: Sequence[int], search_k: int
+        self,
+        mem: Memory,
+        *,
+        mode: str,
+        ks: Sequence[int],
+        budgets: Sequence[int],
+        search_k: int,
+        min_relevance: float | None = None,
     ) -> None:
         self.mem = mem
+        self.min_relevance = min_relevance
         self.mode = mode
         self.ks = ks
         self.budgets = budgets
@@ -340,6 +358,7 @@ class Evaluator:
             mode=self.mode,
             k=self.search_k,
             exclude_paths=exclude,
+            min_relevance=self.min_relevance,
         )
         result.latencies_ms.append((time.perf_counter() - started) * 1000)
         return found
@@ -480,7 +499,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             facts[str(conv.name)] = len(mem.facts(scope=conversation_scope(str(conv.name))))
 
         evaluator = Evaluator(
-            mem, mode=args.mode, ks=args.k, budgets=args.budget, search_k=args.search_k
+            mem,
+            mode=args.mode,
+            ks=args.k,
+            budgets=args.budget,
+            search_k=args.search_k,
+            min_relevance=args.min_relevance,
         )
         with progress_bar(err) as progress:
             task = progress.add_task("questions", total=len(questions))

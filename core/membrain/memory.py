@@ -86,10 +86,11 @@ from membrain.records.journal import Change
 from membrain.records.store import id_prefix
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
-from membrain.retrieval.context import assemble_context
+from membrain.retrieval.context import assemble_context, nothing_relevant
 from membrain.retrieval.entity_path import EntityTreePath
 from membrain.retrieval.followup import with_answers
 from membrain.retrieval.hits import memory_hits
+from membrain.retrieval.relevance import packaged_relevance
 from membrain.retrieval.rerank import RERANK_DEPTH, Reranker, packaged_reranker
 from membrain.retrieval.search import RRF_K, Ranking, Searcher
 from membrain.retrieval.tree import EntityTree
@@ -210,6 +211,10 @@ class Memory(MemoryLike):
         self._ledger = Ledger(self._store, review)
         self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
         self._tree = EntityTree(self._store, llm=self._llm)
+        # Relevance reads the packaged reranker's log-odds, which it was calibrated on; with
+        # another reranker only the similarities (``membrain.retrieval.relevance``).
+        self._relevance = packaged_relevance()
+        self._calibrated_margins = reranker is None
         self._searcher = Searcher(
             rrf_k=RRF_K,
             reranker=reranker or packaged_reranker(),
@@ -381,9 +386,15 @@ class Memory(MemoryLike):
             scored = self._searcher.rerank(ctx, ranked) if rerank else [(x, None) for x in ranked]
         scored = scored[:k]
         reranked = {x[0].id: score for x, score in scored if score is not None}
+        margins = reranked if self._calibrated_margins else {}
+        relevance = self._relevance.relevance(ctx, [x[0] for x, _ in scored], margins)
+        if r.min_relevance is not None:  # relevance never rises down the list: a prefix stays
+            kept = sum(p >= r.min_relevance for p in relevance)
+            scored, relevance = scored[:kept], relevance[:kept]
+        ranked_hits = memory_hits(self._store, scope, [x for x, _ in scored], reranked, relevance)
         return SearchResult(
             question=r.query,
-            hits=tuple(memory_hits(self._store, scope, [x for x, _ in scored], reranked)),
+            hits=tuple(ranked_hits),
             requested=r.mode,
             mode=run.mode,
             escalated=run.escalated,
@@ -404,11 +415,13 @@ class Memory(MemoryLike):
             as_of=r.as_of,
             valid_at=r.valid_at,
             filters=r.filters,
+            min_relevance=r.min_relevance,
         )
         hits = self._run_search(search).hits
-        return assemble_context(
+        context = assemble_context(
             r.query, hits, max_tokens=r.max_tokens, profile_tokens=share, profile=entries
         )
+        return nothing_relevant(context) if not hits else context
 
     def _run_search_messages(self, r: rq.SearchMessagesRequest) -> list[EvidenceHit]:
         found = self._store.search_messages(

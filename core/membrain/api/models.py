@@ -412,6 +412,10 @@ class MemoryHit(Record):
     1-based rank at which that path returned the fact."""
     rerank: float | None = None
     """The reranker's score (log-odds that the fact is evidence), when it ordered the results."""
+    relevance: float = Field(0.0, ge=0.0, le=1.0)
+    """How likely the fact is evidence for the question, in [0, 1], on one scale for every
+    search (:mod:`membrain.retrieval.relevance`): calibrated from the reranker's score where it
+    ran and from the question's similarity to the fact. Never higher than the hit above it."""
 
     @property
     def source_ids(self) -> tuple[str, ...]:
@@ -424,8 +428,8 @@ class MemoryHit(Record):
         Keys: ``fact_id``; ``text`` (the fact as stored, with ``[entity]`` brackets and
         ``[raw::resolved]`` annotations); ``entities`` (canonical names); ``valid_from`` and
         ``valid_to`` (ISO 8601 or ``None``); ``sources`` (the cited messages' caller-side ids);
-        ``score`` (fused); ``paths`` (retrieval path -> rank); ``rerank`` (the reranker's score
-        or ``None``); ``scope`` (the ``dataset/task``
+        ``score`` (fused); ``relevance`` (in [0, 1]); ``paths`` (retrieval path -> rank);
+        ``rerank`` (the reranker's score or ``None``); ``scope`` (the ``dataset/task``
         key) and ``session``; ``status`` and ``trust``; ``superseded_by`` (fact ids) and
         ``superseded_at`` (ISO 8601 or ``None``); ``author`` (``agent:<name>`` or ``None``);
         ``metadata`` (the fact's, from its messages: :mod:`membrain.api.metadata`).
@@ -440,6 +444,7 @@ class MemoryHit(Record):
             "valid_to": fact.valid_to.isoformat() if fact.valid_to is not None else None,
             "sources": list(self.source_ids),
             "score": self.score,
+            "relevance": self.relevance,
             "paths": dict(self.paths),
             "rerank": self.rerank,
             "scope": fact.scope.key,
@@ -530,7 +535,7 @@ class Context(Record):
     ``max_tokens``. ``hits`` are the facts it holds, in rank order; ``entities`` the entities it
     describes. ``profile`` are the profile entries of the block that opens ``text`` (in block
     order) and ``profile_tokens`` the share of the budget it was given; what it left unused went
-    to the facts.
+    to the facts. ``nothing_relevant`` is set when no fact passed the relevance floor.
     """
 
     question: str
@@ -541,3 +546,6 @@ class Context(Record):
     entities: tuple[EntityView, ...] = ()
     profile: tuple[ProfileEntry, ...] = ()
     profile_tokens: int = 0
+    nothing_relevant: bool = False
+    """No fact was relevant enough (``min_relevance``, or an empty memory): ``hits`` is empty
+    and ``text`` says so (unless a profile block opens it)."""

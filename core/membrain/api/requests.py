@@ -52,6 +52,7 @@ from membrain.api.profile import MAX_PROFILE_TEXT
 from membrain.api.scope import Scope, dataset_part
 
 __all__ = [
+    "CONTEXT_MIN_RELEVANCE",
     "LOCAL",
     "MAX_IDS",
     "MAX_K",
@@ -514,6 +515,24 @@ class DismissFailedRequest(OperationRequest):
 
 
 # -- reading -----------------------------------------------------------------------------------
+CONTEXT_MIN_RELEVANCE = 0.05
+"""The ``min_relevance`` of :meth:`context` when none is given: hits less relevant (see
+:mod:`membrain.retrieval.relevance`) are left out, so a question about a topic the memory does not
+hold gets no facts. ``None`` (or 0) keeps every hit. Chosen with
+``benchmarks/calibrate_relevance.py``; figures in ``docs/benchmarks/relevance.md``."""
+
+MinRelevance = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=1,
+        strict=True,
+        description="Drop hits whose relevance (0-1, calibrated; MemoryHit.relevance) is below "
+        "this, after ranking. None keeps every hit.",
+    ),
+]
+
+
 class SearchRequest(OperationRequest):
     """The ``k`` facts that best answer ``query``, with their sources and explanation.
 
@@ -521,7 +540,9 @@ class SearchRequest(OperationRequest):
         A :class:`SearchResult`: a sequence of :class:`MemoryHit` (best first) that also
         says which mode ran (``auto`` ends as ``fast`` or ``expand``, ``escalated`` when it
         went on) and which paths. Every hit's ``paths`` maps each path that found the fact
-        to its rank there, and ``score`` is the fused score.
+        to its rank there, ``score`` is the fused score and ``relevance`` the calibrated
+        probability (0-1) that the fact is evidence, never higher than the hit above it;
+        ``min_relevance`` drops the hits below it (none by default).
 
     Raises:
         ScopeError: ``scope`` is missing or malformed.
@@ -557,6 +578,7 @@ class SearchRequest(OperationRequest):
         "(:mod:`membrain.retrieval.rerank`); ``False`` keeps the fused order.",
     )
     filters: Filters = None
+    min_relevance: MinRelevance = None
 
 
 class ContextRequest(OperationRequest):
@@ -569,7 +591,9 @@ class ContextRequest(OperationRequest):
     ``profile_ratio * max_tokens`` tokens, and the facts get the rest, the profile's unused
     share included. ``profile_tokens`` only reserves budget (no block). ``as_of``,
     ``valid_at`` and ``filters`` read as in :meth:`search`. Lines mark disputed facts,
-    facts an agent wrote and superseded facts (when and by which fact).
+    facts an agent wrote and superseded facts (when and by which fact). Hits whose relevance
+    is below ``min_relevance`` (default :data:`CONTEXT_MIN_RELEVANCE`) are left out; when none
+    is left the context holds no facts and its text says nothing relevant was found.
 
     Raises:
         InputError: ``max_tokens < 1``, a reserve larger than the budget, a ratio outside
@@ -596,6 +620,7 @@ class ContextRequest(OperationRequest):
         strict=True,
         description="The share of the budget the user profile may open with.",
     )
+    min_relevance: MinRelevance = CONTEXT_MIN_RELEVANCE
 
     @model_validator(mode="after")
     def _one_share(self) -> Self:

@@ -101,7 +101,8 @@ def _print_hits(hits: Sequence[MemoryHit]) -> None:
         when = time_label(hit.fact)
         reranked = "" if hit.rerank is None else f", reranker {hit.rerank:+.2f}"
         out.print(
-            f"     [dim]{when}  score {hit.score:.3f} ({paths}{reranked})  sources: {sources}[/]",
+            f"     [dim]{when}  relevance {hit.relevance:.2f}  score {hit.score:.3f}"
+            f" ({paths}{reranked})  sources: {sources}[/]",
             highlight=False,
             soft_wrap=True,
         )

@@ -88,8 +88,17 @@ from membrain.retrieval.profile_block import profile_block
 from membrain.temporal import plain_text
 from membrain.temporal.annotation import format_moment
 
-__all__ = ["OTHER_GROUP", "SHORT_ID", "assemble_context", "cited_as"]
+__all__ = [
+    "NOTHING_RELEVANT",
+    "OTHER_GROUP",
+    "SHORT_ID",
+    "assemble_context",
+    "cited_as",
+    "nothing_relevant",
+]
 
+NOTHING_RELEVANT = "(Nothing relevant to this question was found in memory.)"
+"""The text of a context no fact was relevant enough for (see :func:`nothing_relevant`)."""
 OTHER_GROUP = "Other"
 """Heading of the group of facts that mention no entity."""
 SHORT_ID = 8
@@ -172,6 +181,18 @@ def assemble_context(
         profile=shown,
         profile_tokens=profile_tokens,
     )
+
+
+def nothing_relevant(context: Context) -> Context:
+    """``context`` (built from no hits) marked ``nothing_relevant``.
+
+    Its text, when no profile block opens it, is :data:`NOTHING_RELEVANT` if that fits the
+    budget, so an agent reading the prompt sees that memory was searched and held nothing.
+    """
+    text, tokens = context.text, context.tokens
+    if not text and count_tokens(NOTHING_RELEVANT) <= context.max_tokens - context.profile_tokens:
+        text, tokens = NOTHING_RELEVANT, count_tokens(NOTHING_RELEVANT)
+    return context.model_copy(update={"text": text, "tokens": tokens, "nothing_relevant": True})
 
 
 def _facts_block(

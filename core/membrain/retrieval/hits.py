@@ -16,10 +16,12 @@ def memory_hits(
     scope: Scope,
     ranked: Sequence[tuple[Fact, float, dict[str, int]]],  # fact, fused score, path ranks
     reranked: Mapping[str, float] | None = None,
+    relevance: Sequence[float] = (),
 ) -> list[MemoryHit]:
     """One :class:`MemoryHit` per (fact, fused score, path ranks), in one read of each kind.
 
-    ``reranked`` holds the reranker's score per fact id, when it ordered the results.
+    ``reranked`` holds the reranker's score per fact id, when it ordered the results;
+    ``relevance`` each hit's relevance, in order (0 where not given).
     """
     source_ids = list(dict.fromkeys(s for fact, _, _ in ranked for s in fact.sources))
     messages = {m.id: m.message for m in store.get_messages(scope.without_session(), source_ids)}
@@ -29,7 +31,7 @@ def memory_hits(
         for e in store.get_entities(scope.without_session(), entity_ids)
     }
     hits = []
-    for fact, score, paths in ranked:
+    for index, (fact, score, paths) in enumerate(ranked):
         names = {
             ref: views[i].name
             for ref, i in zip(fact.entities, fact.entity_ids, strict=True)
@@ -40,6 +42,7 @@ def memory_hits(
                 fact=fact,
                 score=score,
                 rerank=(reranked or {}).get(fact.id),
+                relevance=relevance[index] if index < len(relevance) else 0.0,
                 text=render_fact(fact.text, names),
                 entities=tuple(views[i] for i in dict.fromkeys(fact.entity_ids) if i in views),
                 sources=tuple(messages[s] for s in fact.sources if s in messages),

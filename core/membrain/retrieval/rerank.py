@@ -45,6 +45,7 @@ __all__ = [
     "Reranker",
     "RerankerFile",
     "applies_to",
+    "content_words",
     "features",
 ]
 
@@ -113,11 +114,11 @@ def features(
     top = max((c.score for c in candidates), default=0.0) or 1.0
     asked = _asked_names(question, participants)
     others = {p.casefold() for p in participants} - asked
-    words = _content(question)
+    words = content_words(question)
     rows = []
     for c in candidates:
         text = plain_text(c.text)
-        fact_words = _content(text)
+        fact_words = content_words(text)
         named = {m.group(1).casefold() for m in _BRACKET.finditer(c.text)}
         first = _first_entity(c.text)
         rows.append(
@@ -160,7 +161,8 @@ def _first_entity(text: str) -> str | None:
     return match.group(1).casefold().removesuffix("'s") if match else None
 
 
-def _content(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
+    """The stemmed words of ``text`` longer than two letters, stop words left out."""
     return {
         _stem(w.casefold()) for w in _WORD.findall(text) if len(w) > 2 and w.casefold() not in _STOP
     }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 import secrets
 import threading
 import time
@@ -42,6 +43,7 @@ from starlette.types import Scope as AsgiScope
 from membrain.api.audit import AuditAction
 from membrain.api.errors import MembrainError, NotFoundError
 from membrain.api.models import Actor, ActorKind, Fact, Scope
+from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.memory import Memory
 from membrain.server.guards import status_of
 from membrain.server.inspector_pages import (
@@ -583,14 +585,26 @@ def _routes(inspector: Inspector) -> APIRouter:  # noqa: C901 - one closure per 
 
     @router.get("/search")
     def search_page(
-        request: Request, dataset: str = "", task: str = "", q: str = "", budget: int = 400
+        request: Request,
+        dataset: str = "",
+        task: str = "",
+        q: str = "",
+        budget: int = 400,
+        min_relevance: str = "",
     ) -> Response:
         viewer = inspector.require(request)
         scope = inspector.scope(viewer, dataset, task)
         budget = min(max(budget, 50), 8000)
         query = q.strip()[:500]
-        result = _call(memory.search, query, scope=scope, k=8) if query else None
-        context = _call(memory.context, query, scope=scope, max_tokens=budget) if query else None
+        floor = _relevance_floor(min_relevance)
+        # Without a minimum, search keeps every hit and context its default floor.
+        chosen = {} if floor is None else {"min_relevance": floor}
+        result = _call(memory.search, query, scope=scope, k=8, **chosen) if query else None
+        context = (
+            _call(memory.context, query, scope=scope, max_tokens=budget, **chosen)
+            if query
+            else None
+        )
         return inspector.render(
             request,
             "search.html",
@@ -598,6 +612,8 @@ def _routes(inspector: Inspector) -> APIRouter:  # noqa: C901 - one closure per 
             scope=scope,
             q=query,
             budget=budget,
+            min_relevance="" if floor is None else f"{floor:g}",
+            default_floor=CONTEXT_MIN_RELEVANCE,
             result=result,
             context=context,
         )
@@ -638,3 +654,12 @@ def _routes(inspector: Inspector) -> APIRouter:  # noqa: C901 - one closure per 
         )
 
     return router
+
+
+def _relevance_floor(text: str) -> float | None:
+    """The minimum relevance typed in the search form: a number, clamped to 0-1; else none."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return min(max(value, 0.0), 1.0) if math.isfinite(value) else None

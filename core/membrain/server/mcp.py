@@ -42,7 +42,7 @@ from membrain.api.errors import (
 from membrain.api.indexing import render_fact
 from membrain.api.models import MemoryHit, Scope
 from membrain.api.operations import OPERATIONS, Operation
-from membrain.api.requests import LOCAL
+from membrain.api.requests import CONTEXT_MIN_RELEVANCE, LOCAL
 from membrain.memory import Memory
 from membrain.remote import MemoryLike, RemoteMemory
 from membrain.remote.protocol import actor_for
@@ -82,6 +82,9 @@ class FoundFact(BaseModel):
     valid_from: str | None = Field(None, description="When it became true, if known.")
     valid_to: str | None = Field(None, description="When it stopped being true, if known.")
     sources: list[str] = Field(description="Ids of the messages the fact was taken from.")
+    relevance: float = Field(
+        0.0, description="How likely the fact answers the query, 0-1 (never above the one before)."
+    )
 
 
 class AddedMemory(BaseModel):
@@ -183,9 +186,15 @@ def build_server(
             str | None,
             Field(max_length=MAX_QUESTION_CHARS, description="Deprecated name of query."),
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="Leave out facts less relevant than this (0-1)."),
+        ] = None,
     ) -> list[FoundFact]:
         with calling():
-            hits = memory.search(_query(query, question), scope=scope, k=limit)
+            hits = memory.search(
+                _query(query, question), scope=scope, k=limit, min_relevance=min_relevance
+            )
         return [_found(hit) for hit in hits]
 
     def add_memory(
@@ -217,10 +226,22 @@ def build_server(
             str | None,
             Field(max_length=MAX_QUESTION_CHARS, description="Deprecated name of query."),
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="Leave out facts less relevant than this (0-1; default "
+                f"{CONTEXT_MIN_RELEVANCE}).",
+            ),
+        ] = CONTEXT_MIN_RELEVANCE,
     ) -> str:
         with calling():
             found = memory.context(
-                _query(query, question), scope=scope, max_tokens=max_tokens or budget
+                _query(query, question),
+                scope=scope,
+                max_tokens=max_tokens or budget,
+                min_relevance=min_relevance,
             )
         return found.text
 
@@ -440,6 +461,7 @@ def _found(hit: MemoryHit) -> FoundFact:
         valid_from=fact.valid_from.isoformat() if fact.valid_from else None,
         valid_to=fact.valid_to.isoformat() if fact.valid_to else None,
         sources=list(hit.source_ids),
+        relevance=hit.relevance,
     )
 
 
