@@ -100,7 +100,7 @@ def _value(key: str, value: object) -> str | int:
 
 
 # Kept in the metadata for programs, hidden from the LLM prompt and the embedding text.
-_HIDDEN_KEYS = ["fact_id", "text", "sources", "score", "paths", "scope", "session"]
+_HIDDEN_KEYS = ["fact_id", "text", "sources", "score", "relevance", "paths", "scope", "session"]
 
 
 def hit_metadata(hit: MemoryHit) -> dict[str, Any]:
@@ -120,8 +120,7 @@ def hit_to_node(hit: MemoryHit) -> NodeWithScore:
         excluded_llm_metadata_keys=hidden,
         excluded_embed_metadata_keys=hidden,
     )
-    relevance = getattr(hit, "relevance", None)  # in [0, 1], monotone with the order
-    return NodeWithScore(node=node, score=relevance if relevance is not None else hit.score)
+    return NodeWithScore(node=node, score=hit.relevance)  # in [0, 1], falling with the order
 
 
 class MembrainRetriever(BaseRetriever):

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from integration.served import serving
 from langchain_membrain import MembrainRetriever
 from membrain import ConfigurationError, Memory, Scope, ScopeError
-from membrain.api.requests import SearchRequest
 from membrain.binding import ScopeBinding
 from membrain.server import Access
 from membrain.testing import HashingEncoder
@@ -96,6 +95,7 @@ def test_document_metadata_is_exact(store: Memory) -> None:
         "valid_to": "2024-03-15T00:00:00+00:00",
         "sources": ["m1"],
         "score": hit.score,
+        "relevance": hit.relevance,
         "paths": hit.paths,
         "rerank": hit.rerank,
         "scope": "sara/assistant",
@@ -351,9 +351,6 @@ def test_a_served_memory_takes_the_same_search_kwargs(tmp_path: Path) -> None:
         assert retriever.invoke("Sara", {"configurable": {"user_id": "nate"}}) == []
 
 
-@pytest.mark.skipif(
-    "min_relevance" not in SearchRequest.model_fields, reason="search has no min_relevance yet"
-)
 def test_min_relevance_keeps_the_relevant_documents(store: Memory) -> None:
     retriever = MembrainRetriever(memory=store, scope=SCOPE, k=4)
     docs = retriever.invoke("Who plays the cello?")

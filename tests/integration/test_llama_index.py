@@ -120,7 +120,7 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
     top = nodes[0]
     assert isinstance(top.node, TextNode)
     assert top.node.text == "Sara adopted a grey cat named Miso yesterday."
-    assert top.score == hits[0].score
+    assert top.score == hits[0].relevance  # in [0, 1], falling with the order
     assert top.node.metadata == {
         "fact_id": hits[0].fact.id,
         "text": "[Sara] adopted a grey cat named [Miso] [yesterday::2024-03-14].",
@@ -129,6 +129,7 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
         "valid_to": "2024-03-15T00:00:00+00:00",
         "sources": ["m1"],
         "score": hits[0].score,
+        "relevance": hits[0].relevance,
         "paths": hits[0].paths,
         "rerank": hits[0].rerank,
         "scope": "sara/assistant",
@@ -398,7 +399,12 @@ def test_memory_block_writes_each_message_so_the_next_session_remembers(
 async def test_memory_block_put_and_get(memory: Memory) -> None:
     scope = Scope(dataset="okabe", task="lab_chat")
     block = MembrainMemoryBlock(
-        memory=memory, scope=scope, user_name="Okabe", assistant_name="Kurisu", name="longterm"
+        memory=memory,
+        scope=scope,
+        user_name="Okabe",
+        assistant_name="Kurisu",
+        name="longterm",
+        min_relevance=None,  # every fact: this test is about what is written and read
     )
     assert (block.name, block.priority, block.mode.value, block.max_tokens) == (
         "longterm",
@@ -469,7 +475,8 @@ def _seed(memory: Memory, scope: Scope) -> None:
 async def test_truncate_reassembles_whole_facts_within_the_smaller_budget(memory: Memory) -> None:
     scope = Scope(dataset="u1", task="chat")
     _seed(memory, scope)
-    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400)
+    # Every fact, however loosely it answers: this test is about the budget.
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=None)
     full = await block.aget([ChatMessage(role="user", content="Tell me about my hobbies")])
     full_lines = _fact_lines(full)
     assert len(full_lines) == len(MANY)
@@ -497,8 +504,8 @@ def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: A
     scope = Scope(dataset="u2", task="chat")
     _seed(memory, scope)
     question = "Tell me about my hobbies"
-    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400)
-    full = memory.context(question, scope=scope, max_tokens=400, mode="fast")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=None)
+    full = memory.context(question, scope=scope, max_tokens=400, mode="fast", min_relevance=None)
     assert len(_fact_lines(full.text)) == len(MANY)
 
     chat = ChatMemory.from_defaults(
@@ -514,7 +521,9 @@ def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: A
     assert set(lines) <= set(_fact_lines(full.text))
 
     # Priority 0 blocks are never truncated by the framework.
-    fixed = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, priority=0)
+    fixed = MembrainMemoryBlock(
+        memory=memory, scope=scope, max_tokens=400, priority=0, min_relevance=None
+    )
     chat.memory_blocks = [fixed]
     assert len(_fact_lines(_section(chat.get(question), "membrain"))) == len(MANY)
 
