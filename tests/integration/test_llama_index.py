@@ -280,6 +280,56 @@ def test_filter_conditions_membrain_cannot_evaluate_are_clear_errors(
     assert membrain_filters(MetadataFilters(filters=[])) is None
 
 
+@pytest.mark.asyncio
+async def test_memory_block_quotes_the_assistants_earlier_replies(memory: Memory) -> None:
+    scope = Scope(dataset="sara", task="capitals")
+    block = MembrainMemoryBlock(memory=memory, scope=scope)
+    await block.aput(
+        [
+            ChatMessage(role="user", content="What's the capital of France?"),
+            ChatMessage(role="assistant", content="The capital of France is Paris."),
+            ChatMessage(role="user", content="What about Germany?"),
+            ChatMessage(role="assistant", content="The capital of Germany is Berlin."),
+        ]
+    )
+    assert memory.facts(scope=scope) == []  # an assistant's own words are never facts
+    text = await block.aget([ChatMessage(role="user", content="Tell me about Paris.")])
+    assert text == (
+        "Earlier replies (quoted from the conversation; not facts):\n"
+        "- Assistant: The capital of France is Paris."
+    )
+    # A reply still in the prompt is not quoted again; a question sharing no word quotes none.
+    shown = ChatMessage(role="assistant", content="The capital of France is Paris.")
+    asked = ChatMessage(role="user", content="Tell me about Paris.")
+    assert await block.aget([shown, asked]) == ""
+    assert await block.aget([ChatMessage(role="user", content="Any news on Lisbon?")]) == ""
+    quiet = MembrainMemoryBlock(memory=memory, scope=scope, replies=0)
+    assert await quiet.aget([ChatMessage(role="user", content="Tell me about Paris.")]) == ""
+
+
+@pytest.mark.asyncio
+async def test_memory_block_drops_the_replies_first_when_truncated(memory: Memory) -> None:
+    scope = Scope(dataset="okabe", task="replies")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, user_name="Okabe", min_relevance=None)
+    await block.aput(
+        [
+            ChatMessage(role="user", content="I keep my lab notes in a red notebook."),
+            ChatMessage(role="assistant", content="A red notebook is easy to find in the lab."),
+        ]
+    )
+    text = await block.aget([ChatMessage(role="user", content="Where is the red notebook?")])
+    facts, replies = text.split("\n\nEarlier replies", 1)
+    assert "Okabe keeps Okabe's lab notes in a red notebook." in facts
+    assert "- Assistant: A red notebook is easy to find in the lab." in replies
+    assert await block.atruncate(text, 5) == facts
+    assert await block.atruncate([], 5) is None  # LlamaIndex's placeholder for an empty block
+
+
+def test_memory_block_refuses_unknown_arguments(memory: Memory, scope: Scope) -> None:
+    with pytest.raises(ValidationError, match="similarity_top_k"):
+        MembrainMemoryBlock(memory=memory, scope=scope, similarity_top_k=2)  # type: ignore[call-arg]
+
+
 def test_memory_block_defaults_and_mode(memory: Memory) -> None:
     scope = Scope(dataset="okabe", task="defaults")
     block = MembrainMemoryBlock(memory=memory, scope=scope, mode="expand")
