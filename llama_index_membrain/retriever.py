@@ -143,6 +143,7 @@ class MembrainRetriever(BaseRetriever):
         similarity_top_k: How many facts per query (``k`` is the same).
         filters: Only facts whose metadata meets them.
         k: How many facts per query (instead of ``similarity_top_k``).
+        min_relevance: Only facts at least this relevant (0-1; default every fact).
         mode: Retrieval mode (``"fast"``, ``"expand"``, ``"deep"``, ``"auto"``).
         callback_manager: LlamaIndex callback manager.
         verbose: LlamaIndex verbose flag.
@@ -175,6 +176,7 @@ class MembrainRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
         filters: MetadataFilters | None = None,
         k: int | None = None,
+        min_relevance: float | None = None,
         mode: RetrievalMode | str = RetrievalMode.EXPAND,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -193,6 +195,9 @@ class MembrainRetriever(BaseRetriever):
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigurationError(f"similarity_top_k must be a positive integer, got {self.k!r}")
         self.filters = filters
+        if min_relevance is not None and not 0 <= min_relevance <= 1:
+            raise ConfigurationError(f"min_relevance is in [0, 1], got {min_relevance!r}")
+        self.min_relevance = min_relevance
         self._filters = membrain_filters(filters)
         self.mode = RetrievalMode.parse(mode)
         self._amemory = AsyncMemory.from_memory(sync) if isinstance(sync, Memory) else None
@@ -210,6 +215,8 @@ class MembrainRetriever(BaseRetriever):
         arguments: dict[str, Any] = {"scope": self.scope, "mode": self.mode, "k": self.k}
         if self._filters:
             arguments["filters"] = self._filters
+        if self.min_relevance is not None:
+            arguments["min_relevance"] = float(self.min_relevance)
         return arguments
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

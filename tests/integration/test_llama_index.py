@@ -147,6 +147,9 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
     assert nate["valid_from"] is None and nate["valid_to"] is None
     assert nate["sources"] == ["m2"] and nate["entities"] == ["Nate"]
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
+    floor = (nodes[0].score + nodes[-1].score) / 2  # type: ignore[operator]
+    kept = MembrainRetriever(memory=filled, scope=scope, k=3, mode="fast", min_relevance=floor)
+    assert _ids(kept.retrieve(QUESTION)) == [n.node.node_id for n in nodes if n.score >= floor]  # type: ignore[operator]
 
 
 def test_llm_sees_the_fact_with_entities_and_times_not_the_bookkeeping(
@@ -276,6 +279,8 @@ def test_filter_conditions_membrain_cannot_evaluate_are_clear_errors(
         MembrainRetriever(memory=memory, scope=scope, k=2, similarity_top_k=2)
     with pytest.raises(ConfigurationError, match="positive integer"):
         MembrainRetriever(memory=memory, scope=scope, similarity_top_k=0)
+    with pytest.raises(ConfigurationError, match="min_relevance"):
+        MembrainRetriever(memory=memory, scope=scope, min_relevance=1.5)
     assert membrain_filters(None) is None
     assert membrain_filters(MetadataFilters(filters=[])) is None
 
