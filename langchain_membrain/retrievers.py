@@ -6,9 +6,9 @@ the fact as a reader should see it (entities under their canonical names, times 
 validity window, the cited source messages, the fused score and the paths that found it.
 
 The scope is fixed (``scope=Scope(...)``) or a template resolved at every call from the run's
-``config["configurable"]`` (``namespace=("memories", "{user_id}")``, template parts such as
-``dataset="{user_id}"``, or any :class:`~membrain.binding.ScopeBinding`), the same mechanism the
-tools and the LangGraph nodes use: one retriever serves every user of a chain.
+``config["configurable"]`` (``namespace=("memories", "{user_id}")``, or any
+:class:`~membrain.binding.ScopeBinding` such as ``ScopeBinding(dataset="{user_id}", ...)``), the
+same mechanism the tools and the LangGraph nodes use: one retriever serves every user of a chain.
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ class MembrainRetriever(BaseRetriever):
     """Retrieve MemBrain facts as LangChain documents.
 
     **Where it searches.** Give one of: a fixed ``scope``; its parts ``dataset`` and ``task``
-    (optionally ``session``), each literal or a template such as ``"{user_id}"``; a langmem
-    ``namespace`` template such as ``("memories", "{user_id}")`` (the user is the dataset, the
-    literal labels the task: :meth:`membrain.binding.ScopeBinding.from_namespace`, as
-    :func:`~langchain_membrain.create_memory_tools` reads it); or any ``scope_template``
-    (:class:`~membrain.binding.ScopeBinding`). Templates are resolved at every call from the
+    (optionally ``session``), taken literally; a langmem ``namespace`` template such as
+    ``("memories", "{user_id}")`` (the user is the dataset, the literal labels the task:
+    :meth:`membrain.binding.ScopeBinding.from_namespace`, as
+    :func:`~langchain_membrain.create_memory_tools` reads it); or a ``scope_template``
+    (:class:`~membrain.binding.ScopeBinding`, e.g. ``ScopeBinding(dataset="{user_id}",
+    task="assistant", session=None)``). Templates are resolved at every call from the
     run's ``config["configurable"]``: ``chain.invoke(q, {"configurable": {"user_id": "sara"}})``
     reads Sara's memory, so one retriever serves every user. A missing value raises
     :class:`~membrain.ScopeError`.
@@ -77,9 +78,9 @@ class MembrainRetriever(BaseRetriever):
         memory: The memory to search: a :class:`~membrain.Memory`, or a
             :class:`~membrain.RemoteMemory` of a served memory.
         scope: Where to search.
-        dataset: Scope dataset, literal or a template (instead of ``scope``).
-        task: Scope task, literal or a template (instead of ``scope``).
-        session: Scope session, literal or a template (instead of ``scope``; optional).
+        dataset: Scope dataset (instead of ``scope``).
+        task: Scope task (instead of ``scope``).
+        session: Scope session (instead of ``scope``; optional).
         namespace: A langmem namespace template instead of ``scope``.
         scope_template: A :class:`~membrain.binding.ScopeBinding` instead of ``scope``.
         search_kwargs: ``k``, ``filter``, ``mode``, ``min_relevance``; any other key is an
@@ -154,12 +155,6 @@ class MembrainRetriever(BaseRetriever):
             return ScopeBinding.from_namespace(self.namespace)
         if self.scope_template is not None:
             return self.scope_template
-        if self.scope is None and self.dataset is not None and self.task is not None:
-            binding = ScopeBinding(
-                dataset=self.dataset, task=self.task, session=self.session, defaults={}
-            )
-            if binding.scope is None:
-                return binding  # templates, resolved at every call
         if self.scope is not None:
             return ScopeBinding.fixed(self.scope)
         return ScopeBinding.of(

@@ -320,7 +320,8 @@ async def test_one_retriever_in_a_chain_serves_every_user(tmp_path: Path) -> Non
     with Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
         mem.add(CONVERSATION[:1], scope=Scope(dataset="sara", task="assistant"))
         mem.add(CONVERSATION[3:], scope=Scope(dataset="nate", task="assistant"))
-        retriever = MembrainRetriever(memory=mem, dataset="{user_id}", task="assistant")
+        template = ScopeBinding(dataset="{user_id}", task="assistant", session=None)
+        retriever = MembrainRetriever(memory=mem, scope_template=template)
         chain = (
             RunnableLambda(lambda q: q)
             | retriever
@@ -328,7 +329,8 @@ async def test_one_retriever_in_a_chain_serves_every_user(tmp_path: Path) -> Non
         )
         assert chain.invoke("hobby", {"configurable": {"user_id": "sara"}}) == [["m1"]]
         assert await chain.ainvoke("hobby", {"configurable": {"user_id": "nate"}}) == [["m4"]]
-        template = ScopeBinding(dataset="{user_id}", task="assistant", session=None)
+        literal = MembrainRetriever(memory=mem, dataset="{user_id}", task="assistant")
+        assert literal.scope == Scope(dataset="{user_id}", task="assistant")  # parts are literal
         by_template = MembrainRetriever(memory=mem, scope_template=template)
         assert by_template.invoke("pet", {"configurable": {"user_id": "nate"}})[0].metadata[
             "sources"
