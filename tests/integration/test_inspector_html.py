@@ -164,3 +164,30 @@ def test_imported_events_are_marked_on_the_fact_and_audit_pages(tmp_path: Path) 
     (here,) = [r for r in rows if "reviewer:tom" in r[0]]  # written in this store: no mark
     assert "imported" not in here[1]
     assert all("imported" not in r[1] for r in rows if "api:import" in r[0])
+
+
+# -- relevance on the search page --------------------------------------------------------------
+def search_page(client: TestClient, **query: str) -> Any:
+    params = {"dataset": SARA.dataset, "task": SARA.task, **query}
+    return client.get("/ui/search", params=params)
+
+
+def test_the_search_page_shows_relevance_and_takes_a_minimum(
+    client: TestClient, memory: Memory
+) -> None:
+    question = "What is the cat called?"
+    hits = memory.search(question, scope=SARA, k=8).hits
+    shown = search_page(client, q=question)
+    assert shown.status_code == 200 and secured(shown)
+    assert shown.text.count('class="relevance"') == len(hits) > 0
+    assert f"relevance {hits[0].relevance:.2f}" in shown.text
+    assert 'name="min_relevance"' in shown.text
+    floor = hits[0].relevance
+    kept = sum(h.relevance >= floor for h in hits)
+    strict = search_page(client, q=question, min_relevance=str(floor))
+    assert strict.text.count('class="relevance"') == kept
+    assert f'value="{floor:g}"' in strict.text
+    nothing = search_page(client, q="What is quantum chromodynamics?")
+    assert "nothing relevant" in nothing.text
+    for odd in ("abc", "nan", "7"):  # not a number: no minimum; out of range: clamped
+        assert search_page(client, q=question, min_relevance=odd).status_code == 200

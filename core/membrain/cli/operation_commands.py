@@ -57,7 +57,7 @@ def _kind(op: Operation, name: str) -> Any:
         return bool
     if annotation is int:
         return int
-    if annotation is float:
+    if annotation is float or annotation == float | None:  # min_relevance: 0 keeps every hit
         return float
     return str
 

@@ -2,29 +2,33 @@
 
 The fused score ranks (the top hit is 1.0 however weak) and the reranker's log-odds are
 relative to the other candidates (its features are mostly ranks), so neither says whether a
-memory holds anything about a question. :class:`RelevanceModel` adds absolute evidence to them:
+memory holds anything about a question. A hit's relevance is the product of two calibrated
+probabilities, each a logistic model over absolute evidence:
 
-* ``cos``: the dense cosine of the question (participants' names neutral, as the facts are
-  written) and the fact, with the memory's own encoder;
-* ``overlap``: the share of the question's content words (stemmed, stop words out) the fact
-  holds; ``best_cos`` and ``best_overlap``: the highest of them over the hits returned, how
-  well the memory matches the question at all;
-* ``margin``: the reranker's log-odds, where it ordered the hit.
+* ``topic``: that the memory holds the question's topic at all, from the best signals of the
+  returned list: ``best_cos``, the highest dense cosine of the question (participants' names
+  neutral, as facts are written) and a fact, with the memory's own encoder; ``best_overlap``,
+  the highest share of the question's content words (stemmed, stop words out) a fact holds; and
+  ``best_margin``, the reranker's highest log-odds where it ordered the list;
+* ``rest``: given the topic, that evidence is at this hit or below it, from the hit's ``rank``
+  (``log(1 + position)``) and the best cosine and overlap of the hits from it on (``rest_cos``,
+  ``rest_overlap``).
 
-A logistic model per kind of hit turns them into the probability that the hit is evidence of the
-question: ``reranked`` (the reranker scored it) or ``plain`` (``fast``, a chat with an assistant,
-a custom reranker, a hit below the reranked head). The weights ship as data
+The reranker's log-odds enter the topic only: they fall steeply after the first few hits, and a
+``rest`` model reading them cut evidence further down (``benchmarks/calibrate_relevance.py``).
+Each kind of list has its pair of models: ``reranked`` (the packaged reranker ordered it) and
+``plain`` (``fast``, a chat with an assistant, a reranker of your own). The weights ship as data
 (``membrain/data/relevance.json``), fitted by ``benchmarks/calibrate_relevance.py`` on the LoCoMo
-dev questions (a hit citing an evidence turn is positive) and on off-topic questions asked of the
-same conversations (every hit negative). They are keyed by the dense encoder's name, since a
-cosine means nothing on another model's scale: for an encoder the file does not name (a custom
-one, the tests' ``HashingEncoder``), the ``lexical`` model is used, which reads ``overlap`` and
-``best_overlap`` only (and ``margin`` where the reranker ran).
+dev questions (a hit citing an evidence turn is evidence) and on off-topic questions asked of the
+same conversations (no topic). They are keyed by the dense encoder's name, since a cosine means
+nothing on another model's scale: for an encoder the file does not name (a custom one, the tests'
+``HashingEncoder``) the :data:`LEXICAL` models are used, which read no cosine.
 
-Monotone by construction: hits are returned in their ranked order, and each hit's relevance is
-capped by the relevance of the hit above it (``min`` of its own and the one above), so relevance
-never increases down the list and a floor (``min_relevance``) drops a tail, never a hit from the
-middle.
+Monotone by construction: hits are returned in their ranked order and each hit's relevance is
+capped by the relevance of the hit above it (:func:`capped`, a running minimum), so relevance
+never rises down the list and a floor (``min_relevance``) drops a tail, never a hit from the
+middle. The ``rest`` signals read the hits returned, so a hit's relevance depends a little on how
+many were asked for (``k``).
 """
 
 from __future__ import annotations
