@@ -66,11 +66,14 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
 
     Human messages are stored with role ``user`` and speaker ``user_name`` (or the message's own
     ``name``), AI messages with role ``assistant`` and speaker ``assistant_name``, system
-    messages with role ``system``. The speaker defaults are
+    messages with role ``system`` (speaker ``"system"``). The speaker defaults are
     :data:`membrain.binding.DEFAULT_USER_NAME` and :data:`membrain.binding.DEFAULT_ASSISTANT_NAME`
     (``"User"`` and ``"Assistant"``); read back,
     a message whose speaker is the configured name (in any case) has no ``name``. A LangChain
-    message ``id`` is kept as the MemBrain ``source_id``, so facts cite it. Messages without
+    message ``id`` is kept as the MemBrain ``source_id``, so facts cite it; a message added
+    without one is read back without one, so what :attr:`messages` returns compares equal to
+    what was added (type, text, name and id; ``additional_kwargs`` and
+    ``response_metadata`` are not stored). Messages without
     text (an AI turn holding only tool calls) are not stored; tool calls and tool results are
     not kept as evidence.
 
@@ -167,7 +170,7 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
         content = message.text
         if message.caption:
             content = f"{content}\n[image: {message.caption}]" if content else message.caption
-        message_id = message.source_id or stored.id
+        message_id = message.source_id  # the caller's id only: a message read back equals it
         if message.role is Role.USER:
             return HumanMessage(
                 content=content, id=message_id, name=_name(message.speaker, self.user_name)
@@ -177,7 +180,9 @@ class MembrainChatMessageHistory(BaseChatMessageHistory):
                 content=content, id=message_id, name=_name(message.speaker, self.assistant_name)
             )
         if message.role is Role.SYSTEM:
-            return SystemMessage(content=content, id=message_id)
+            return SystemMessage(
+                content=content, id=message_id, name=_name(message.speaker, "system")
+            )
         return ChatMessage(content=content, role=message.speaker, id=message_id)
 
     # -- write -------------------------------------------------------------------------------

@@ -121,8 +121,9 @@ def create_memory_tools(
         namespace: Instead of ``scope``, a langmem namespace template such as
             ``("memories", "{user_id}")``, resolved at each call from the run's
             ``config["configurable"]`` (:meth:`membrain.binding.ScopeBinding.from_namespace`:
-            the templated labels name the dataset, the literal ones the task), so one set of
-            tools serves every user of a multi-user app.
+            the templated labels name the dataset, the literal ones the task: the user is the
+            dataset, as for the retriever, the nodes and the store), so one set of tools serves
+            every user of a multi-user app.
         speaker: Speaker name of the messages ``manage_memory`` stores (default
             ``"Assistant"``, :data:`membrain.binding.DEFAULT_ASSISTANT_NAME`).
         mode: Retrieval mode of ``search_memory``.

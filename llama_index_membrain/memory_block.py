@@ -9,12 +9,14 @@ from collections import OrderedDict
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from membrain import Memory, MemoryLike, Message, RetrievalMode, Role, Scope
 from membrain.aio import AsyncMemory
 from membrain.api.models import Context
+from membrain.api.requests import CONTEXT_MIN_RELEVANCE
+from membrain.api.results import EvidenceHit
 from membrain.api.tokens import count_tokens
 from membrain.background import BackgroundWriter
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
@@ -35,6 +37,7 @@ _ID_KEYS = ("source_id", "message_id", "id")
 """``additional_kwargs`` keys read, in this order, for the caller's id of a message."""
 
 _CACHED_CONTEXTS = 16
+_REPLIES_HEADING = "Earlier replies (quoted from the conversation; not facts):"
 
 
 class MembrainMemoryBlock(BaseMemoryBlock[str]):
@@ -53,6 +56,14 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     ``priority > 0`` the memory may ask the block to shrink, and the context is assembled again
     within the smaller budget, dropping whole facts (``atruncate``).
 
+    Facts come from what people say, never from the assistant's own words; so that the model
+    still sees what it answered before (as a vector memory block would show it), the block
+    also quotes up to ``replies`` of the assistant's earlier messages that share words with the
+    latest user message (a BM25 search of the evidence), after the facts and within the same
+    budget, leaving out the messages it was given (they are in the prompt already). They are
+    dropped first when the block must shrink. A block with neither relevant facts nor replies
+    is ``""`` (LlamaIndex then leaves it out).
+
     Args:
         memory: The memory to write to and read from: a :class:`membrain.Memory`, or a
             :class:`~membrain.RemoteMemory` of a served memory.
@@ -70,6 +81,9 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         priority: LlamaIndex truncation priority (0: never truncated).
         record_reads: Write the messages a read sees as evidence (default); ``False`` writes
             only what leaves the short-term FIFO (a read-only probe, an audit tool).
+        min_relevance: Facts less relevant than this (``MemoryHit.relevance``, 0-1) are left
+            out; default :data:`membrain.api.requests.CONTEXT_MIN_RELEVANCE`, ``None`` keeps all.
+        replies: How many earlier assistant replies to quote (0: none).
 
     Example:
         >>> from llama_index.core.memory import Memory as ChatMemory
@@ -80,6 +94,8 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         ...     session_id="s1", memory_blocks=[block], token_limit=4000
         ... )  # doctest: +SKIP
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # no silent typos
 
     name: str = Field(default="membrain", description="The name of the memory block.")
     description: str | None = Field(
@@ -105,7 +121,12 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         description="Write the messages a read sees as evidence (False: only FIFO flushes).",
     )
 
-    _contexts: OrderedDict[str, Context] = PrivateAttr(default_factory=OrderedDict)
+    min_relevance: float | None = Field(
+        default=CONTEXT_MIN_RELEVANCE, ge=0, le=1, description="Relevance floor of the facts."
+    )
+    replies: int = Field(default=3, ge=0, description="Earlier assistant replies quoted.")
+
+    _contexts: OrderedDict[str, tuple[Context, str]] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @field_validator("mode", mode="before")
@@ -116,9 +137,7 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
 
     async def _add(self, batch: list[Message], *, extract: bool) -> AddResult:
         if isinstance(self.memory, Memory):
-            return await AsyncMemory.from_memory(self.memory).add(
-                batch, scope=self.scope, extract=extract
-            )
+            return await AsyncMemory(self.memory).add(batch, scope=self.scope, extract=extract)
         return await asyncio.to_thread(self.memory.add, batch, scope=self.scope, extract=extract)
 
     async def _context(self, question: str) -> Context:
@@ -128,10 +147,41 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
             "mode": self.mode,
             "k": self.k,
             "profile_ratio": self.profile_ratio,
+            "min_relevance": self.min_relevance,
         }
         if isinstance(self.memory, Memory):
-            return await AsyncMemory.from_memory(self.memory).context(question, **arguments)
+            return await AsyncMemory(self.memory).context(question, **arguments)
         return await asyncio.to_thread(self.memory.context, question, **arguments)
+
+    async def _replies(self, question: str, shown: set[str], budget: int) -> str:
+        """The assistant's earlier replies sharing words with ``question``, within ``budget``."""
+        if self.replies == 0 or budget <= count_tokens(_REPLIES_HEADING):
+            return ""
+        arguments: dict[str, Any] = {
+            "scope": self.scope,
+            "k": self.replies * 4 + len(shown),
+            "paths": ["sparse"],
+        }
+        found: list[EvidenceHit]
+        if isinstance(self.memory, Memory):
+            found = await AsyncMemory(self.memory).search_messages(question, **arguments)
+        else:
+            found = await asyncio.to_thread(self.memory.search_messages, question, **arguments)
+        lines = [_REPLIES_HEADING]
+        used = count_tokens(_REPLIES_HEADING)
+        for hit in found:
+            message = hit.message
+            if message.role is not Role.ASSISTANT or (message.source_id or "") in shown:
+                continue
+            line = f"- {message.speaker}: {message.text}"
+            tokens = count_tokens(line) + 1
+            if used + tokens > budget:
+                continue
+            lines.append(line)
+            used += tokens
+            if len(lines) > self.replies:
+                break
+        return "\n".join(lines) if len(lines) > 1 else ""
 
     async def _aput(self, messages: list[ChatMessage], **block_kwargs: Any) -> None:
         """Write the messages leaving the FIFO as evidence and extract facts from them now."""
@@ -146,33 +196,47 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         first; the background writer extracts them (a served memory's: the server's).
         """
         session = str(block_kwargs.get("session_id") or "")
-        batch = self._to_messages(messages or [], session) if self.record_reads else []
-        if batch:
-            result = await self._add(batch, extract=False)
+        given = self._to_messages(messages or [], session)
+        if given and self.record_reads:
+            result = await self._add(given, extract=False)
             if result.messages_stored and isinstance(self.memory, Memory):
-                tokens = sum(count_tokens(m.text) for m in batch)
+                tokens = sum(count_tokens(m.text) for m in given)
                 BackgroundWriter.for_memory(self.memory).schedule(self.scope, tokens=tokens)
         question = _latest_user_text(messages or [])
         if not question:
             return ""
         context = await self._context(question)
-        self._remember(context)
-        return context.text
+        facts = _facts_text(context)
+        shown = {m.source_id for m in given if m.source_id}
+        budget = self.max_tokens - (count_tokens(facts) + 2 if facts else 0)
+        replies = await self._replies(question, shown, budget)
+        text = "\n\n".join(part for part in (facts, replies) if part)
+        self._remember(text, context, replies)
+        return text
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
-        """Shrink the block by ``tokens_to_truncate``: fewer whole facts, never a cut line.
+        """Shrink the block by ``tokens_to_truncate``: replies first, then whole facts.
 
-        The facts of the context this block returned are assembled again within its size
-        minus ``tokens_to_truncate``. Returns ``None`` (drop the block) when no fact fits, or
-        when ``content`` is not a context this block produced.
+        The quoted replies go first; then the facts of the context this block returned are
+        assembled again within its size minus what is still to cut. Returns ``None`` (drop the
+        block) when no fact fits, or when ``content`` is not a text this block produced (or is
+        empty).
         """
         if tokens_to_truncate <= 0:
             return content
-        with self._lock:
-            context = self._contexts.get(content)
-        if context is None:
+        if not isinstance(content, str) or not content:
             return None
-        budget = min(self.max_tokens, context.tokens) - tokens_to_truncate
+        with self._lock:
+            entry = self._contexts.get(content)
+        if entry is None:
+            return None
+        context, replies = entry
+        facts = _facts_text(context)
+        target = count_tokens(content) - tokens_to_truncate
+        if replies and facts and count_tokens(facts) <= target:
+            self._remember(facts, context, "")
+            return facts
+        budget = min(self.max_tokens, context.tokens, target)
         if budget < 1 or not context.hits:
             return None
         share = min(context.profile_tokens, budget)  # the profile keeps its place, shrunk too
@@ -185,15 +249,15 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         )
         if not smaller.text:
             return None
-        self._remember(smaller)
+        self._remember(smaller.text, smaller, "")
         return smaller.text
 
-    def _remember(self, context: Context) -> None:
-        if not context.text:
+    def _remember(self, text: str, context: Context, replies: str) -> None:
+        if not text:
             return
         with self._lock:
-            self._contexts[context.text] = context
-            self._contexts.move_to_end(context.text)
+            self._contexts[text] = (context, replies)
+            self._contexts.move_to_end(text)
             while len(self._contexts) > _CACHED_CONTEXTS:
                 self._contexts.popitem(last=False)
 
@@ -230,6 +294,11 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
                 )
             )
         return converted
+
+
+def _facts_text(context: Context) -> str:
+    """The context's text, ``""`` when it only says that nothing was relevant."""
+    return "" if context.nothing_relevant and not context.profile else context.text
 
 
 def _latest_user_text(messages: list[ChatMessage]) -> str:

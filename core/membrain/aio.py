@@ -18,6 +18,7 @@ import inspect
 from typing import Any
 
 from membrain.api.config import MembrainSettings
+from membrain.api.errors import ConfigurationError
 from membrain.api.requests import OperationRequest
 from membrain.api.surface import AsyncMemoryLike
 from membrain.memory import Memory
@@ -25,12 +26,30 @@ from membrain.memory import Memory
 __all__ = ["AsyncMemory"]
 
 
+def _signature() -> inspect.Signature:
+    """``Memory.__init__``'s signature, whose ``path`` may also be an open ``Memory``."""
+    signature = inspect.signature(Memory.__init__)
+    path = signature.parameters["path"]
+    wrapped = path.replace(annotation=f"Memory | {path.annotation}")
+    return signature.replace(
+        parameters=[wrapped if p.name == "path" else p for p in signature.parameters.values()]
+    )
+
+
 class AsyncMemory(AsyncMemoryLike):
     """Long-term memory for async agents: :class:`~membrain.Memory` with awaitable methods.
 
-    Takes the same arguments as :class:`~membrain.Memory` (and builds one), or wraps an existing
-    one with :meth:`from_memory`. Every operation of :class:`~membrain.Memory` is here as a
-    coroutine with the same parameters; :meth:`aclose` (or ``async with``) releases the store.
+    Takes the same arguments as :class:`~membrain.Memory` (and builds one), or an open
+    :class:`~membrain.Memory` alone, which it wraps and shares: ``AsyncMemory(mem)``, the same as
+    :meth:`from_memory`. Every operation of :class:`~membrain.Memory` is here as a coroutine with
+    the same parameters; :meth:`aclose` (or ``async with``) releases the store.
+
+    A wrapped memory has one store: closing either the ``Memory`` or the ``AsyncMemory`` closes
+    it for both (closing again is harmless). Close it where it was opened, e.g.
+    ``with Memory(...) as mem:`` around the code that uses ``AsyncMemory(mem)``.
+
+    Raises:
+        ConfigurationError: A ``Memory`` was given together with other arguments.
 
     Example:
         >>> import asyncio
@@ -46,13 +65,22 @@ class AsyncMemory(AsyncMemoryLike):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        given = args[0] if args else kwargs.get("path")
+        if isinstance(given, Memory):
+            if len(args) + len(kwargs) > 1:
+                raise ConfigurationError(
+                    "AsyncMemory(memory) wraps an open Memory and takes no other argument; "
+                    "configure the Memory itself"
+                )
+            self._memory = given
+            return
         self._memory = Memory(*args, **kwargs)
 
-    __init__.__signature__ = inspect.signature(Memory.__init__)  # type: ignore[attr-defined]
+    __init__.__signature__ = _signature()  # type: ignore[attr-defined]
 
     @classmethod
     def from_memory(cls, memory: Memory) -> AsyncMemory:
-        """An AsyncMemory driving ``memory`` (closing one closes the other's store).
+        """An AsyncMemory driving ``memory``: ``AsyncMemory(memory)`` (one store, closed once).
 
         Example:
             >>> amem = AsyncMemory.from_memory(Memory(path="/tmp/mem"))  # doctest: +SKIP

@@ -8,7 +8,8 @@ The run's values are ``config["configurable"]`` together with LangGraph's runtim
 ``StateGraph(State, context_schema=Ctx)``; a dataclass, a mapping or a pydantic model), the
 context winning where both hold a key (:func:`run_values`). The scope comes from them through a
 :class:`membrain.binding.ScopeBinding` (:class:`ScopeTemplate`): by default
-``Scope(dataset="{user_id}", task="{assistant_id}", session="{thread_id}")``, where a missing
+``Scope(dataset="{user_id}", task="{assistant_id}", session="{thread_id}")`` (the user is the
+dataset, as for the tools, the retriever and the store: see the frameworks guide), where a missing
 ``assistant_id`` defaults to ``"assistant"``, a missing ``thread_id`` leaves the scope without a
 session, and a missing ``user_id`` is an error (:class:`membrain.ScopeError`): memory must
 always know whose it is. A user id may be any string (:func:`membrain.binding.scope_part`
@@ -44,6 +45,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from membrain import ConfigurationError, MemoryLike, Message, RetrievalMode, Role, Scope
+from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.background import BackgroundWriter, check_writer, flush_scope, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 from membrain.extraction.llm import langchain_text
@@ -296,12 +298,14 @@ def make_recall_node(
     flush: bool = False,
     flush_timeout: float = 5.0,
     profile_ratio: float = 0.0,
+    min_relevance: float | None = CONTEXT_MIN_RELEVANCE,
 ) -> Node:
     """A node that puts a memory context for the latest human message into the state.
 
     Runs ``memory.context(<latest human message text>, max_tokens=..., mode=...)`` and returns
     ``{key: context.text}`` (``""`` when there is no human message or nothing is remembered).
-    The state schema needs a ``key`` field (a ``str``).
+    The state schema needs a ``key`` field (a ``str``); it is ``""`` too when no fact is
+    relevant enough (``min_relevance``).
 
     A turn the writer node wrote is recalled once the background writer extracted it (after
     ``idle_seconds`` of quiet). With ``flush=True`` the node first has the turns the writers of
@@ -327,6 +331,9 @@ def make_recall_node(
         flush_timeout: Seconds the flush may wait at most (then recall goes on without it).
         profile_ratio: Share of ``max_tokens`` for the user profile, which then opens the
             context (the same block every turn); the facts get the rest.
+        min_relevance: Facts less relevant than this (``MemoryHit.relevance``, 0-1) are left
+            out (default :data:`membrain.api.requests.CONTEXT_MIN_RELEVANCE`; ``None`` keeps
+            every fact).
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode, or ``flush_timeout`` is negative.
@@ -352,8 +359,15 @@ def make_recall_node(
         if flush:
             flush_scope(memory, scope, flush_timeout)
         context = memory.context(
-            question, scope=scope, max_tokens=max_tokens, mode=mode, profile_ratio=profile_ratio
+            question,
+            scope=scope,
+            max_tokens=max_tokens,
+            mode=mode,
+            profile_ratio=profile_ratio,
+            min_relevance=min_relevance,
         )
+        if context.nothing_relevant and not context.profile:
+            return {key: ""}  # nothing to recall: no note saying so in the prompt
         return {key: context.text}
 
     return recall_memory

@@ -24,9 +24,11 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
+from integration.served import Served, serving
 from langchain_membrain import MembrainChatMessageHistory, transcript_marker_scope
-from membrain import Memory, MessageStatus, Role, Scope, ScopeError
+from membrain import Memory, MemoryLike, MessageStatus, Role, Scope, ScopeError
 from membrain.binding import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME
+from membrain.server import Access
 from membrain.testing import HashingEncoder
 
 _counter = itertools.count()
@@ -62,7 +64,7 @@ def test_round_trip_human_and_ai(store: Memory, scope: Scope) -> None:
         "Congratulations! How is Miso settling in?",
     ]
     assert got[0].id == "h1"
-    assert got[1].id  # MemBrain's message id when LangChain gave none
+    assert got[1].id is None  # no id was given: none is made up
     assert all(m.name is None for m in got)  # the configured speakers are not repeated as names
     stored = store.messages(scope=scope)
     assert [(m.message.speaker, m.message.role) for m in stored] == [
@@ -70,6 +72,53 @@ def test_round_trip_human_and_ai(store: Memory, scope: Scope) -> None:
         ("Amadeus", Role.ASSISTANT),
     ]
     assert stored[0].message.source_id == "h1"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    keys = {"writer": (["*"], Access.WRITE)}
+    with serving(tmp_path_factory.mktemp("history-served"), keys) as state:
+        yield state
+
+
+@pytest.fixture(params=["embedded", "served"])
+def surface(request: pytest.FixtureRequest, store: Memory) -> Iterator[MemoryLike]:
+    if request.param == "embedded":
+        yield store
+        return
+    served: Served = request.getfixturevalue("served")
+    with served.remote("writer") as remote:
+        yield remote
+
+
+ADDED: list[BaseMessage] = [
+    SystemMessage("You are a helpful assistant."),
+    HumanMessage("I adopted a cat named Miso yesterday."),
+    AIMessage("Congratulations! How is Miso settling in?"),
+    HumanMessage("She hides under the sofa.", id="msg-7"),
+    HumanMessage("Hi, I am Nate, Sara's brother.", name="Nate"),
+    SystemMessage("Keep answers short.", name="policy"),
+]
+
+
+def test_messages_read_back_equal_what_was_added(surface: MemoryLike, scope: Scope) -> None:
+    history = MembrainChatMessageHistory(memory=surface, scope=scope)
+    for message in ADDED:  # one message per call, as RunnableWithMessageHistory adds them
+        history.add_message(message)
+    assert history.messages == ADDED
+    again = MembrainChatMessageHistory(memory=surface, scope=scope)
+    assert again.messages == ADDED
+    assert [m.id for m in again.messages] == [None, None, None, "msg-7", None, None]
+
+
+async def test_messages_read_back_equal_what_was_added_async(
+    surface: MemoryLike, scope: Scope
+) -> None:
+    history = MembrainChatMessageHistory(memory=surface, scope=scope)
+    await history.aadd_messages(ADDED[:3])
+    assert await history.aget_messages() == ADDED[:3]
+    await history.aclear()
+    assert await history.aget_messages() == []
 
 
 def test_messages_are_extracted_synchronously_by_default(store: Memory, scope: Scope) -> None:

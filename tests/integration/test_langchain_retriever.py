@@ -12,8 +12,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from pydantic import ValidationError
 
+from integration.served import serving
 from langchain_membrain import MembrainRetriever
 from membrain import ConfigurationError, Memory, Scope, ScopeError
+from membrain.binding import ScopeBinding
+from membrain.server import Access
 from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant", session="s1")
@@ -232,3 +235,132 @@ def test_a_budget_returns_the_context_and_the_profile_first(tmp_path: Path) -> N
     assert [d.id for d in facts] == list(entry.fact_ids)
     with pytest.raises(ValidationError, match="give max_tokens"):
         MembrainRetriever(memory=mem, scope=scope, profile_ratio=0.3)
+
+
+# -- search_kwargs, as vector-store retrievers take them ----------------------------------------
+TAGGED = Scope(dataset="sara", task="projects")
+TAGGED_CHAT = [
+    {
+        "id": "p1",
+        "speaker": "Sara",
+        "text": "I adopted a cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+        "metadata": {"project": "home"},
+    },
+    {
+        "id": "p2",
+        "speaker": "Sara",
+        "text": "I run a bakery in Porto with my brother.",
+        "timestamp": "2024-03-15T14:03:00Z",
+        "metadata": {"project": "work"},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def tagged(store: Memory) -> Memory:
+    if not store.facts(scope=TAGGED):
+        store.add(TAGGED_CHAT, scope=TAGGED)
+    return store
+
+
+def test_search_kwargs_set_k_mode_and_filter(store: Memory, tagged: Memory) -> None:
+    two = MembrainRetriever(memory=store, scope=SCOPE, search_kwargs={"k": 2, "mode": "fast"})
+    assert len(two.invoke("Sara")) == 2
+    assert [d.id for d in two.invoke("Who plays the cello?")] == [
+        h.fact.id for h in store.search("Who plays the cello?", scope=SCOPE, k=2, mode="fast")
+    ]
+    assert len(two.invoke("Sara", k=1)) == 1  # a call's value wins
+    work = MembrainRetriever(
+        memory=tagged, scope=TAGGED, search_kwargs={"filter": {"project": "work"}}
+    )
+    assert [d.metadata["sources"] for d in work.invoke("What does Sara do?")] == [["p2"]]
+    both = {"project": {"in": ["home", "work"]}}
+    assert len(work.invoke("Sara", filter=both)) == 2
+    assert (
+        MembrainRetriever(memory=tagged, scope=TAGGED).invoke("Sara", filter={"project": "x"}) == []
+    )
+
+
+def test_unknown_or_bad_search_kwargs_are_errors(store: Memory) -> None:
+    with pytest.raises(ValidationError, match="unknown key 'top_k'"):
+        MembrainRetriever(memory=store, scope=SCOPE, search_kwargs={"top_k": 2})
+    with pytest.raises(ValidationError, match="k must be a positive integer"):
+        MembrainRetriever(memory=store, scope=SCOPE, search_kwargs={"k": 0})
+    with pytest.raises(ValidationError, match="filter"):
+        MembrainRetriever(memory=store, scope=SCOPE, search_kwargs={"filter": {"a.b": 1}})
+    with pytest.raises(ValidationError, match="min_relevance"):
+        MembrainRetriever(memory=store, scope=SCOPE, search_kwargs={"min_relevance": 2})
+    retriever = MembrainRetriever(memory=store, scope=SCOPE)
+    with pytest.raises(ConfigurationError, match="unknown key 'score_threshold'"):
+        retriever.invoke("Sara", score_threshold=0.5)
+
+
+# -- the scope of each call ---------------------------------------------------------------------
+def test_a_namespace_template_reads_the_user_of_each_call(tmp_path: Path) -> None:
+    with Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
+        mem.add(CONVERSATION[:1], scope=Scope(dataset="sara", task="memories"))
+        mem.add(CONVERSATION[3:], scope=Scope(dataset="nate", task="memories"))
+        retriever = MembrainRetriever(memory=mem, namespace=("memories", "{user_id}"))
+        assert retriever.scope is None
+        for_sara = retriever.invoke("pet", {"configurable": {"user_id": "sara"}})
+        for_nate = retriever.invoke("pet", {"configurable": {"user_id": "nate"}})
+        assert [d.metadata["sources"] for d in for_sara] == [["m1"]]
+        assert [d.metadata["sources"] for d in for_nate] == [["m4"]]
+        assert retriever.scope_for({"configurable": {"user_id": "sara"}}) == Scope(
+            dataset="sara", task="memories"
+        )
+        with pytest.raises(ScopeError, match="'user_id'"):
+            retriever.invoke("pet")
+
+
+async def test_one_retriever_in_a_chain_serves_every_user(tmp_path: Path) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    with Memory(path=tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
+        mem.add(CONVERSATION[:1], scope=Scope(dataset="sara", task="assistant"))
+        mem.add(CONVERSATION[3:], scope=Scope(dataset="nate", task="assistant"))
+        template = ScopeBinding(dataset="{user_id}", task="assistant", session=None)
+        retriever = MembrainRetriever(memory=mem, scope_template=template)
+        chain = (
+            RunnableLambda(lambda q: q)
+            | retriever
+            | RunnableLambda(lambda docs: [d.metadata["sources"] for d in docs])
+        )
+        assert chain.invoke("hobby", {"configurable": {"user_id": "sara"}}) == [["m1"]]
+        assert await chain.ainvoke("hobby", {"configurable": {"user_id": "nate"}}) == [["m4"]]
+        literal = MembrainRetriever(memory=mem, dataset="{user_id}", task="assistant")
+        assert literal.scope == Scope(dataset="{user_id}", task="assistant")  # parts are literal
+        by_template = MembrainRetriever(memory=mem, scope_template=template)
+        assert by_template.invoke("pet", {"configurable": {"user_id": "nate"}})[0].metadata[
+            "sources"
+        ] == ["m4"]
+        with pytest.raises(ScopeError, match="not both"):
+            MembrainRetriever(memory=mem, scope=SCOPE, namespace=("memories", "{user_id}"))
+
+
+def test_a_served_memory_takes_the_same_search_kwargs(tmp_path: Path) -> None:
+    keys = {"writer": (["*"], Access.WRITE)}
+    with serving(tmp_path, keys) as served, served.remote("writer") as remote:
+        remote.add(TAGGED_CHAT, scope=Scope(dataset="sara", task="memories"))
+        retriever = MembrainRetriever(
+            memory=remote,
+            namespace=("memories", "{user_id}"),
+            search_kwargs={"k": 1, "filter": {"project": "work"}},
+        )
+        docs = retriever.invoke("Sara", {"configurable": {"user_id": "sara"}})
+        assert [d.metadata["sources"] for d in docs] == [["p2"]]
+        assert retriever.invoke("Sara", {"configurable": {"user_id": "nate"}}) == []
+
+
+def test_min_relevance_keeps_the_relevant_documents(store: Memory) -> None:
+    retriever = MembrainRetriever(memory=store, scope=SCOPE, k=4)
+    docs = retriever.invoke("Who plays the cello?")
+    relevance = [d.metadata["relevance"] for d in docs]
+    assert relevance == sorted(relevance, reverse=True) and all(0 <= r <= 1 for r in relevance)
+    threshold = (relevance[0] + relevance[-1]) / 2
+    kept = retriever.invoke("Who plays the cello?", min_relevance=threshold)
+    assert [d.id for d in kept] == [d.id for d in docs if d.metadata["relevance"] >= threshold]
+    assert 0 < len(kept) < len(docs)
+    strict = MembrainRetriever(memory=store, scope=SCOPE, search_kwargs={"min_relevance": 1.0})
+    assert len(strict.invoke("Who plays the cello?")) <= 1

@@ -278,6 +278,22 @@ def test_recall_node_puts_context_for_the_latest_human_message(
     assert "Miso" in only_thread(state, config)["memory_context"]
 
 
+def test_recall_node_leaves_out_what_is_not_relevant_enough(
+    memory: Memory, writer: BackgroundWriter, config: RunnableConfig
+) -> None:
+    write = make_writer_node(memory=memory, writer=writer)
+    write({"messages": [HumanMessage("I adopted a grey cat named Miso.", id="h1")]}, config)
+    writer.flush(timeout=20)
+    state = {"messages": [HumanMessage("What is my grey cat called?", id="q")]}
+    assert "Miso" in make_recall_node(memory=memory)(state, config)["memory_context"]
+    strict = make_recall_node(memory=memory, min_relevance=1.0)
+    assert strict(state, config) == {"memory_context": ""}  # no note that nothing was found
+    loose = make_recall_node(memory=memory, min_relevance=None)
+    unrelated = {"messages": [HumanMessage("Which trains run on Sunday?", id="u")]}
+    assert make_recall_node(memory=memory)(unrelated, config) == {"memory_context": ""}
+    assert "Miso" in loose(unrelated, config)["memory_context"]
+
+
 def test_recall_node_opens_with_the_user_profile_in_its_share(
     memory: Memory, config: RunnableConfig, scope: Scope
 ) -> None:
@@ -401,7 +417,8 @@ def test_the_recalled_context_holds_what_the_user_stated_not_chatter(
 ) -> None:
     replies = iter([AIMessage(f"fake reply {i}. That sounds lovely!") for i in range(4)])
     model = RecordingChatModel(messages=replies, seen=[])
-    graph = build_example_graph(memory=memory, model=model, writer=writer)
+    # The hashing encoder's relevance is lexical: "Where do I live" shares no word with the move.
+    graph = build_example_graph(memory=memory, model=model, writer=writer, min_relevance=None)
     for said in (
         "Hi there! Long time no see.",
         "I live in Toronto and I work as a nurse.",

@@ -11,12 +11,19 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.memory import Memory as ChatMemory
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import (
+    ExactMatchFilter,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from store_templates import copy_store
 
 import llama_index_membrain
-from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever
+from llama_index_membrain import MembrainMemoryBlock, MembrainRetriever, membrain_filters
 from membrain import ConfigurationError, Memory, RetrievalMode, Scope, ScopeError
 from membrain.aio import AsyncMemory
 from membrain.api.tokens import count_tokens
@@ -104,6 +111,7 @@ def test_public_api() -> None:
         "MembrainRetriever",
         "hit_metadata",
         "hit_to_node",
+        "membrain_filters",
     ]
     for name in llama_index_membrain.__all__:
         assert getattr(llama_index_membrain, name) is not None
@@ -120,7 +128,7 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
     top = nodes[0]
     assert isinstance(top.node, TextNode)
     assert top.node.text == "Sara adopted a grey cat named Miso yesterday."
-    assert top.score == hits[0].score
+    assert top.score == hits[0].relevance  # in [0, 1], falling with the order
     assert top.node.metadata == {
         "fact_id": hits[0].fact.id,
         "text": "[Sara] adopted a grey cat named [Miso] [yesterday::2024-03-14].",
@@ -147,6 +155,9 @@ def test_retriever_returns_facts_as_nodes_with_exact_metadata(filled: Memory, sc
     assert nate["valid_from"] is None and nate["valid_to"] is None
     assert nate["sources"] == ["m2"] and nate["entities"] == ["Nate"]
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
+    floor = (nodes[0].score + nodes[-1].score) / 2  # type: ignore[operator]
+    kept = MembrainRetriever(memory=filled, scope=scope, k=3, mode="fast", min_relevance=floor)
+    assert _ids(kept.retrieve(QUESTION)) == [n.node.node_id for n in nodes if n.score >= floor]  # type: ignore[operator]
 
 
 def test_llm_sees_the_fact_with_entities_and_times_not_the_bookkeeping(
@@ -196,6 +207,140 @@ def test_retriever_scope_arguments(filled: Memory, scope: Scope) -> None:
         MembrainRetriever(memory=filled, scope=scope, mode="telepathy")
     with pytest.raises(TypeError):
         MembrainRetriever(filled, scope=scope)  # type: ignore[misc]
+
+
+TAGGED = [
+    {
+        "speaker": "Sara",
+        "text": "I adopted a grey cat named Miso yesterday.",
+        "timestamp": "2024-03-15T14:01:00Z",
+        "source_id": "t1",
+        "metadata": {"project": "home", "tags": ["pets", "family"]},
+    },
+    {
+        "speaker": "Sara",
+        "text": "I run a bakery in Porto with my brother.",
+        "timestamp": "2024-03-15T14:03:00Z",
+        "source_id": "t2",
+        "metadata": {"project": "work", "year": 2024},
+    },
+]
+
+
+def test_retriever_takes_similarity_top_k_and_metadata_filters(memory: Memory) -> None:
+    scope = Scope(dataset="sara", task="tagged")
+    memory.add(TAGGED, scope=scope)
+
+    def sources(**kwargs: object) -> list[list[str]]:
+        retriever = MembrainRetriever(memory=memory, scope=scope, mode="fast", **kwargs)  # type: ignore[arg-type]
+        return sorted(n.node.metadata["sources"] for n in retriever.retrieve("Sara"))
+
+    assert len(sources(similarity_top_k=1)) == 1
+    assert MembrainRetriever(memory=memory, scope=scope, similarity_top_k=1).similarity_top_k == 1
+    eq = MetadataFilters(filters=[MetadataFilter(key="project", value="work")])
+    assert sources(filters=eq) == [["t2"]]
+    assert sources(filters=MetadataFilters(filters=[ExactMatchFilter(key="year", value=2024)])) == [
+        ["t2"]
+    ]
+    one_of = MetadataFilter(key="project", value=["home", "work"], operator=FilterOperator.IN)
+    assert sources(filters=MetadataFilters(filters=[one_of])) == [["t1"], ["t2"]]
+    contains = MetadataFilter(key="tags", value="pets", operator=FilterOperator.CONTAINS)
+    assert sources(filters=MetadataFilters(filters=[contains])) == [["t1"]]
+    either = MetadataFilters(
+        filters=[
+            MetadataFilter(key="project", value="home"),
+            MetadataFilter(key="project", value="x"),
+        ],
+        condition=FilterCondition.OR,
+    )
+    assert sources(filters=either) == [["t1"]]
+    both = MetadataFilters(filters=[contains, MetadataFilters(filters=[eq.filters[0]])])
+    assert sources(filters=both) == []  # and: the work fact has no pets tag
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ([MetadataFilter(key="year", value=2020, operator=FilterOperator.GT)], "operator '>'"),
+        ([MetadataFilter(key="project", value="x", operator=FilterOperator.NE)], "operator '!='"),
+        ([MetadataFilter(key="tags", value=["a"], operator=FilterOperator.NIN)], "'nin'"),
+        ([MetadataFilter(key="score", value=0.5)], "strings and integers"),
+        ([MetadataFilter(key="a", value="x"), MetadataFilter(key="a", value="y")], "two different"),
+    ],
+)
+def test_filters_membrain_cannot_evaluate_are_clear_errors(
+    memory: Memory, scope: Scope, filters: list[MetadataFilter], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        MembrainRetriever(memory=memory, scope=scope, filters=MetadataFilters(filters=filters))
+
+
+def test_filter_conditions_membrain_cannot_evaluate_are_clear_errors(
+    memory: Memory, scope: Scope
+) -> None:
+    pair = [MetadataFilter(key="a", value="x"), MetadataFilter(key="b", value="y")]
+    with pytest.raises(ConfigurationError, match="'or' across keys"):
+        membrain_filters(MetadataFilters(filters=pair, condition=FilterCondition.OR))
+    with pytest.raises(ConfigurationError, match="'not'"):
+        membrain_filters(MetadataFilters(filters=pair, condition=FilterCondition.NOT))
+    with pytest.raises(ConfigurationError, match="not both"):
+        MembrainRetriever(memory=memory, scope=scope, k=2, similarity_top_k=2)
+    with pytest.raises(ConfigurationError, match="positive integer"):
+        MembrainRetriever(memory=memory, scope=scope, similarity_top_k=0)
+    with pytest.raises(ConfigurationError, match="min_relevance"):
+        MembrainRetriever(memory=memory, scope=scope, min_relevance=1.5)
+    assert membrain_filters(None) is None
+    assert membrain_filters(MetadataFilters(filters=[])) is None
+
+
+@pytest.mark.asyncio
+async def test_memory_block_quotes_the_assistants_earlier_replies(memory: Memory) -> None:
+    scope = Scope(dataset="sara", task="capitals")
+    block = MembrainMemoryBlock(memory=memory, scope=scope)
+    await block.aput(
+        [
+            ChatMessage(role="user", content="What's the capital of France?"),
+            ChatMessage(role="assistant", content="The capital of France is Paris."),
+            ChatMessage(role="user", content="What about Germany?"),
+            ChatMessage(role="assistant", content="The capital of Germany is Berlin."),
+        ]
+    )
+    assert memory.facts(scope=scope) == []  # an assistant's own words are never facts
+    text = await block.aget([ChatMessage(role="user", content="Tell me about Paris.")])
+    assert text == (
+        "Earlier replies (quoted from the conversation; not facts):\n"
+        "- Assistant: The capital of France is Paris."
+    )
+    # A reply still in the prompt is not quoted again; a question sharing no word quotes none.
+    shown = ChatMessage(role="assistant", content="The capital of France is Paris.")
+    asked = ChatMessage(role="user", content="Tell me about Paris.")
+    assert await block.aget([shown, asked]) == ""
+    assert await block.aget([ChatMessage(role="user", content="Any news on Lisbon?")]) == ""
+    quiet = MembrainMemoryBlock(memory=memory, scope=scope, replies=0)
+    assert await quiet.aget([ChatMessage(role="user", content="Tell me about Paris.")]) == ""
+
+
+@pytest.mark.asyncio
+async def test_memory_block_drops_the_replies_first_when_truncated(memory: Memory) -> None:
+    scope = Scope(dataset="okabe", task="replies")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, user_name="Okabe", min_relevance=None)
+    await block.aput(
+        [
+            ChatMessage(role="user", content="I keep my lab notes in a red notebook."),
+            ChatMessage(role="assistant", content="A red notebook is easy to find in the lab."),
+        ]
+    )
+    text = await block.aget([ChatMessage(role="user", content="Where is the red notebook?")])
+    facts, replies = text.split("\n\nEarlier replies", 1)
+    assert "Okabe keeps Okabe's lab notes in a red notebook." in facts
+    assert "- Assistant: A red notebook is easy to find in the lab." in replies
+    assert await block.atruncate(text, 5) == facts
+    assert await block.atruncate([], 5) is None  # LlamaIndex's placeholder for an empty block
+
+
+def test_memory_block_refuses_unknown_arguments(memory: Memory, scope: Scope) -> None:
+    with pytest.raises(ValidationError, match="similarity_top_k"):
+        MembrainMemoryBlock(memory=memory, scope=scope, similarity_top_k=2)  # type: ignore[call-arg]
 
 
 def test_memory_block_defaults_and_mode(memory: Memory) -> None:
@@ -318,7 +463,12 @@ def test_memory_block_writes_each_message_so_the_next_session_remembers(
 async def test_memory_block_put_and_get(memory: Memory) -> None:
     scope = Scope(dataset="okabe", task="lab_chat")
     block = MembrainMemoryBlock(
-        memory=memory, scope=scope, user_name="Okabe", assistant_name="Kurisu", name="longterm"
+        memory=memory,
+        scope=scope,
+        user_name="Okabe",
+        assistant_name="Kurisu",
+        name="longterm",
+        min_relevance=None,  # every fact: this test is about what is written and read
     )
     assert (block.name, block.priority, block.mode.value, block.max_tokens) == (
         "longterm",
@@ -390,7 +540,8 @@ def _seed(memory: Memory, scope: Scope) -> None:
 async def test_truncate_reassembles_whole_facts_within_the_smaller_budget(memory: Memory) -> None:
     scope = Scope(dataset="u1", task="chat")
     _seed(memory, scope)
-    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400)
+    # Every fact, however loosely it answers: this test is about the budget.
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=None)
     full = await block.aget([ChatMessage(role="user", content="Tell me about my hobbies")])
     full_lines = _fact_lines(full)
     assert len(full_lines) == len(MANY)
@@ -419,8 +570,8 @@ def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: A
     scope = Scope(dataset="u2", task="chat")
     _seed(memory, scope)
     question = "Tell me about my hobbies"
-    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400)
-    full = memory.context(question, scope=scope, max_tokens=400, mode="fast")
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=None)
+    full = memory.context(question, scope=scope, max_tokens=400, mode="fast", min_relevance=None)
     assert len(_fact_lines(full.text)) == len(MANY)
 
     chat = ChatMemory.from_defaults(
@@ -436,7 +587,9 @@ def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: A
     assert set(lines) <= set(_fact_lines(full.text))
 
     # Priority 0 blocks are never truncated by the framework.
-    fixed = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, priority=0)
+    fixed = MembrainMemoryBlock(
+        memory=memory, scope=scope, max_tokens=400, priority=0, min_relevance=None
+    )
     chat.memory_blocks = [fixed]
     assert len(_fact_lines(_section(chat.get(question), "membrain"))) == len(MANY)
 

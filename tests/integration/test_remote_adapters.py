@@ -144,3 +144,16 @@ async def test_langchain_tools_async(remote: RemoteMemory, scope: Scope) -> None
     fact_id = created.removeprefix("created memory ")
     found = await search.ainvoke({"query": "cello Fridays", "limit": 1})
     assert found.startswith(f"[{fact_id}] Sara plays the cello on Fridays.")
+
+
+async def test_llama_index_memory_block_quotes_earlier_replies(remote: RemoteMemory) -> None:
+    scope = Scope(dataset="sara", task=f"block{next(_counter)}")
+    block = MembrainMemoryBlock(memory=remote, scope=scope)
+    await block.aput(
+        [
+            ChatMessage(role="user", content="What's the capital of France?"),
+            ChatMessage(role="assistant", content="The capital of France is Paris."),
+        ]
+    )
+    text = await block.aget([ChatMessage(role="user", content="Tell me about Paris.")])
+    assert "- Assistant: The capital of France is Paris." in text

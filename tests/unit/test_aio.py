@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from membrain import InputError, MembrainSettings, Memory, MessageStatus, Scope, ScopeError
+from membrain import (
+    ConfigurationError,
+    InputError,
+    MembrainSettings,
+    Memory,
+    MessageStatus,
+    Scope,
+    ScopeError,
+)
 from membrain.aio import AsyncMemory
 from membrain.testing import HashingEncoder
 
@@ -130,6 +138,29 @@ async def test_async_context_manager_closes_the_store(tmp_path: Path, scope: Sco
         ]
     finally:
         await mem2.close()
+
+
+async def test_an_open_memory_is_wrapped_and_shared(memory: Memory, scope: Scope) -> None:
+    amem = AsyncMemory(memory)
+    assert amem.memory is memory
+    assert AsyncMemory(path=memory).memory is memory
+    await amem.add(CHAT[:2], scope=scope)
+    assert [f.text for f in memory.facts(scope=scope)] == [
+        "[Sara] adopted a grey cat named [Miso]."
+    ]
+    with pytest.raises(ConfigurationError, match="takes no other argument"):
+        AsyncMemory(memory, dense=HashingEncoder(dim=64))
+
+
+async def test_closing_the_wrapper_closes_the_shared_store_once(
+    tmp_path: Path, scope: Scope
+) -> None:
+    with Memory(tmp_path / "store", dense=HashingEncoder(dim=64)) as mem:
+        async with AsyncMemory(mem) as amem:
+            await amem.add(CHAT[:2], scope=scope)
+    # Both closed it; the second close is harmless and the path is free for a new owner.
+    with Memory(tmp_path / "store", dense=HashingEncoder(dim=64)) as again:
+        assert len(again.facts(scope=scope)) == 1
 
 
 @pytest.mark.asyncio
