@@ -15,7 +15,6 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from membrain import Memory, MemoryLike, Message, RetrievalMode, Role, Scope
 from membrain.aio import AsyncMemory
 from membrain.api.models import Context
-from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.api.results import EvidenceHit
 from membrain.api.tokens import count_tokens
 from membrain.background import BackgroundWriter
@@ -82,7 +81,9 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         record_reads: Write the messages a read sees as evidence (default); ``False`` writes
             only what leaves the short-term FIFO (a read-only probe, an audit tool).
         min_relevance: Facts less relevant than this (``MemoryHit.relevance``, 0-1) are left
-            out; default :data:`membrain.api.requests.CONTEXT_MIN_RELEVANCE`, ``None`` keeps all.
+            out; ``None`` (default): the context's default
+            (:data:`membrain.api.requests.CONTEXT_MIN_RELEVANCE` with a calibrated encoder, else no
+            floor); ``0`` keeps all.
         replies: How many earlier assistant replies to quote (0: none).
 
     Example:
@@ -122,7 +123,7 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
     )
 
     min_relevance: float | None = Field(
-        default=CONTEXT_MIN_RELEVANCE, ge=0, le=1, description="Relevance floor of the facts."
+        default=None, ge=0, le=1, description="Relevance floor of the facts (None: context's)."
     )
     replies: int = Field(default=3, ge=0, description="Earlier assistant replies quoted.")
 

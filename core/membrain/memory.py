@@ -418,6 +418,8 @@ class Memory(MemoryLike):
         )
         found = self._run_search(search).hits
         floor = r.min_relevance
+        if floor is None and self._relevance.calibrated(self._store.dense.name):
+            floor = rq.CONTEXT_MIN_RELEVANCE
         hits = found if floor is None else tuple(h for h in found if h.relevance >= floor)
         context = assemble_context(
             r.query, hits, max_tokens=r.max_tokens, profile_tokens=share, profile=entries

@@ -31,7 +31,6 @@ from langchain_membrain.langgraph.nodes import (
     make_writer_node,
 )
 from membrain import MemoryLike, RetrievalMode
-from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.background import BackgroundWriter
 from membrain.binding import ScopeBinding
 
@@ -59,7 +58,7 @@ def build_example_graph(
     max_tokens: int = 1000,
     mode: RetrievalMode | str = RetrievalMode.FAST,
     flush: bool = False,
-    min_relevance: float | None = CONTEXT_MIN_RELEVANCE,
+    min_relevance: float | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the example agent: ``recall`` → ``model`` → ``write``.
 
@@ -75,7 +74,8 @@ def build_example_graph(
         mode: Retrieval mode of the recall.
         flush: Have the recall extract the scope's buffered turns first (see
             :func:`~langchain_membrain.langgraph.nodes.make_recall_node`).
-        min_relevance: Relevance floor of the recalled facts (``None``: every fact).
+        min_relevance: Relevance floor of the recalled facts (``None``: the context's default;
+            ``0``: every fact).
     """
 
     def call_model(state: ExampleState) -> dict[str, Any]:

@@ -45,7 +45,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from membrain import ConfigurationError, MemoryLike, Message, RetrievalMode, Role, Scope
-from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.background import BackgroundWriter, check_writer, flush_scope, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
 from membrain.extraction.llm import langchain_text
@@ -298,7 +297,7 @@ def make_recall_node(
     flush: bool = False,
     flush_timeout: float = 5.0,
     profile_ratio: float = 0.0,
-    min_relevance: float | None = CONTEXT_MIN_RELEVANCE,
+    min_relevance: float | None = None,
 ) -> Node:
     """A node that puts a memory context for the latest human message into the state.
 
@@ -332,8 +331,9 @@ def make_recall_node(
         profile_ratio: Share of ``max_tokens`` for the user profile, which then opens the
             context (the same block every turn); the facts get the rest.
         min_relevance: Facts less relevant than this (``MemoryHit.relevance``, 0-1) are left
-            out (default :data:`membrain.api.requests.CONTEXT_MIN_RELEVANCE`; ``None`` keeps
-            every fact).
+            out; ``None``: the context's default
+            (:data:`membrain.api.requests.CONTEXT_MIN_RELEVANCE` with a calibrated encoder, else
+            no floor); ``0`` keeps every fact.
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode, or ``flush_timeout`` is negative.

@@ -30,6 +30,7 @@ from langchain_membrain.langgraph import (
 )
 from langchain_membrain.langgraph.example import build_example_graph
 from membrain import ConfigurationError, Memory, MessageStatus, Role, Scope, ScopeError
+from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.background import BackgroundWriter
 from membrain.binding import DEFAULT_USER_NAME, ScopeBinding, scope_part
 from membrain.testing import HashingEncoder, ScriptedChatModel
@@ -288,10 +289,13 @@ def test_recall_node_leaves_out_what_is_not_relevant_enough(
     assert "Miso" in make_recall_node(memory=memory)(state, config)["memory_context"]
     strict = make_recall_node(memory=memory, min_relevance=1.0)
     assert strict(state, config) == {"memory_context": ""}  # no note that nothing was found
-    loose = make_recall_node(memory=memory, min_relevance=None)
+    loose = make_recall_node(memory=memory, min_relevance=0)
+    floored = make_recall_node(memory=memory, min_relevance=CONTEXT_MIN_RELEVANCE)
     unrelated = {"messages": [HumanMessage("Which trains run on Sunday?", id="u")]}
-    assert make_recall_node(memory=memory)(unrelated, config) == {"memory_context": ""}
+    assert floored(unrelated, config) == {"memory_context": ""}
     assert "Miso" in loose(unrelated, config)["memory_context"]
+    # the hashing encoder has no relevance calibration: by default, no floor
+    assert "Miso" in make_recall_node(memory=memory)(unrelated, config)["memory_context"]
 
 
 def test_recall_node_opens_with_the_user_profile_in_its_share(
@@ -407,18 +411,13 @@ def test_example_graph_recalls_the_first_turn_in_the_second(
     assert all(m.status is MessageStatus.PROCESSED for m in stored)
 
 
-@pytest.mark.xfail(
-    reason="the recall node passes no min_relevance yet: on the hashing encoder (the lexical "
-    "calibration) context's default floor leaves out facts sharing no word with the question",
-    strict=False,
-)
 def test_the_recalled_context_holds_what_the_user_stated_not_chatter(
     memory: Memory, writer: BackgroundWriter, config: RunnableConfig
 ) -> None:
     replies = iter([AIMessage(f"fake reply {i}. That sounds lovely!") for i in range(4)])
     model = RecordingChatModel(messages=replies, seen=[])
     # The hashing encoder's relevance is lexical: "Where do I live" shares no word with the move.
-    graph = build_example_graph(memory=memory, model=model, writer=writer, min_relevance=None)
+    graph = build_example_graph(memory=memory, model=model, writer=writer, min_relevance=0)
     for said in (
         "Hi there! Long time no see.",
         "I live in Toronto and I work as a nurse.",

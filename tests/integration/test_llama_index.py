@@ -96,14 +96,6 @@ def _fact_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("- ")]
 
 
-VAGUE = pytest.mark.xfail(
-    reason="the block passes no min_relevance yet: on the hashing encoder (the lexical "
-    "calibration) context's default floor leaves out facts sharing no word with a vague "
-    "question",
-    strict=False,
-)
-
-
 # -- public API --------------------------------------------------------------------------------
 def test_public_api() -> None:
     assert sorted(llama_index_membrain.__all__) == [
@@ -323,7 +315,7 @@ async def test_memory_block_quotes_the_assistants_earlier_replies(memory: Memory
 @pytest.mark.asyncio
 async def test_memory_block_drops_the_replies_first_when_truncated(memory: Memory) -> None:
     scope = Scope(dataset="okabe", task="replies")
-    block = MembrainMemoryBlock(memory=memory, scope=scope, user_name="Okabe", min_relevance=None)
+    block = MembrainMemoryBlock(memory=memory, scope=scope, user_name="Okabe", min_relevance=0)
     await block.aput(
         [
             ChatMessage(role="user", content="I keep my lab notes in a red notebook."),
@@ -458,7 +450,6 @@ def test_memory_block_writes_each_message_so_the_next_session_remembers(
     assert "Tell me about my cat Miso" not in [m.message.text for m in memory.messages(scope=scope)]
 
 
-@VAGUE
 @pytest.mark.asyncio
 async def test_memory_block_put_and_get(memory: Memory) -> None:
     scope = Scope(dataset="okabe", task="lab_chat")
@@ -468,7 +459,7 @@ async def test_memory_block_put_and_get(memory: Memory) -> None:
         user_name="Okabe",
         assistant_name="Kurisu",
         name="longterm",
-        min_relevance=None,  # every fact: this test is about what is written and read
+        min_relevance=0,  # every fact: this test is about what is written and read
     )
     assert (block.name, block.priority, block.mode.value, block.max_tokens) == (
         "longterm",
@@ -535,13 +526,12 @@ def _seed(memory: Memory, scope: Scope) -> None:
     )
 
 
-@VAGUE
 @pytest.mark.asyncio
 async def test_truncate_reassembles_whole_facts_within_the_smaller_budget(memory: Memory) -> None:
     scope = Scope(dataset="u1", task="chat")
     _seed(memory, scope)
     # Every fact, however loosely it answers: this test is about the budget.
-    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=None)
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=0)
     full = await block.aget([ChatMessage(role="user", content="Tell me about my hobbies")])
     full_lines = _fact_lines(full)
     assert len(full_lines) == len(MANY)
@@ -565,13 +555,12 @@ async def test_truncate_reassembles_whole_facts_within_the_smaller_budget(memory
     assert await block.atruncate("text this block never produced", 5) is None
 
 
-@VAGUE
 def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: AsyncEngine) -> None:
     scope = Scope(dataset="u2", task="chat")
     _seed(memory, scope)
     question = "Tell me about my hobbies"
-    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=None)
-    full = memory.context(question, scope=scope, max_tokens=400, mode="fast", min_relevance=None)
+    block = MembrainMemoryBlock(memory=memory, scope=scope, max_tokens=400, min_relevance=0)
+    full = memory.context(question, scope=scope, max_tokens=400, mode="fast", min_relevance=0)
     assert len(_fact_lines(full.text)) == len(MANY)
 
     chat = ChatMemory.from_defaults(
@@ -588,7 +577,7 @@ def test_memory_trims_the_block_instead_of_dropping_it(memory: Memory, engine: A
 
     # Priority 0 blocks are never truncated by the framework.
     fixed = MembrainMemoryBlock(
-        memory=memory, scope=scope, max_tokens=400, priority=0, min_relevance=None
+        memory=memory, scope=scope, max_tokens=400, priority=0, min_relevance=0
     )
     chat.memory_blocks = [fixed]
     assert len(_fact_lines(_section(chat.get(question), "membrain"))) == len(MANY)

@@ -71,7 +71,7 @@ def test_search_and_context_read_only_the_facts_filed_under_the_filter(
             filters={"project": {"in": ["apollo", "zeus"]}},
         )
         briefing = mem.context(
-            "pets", scope=SCOPE, mode=mode, filters={"priority": 2}, min_relevance=None
+            "pets", scope=SCOPE, mode=mode, filters={"priority": 2}, min_relevance=0
         )
         unfiltered = mem.search("Which pet did Sara adopt?", scope=SCOPE, mode=mode, k=5)
     assert pets(h.fact for h in apollo) == {"Miso"}

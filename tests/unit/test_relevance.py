@@ -154,7 +154,7 @@ def test_relevance_never_rises_down_a_search_or_a_context(
     for memory in (pets, remote):
         found = memory.search(question, scope=PETS, mode=mode, k=k)
         _monotone([h.relevance for h in found.hits])
-        context = memory.context(question, scope=PETS, mode=mode, k=k, min_relevance=None)
+        context = memory.context(question, scope=PETS, mode=mode, k=k, min_relevance=0)
         _monotone([h.relevance for h in context.hits])
 
 
@@ -249,13 +249,13 @@ def test_hit_metadata_carries_the_relevance(pets: Memory) -> None:
 
 
 # -- an absent topic --------------------------------------------------------------------------
-def _nothing_for_an_absent_topic(memory: Memory) -> None:
+def _nothing_for_an_absent_topic(memory: Memory, **floor: float) -> None:
     assert memory.search(ABSENT, scope=PETS, k=5).hits, "search keeps every hit by default"
     for mode in ("fast", "expand"):
-        context = memory.context(ABSENT, scope=PETS, mode=mode)
+        context = memory.context(ABSENT, scope=PETS, mode=mode, **floor)
         assert context.hits == () and context.nothing_relevant
         assert context.text == NOTHING_RELEVANT
-        on_topic = memory.context(ON_TOPIC, scope=PETS, mode=mode)
+        on_topic = memory.context(ON_TOPIC, scope=PETS, mode=mode, **floor)
         assert on_topic.hits and not on_topic.nothing_relevant
         assert all(h.relevance >= CONTEXT_MIN_RELEVANCE for h in on_topic.hits)
         assert "kibble" in on_topic.text
@@ -264,11 +264,21 @@ def _nothing_for_an_absent_topic(memory: Memory) -> None:
 def test_an_absent_topic_gets_nothing_from_context_with_the_lexical_fallback(
     pets: Memory, remote: RemoteMemory
 ) -> None:
-    _nothing_for_an_absent_topic(pets)
-    assert remote.context(ABSENT, scope=PETS).nothing_relevant
+    floor = CONTEXT_MIN_RELEVANCE
+    _nothing_for_an_absent_topic(pets, min_relevance=floor)
+    assert remote.context(ABSENT, scope=PETS, min_relevance=floor).nothing_relevant
     mcp = build_server(pets, scope=PETS)
-    called = asyncio.run(mcp.call_tool("get_context", {"query": ABSENT}))
+    called = asyncio.run(mcp.call_tool("get_context", {"query": ABSENT, "min_relevance": floor}))
     assert NOTHING_RELEVANT in json.dumps(called.model_dump(mode="json"))
+
+
+def test_without_a_calibrated_encoder_context_has_no_default_floor(
+    pets: Memory, remote: RemoteMemory
+) -> None:
+    # word overlap alone cannot tell a vague question from an absent topic: no floor unless asked
+    for surface in (pets, remote):
+        kept = surface.context(ABSENT, scope=PETS, mode="fast")
+        assert kept.hits and not kept.nothing_relevant
 
 
 @pytest.mark.slow
@@ -280,12 +290,12 @@ def test_an_absent_topic_gets_nothing_from_context_with_the_packaged_encoder(
 
 
 def test_no_floor_keeps_every_hit_in_context(pets: Memory) -> None:
-    kept = pets.context(ABSENT, scope=PETS, mode="fast", min_relevance=None)
+    kept = pets.context(ABSENT, scope=PETS, mode="fast", min_relevance=0)
     assert kept.hits and not kept.nothing_relevant
 
 
 def test_a_budget_too_small_for_the_note_leaves_the_text_empty(pets: Memory) -> None:
-    tiny = pets.context(ABSENT, scope=PETS, max_tokens=3)
+    tiny = pets.context(ABSENT, scope=PETS, max_tokens=3, min_relevance=CONTEXT_MIN_RELEVANCE)
     assert tiny.nothing_relevant and tiny.text == "" and tiny.tokens == 0
 
 

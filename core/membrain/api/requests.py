@@ -516,10 +516,12 @@ class DismissFailedRequest(OperationRequest):
 
 # -- reading -----------------------------------------------------------------------------------
 CONTEXT_MIN_RELEVANCE = 0.03
-"""The ``min_relevance`` of :meth:`context` when none is given: hits less relevant (see
+"""The floor of :meth:`context` when ``min_relevance`` is not given, for a memory whose dense
+encoder has a relevance calibration of its own (the packaged one): hits less relevant (see
 :mod:`membrain.retrieval.relevance`) are left out, so a question about a topic the memory does not
-hold gets no facts. ``None`` (or 0) keeps every hit. Chosen with
-``benchmarks/calibrate_relevance.py``; figures in ``docs/benchmarks/relevance.md``."""
+hold gets no facts. With another encoder relevance reads word overlap alone, which says nothing of
+a question sharing no word with its answer, so the default is no floor. ``0`` keeps every hit.
+Chosen with ``benchmarks/calibrate_relevance.py``; figures in ``docs/benchmarks/relevance.md``."""
 
 MinRelevance = Annotated[
     float | None,
@@ -529,6 +531,18 @@ MinRelevance = Annotated[
         strict=True,
         description="Drop hits whose relevance (0-1, calibrated; MemoryHit.relevance) is below "
         "this, after ranking. None keeps every hit.",
+    ),
+]
+
+ContextMinRelevance = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=1,
+        strict=True,
+        description="Drop hits whose relevance (0-1, calibrated; MemoryHit.relevance) is below "
+        "this, after ranking. None: CONTEXT_MIN_RELEVANCE (0.03) when the memory's encoder has a "
+        "relevance calibration (the packaged one), else no floor; 0 keeps every hit.",
     ),
 ]
 
@@ -593,8 +607,9 @@ class ContextRequest(OperationRequest):
     share included. ``profile_tokens`` only reserves budget (no block). ``as_of``,
     ``valid_at`` and ``filters`` read as in :meth:`search`. Lines mark disputed facts,
     facts an agent wrote and superseded facts (when and by which fact). Hits whose relevance
-    is below ``min_relevance`` (default :data:`CONTEXT_MIN_RELEVANCE`) are left out; when none
-    is left the context holds no facts and its text says nothing relevant was found.
+    is below ``min_relevance`` are left out (default :data:`CONTEXT_MIN_RELEVANCE` with an encoder
+    that has a relevance calibration, the packaged one; no floor with another); when none is
+    left the context holds no facts and its text says nothing relevant was found.
 
     Raises:
         InputError: ``max_tokens < 1``, a reserve larger than the budget, a ratio outside
@@ -621,7 +636,7 @@ class ContextRequest(OperationRequest):
         strict=True,
         description="The share of the budget the user profile may open with.",
     )
-    min_relevance: MinRelevance = CONTEXT_MIN_RELEVANCE
+    min_relevance: ContextMinRelevance = None
 
     @model_validator(mode="after")
     def _one_share(self) -> Self:

@@ -232,9 +232,9 @@ def build_server(
                 ge=0,
                 le=1,
                 description="Leave out facts less relevant than this (0-1; default "
-                f"{CONTEXT_MIN_RELEVANCE}).",
+                f"{CONTEXT_MIN_RELEVANCE} with the packaged encoder, none with another).",
             ),
-        ] = CONTEXT_MIN_RELEVANCE,
+        ] = None,
     ) -> str:
         with calling():
             found = memory.context(
