@@ -93,8 +93,8 @@ CONFTEST_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
 
 MODULE_OVERRIDES: dict[str, dict[str, Callable[[ModuleType], dict[str, Any]]]] = {
     "langgraph-checkpoint-postgres": {
-        "tests.test_store": _postgres_sync,
-        "tests.test_async_store": _postgres_async,
+        "tests/test_store.py": _postgres_sync,
+        "tests/test_async_store.py": _postgres_async,
     },
 }
 """Per suite: test module, and what replaces its store fixture and helpers (given the module)."""
@@ -127,11 +127,11 @@ def pytest_pycollect_makemodule(
 ) -> Generator[None, pytest.Module | None, pytest.Module | None]:
     collector = yield
     overrides = MODULE_OVERRIDES.get(_suite(), {})
-    if overrides and isinstance(collector, pytest.Module):
+    relative = module_path.relative_to(parent.config.rootpath).as_posix()
+    if relative in overrides and isinstance(collector, pytest.Module):
         module = collector.obj  # imported here, before its fixtures are read
-        if module.__name__ in overrides:
-            for name, value in overrides[module.__name__](module).items():
-                setattr(module, name, value)
+        for name, value in overrides[relative](module).items():
+            setattr(module, name, value)
     return collector
 
 
@@ -159,6 +159,35 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _outcomes[item.nodeid]["exercised"] = substitutes.BUILT[0] != before
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    prepare = substitutes.PREPARE.get(_suite())
+    if prepare is not None:
+        before = substitutes.BUILT[0]
+        prepare()
+        substitutes.BUILT[0] = before  # made for the test, not by it
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None]:
+    buster = getattr(item, "funcargs", {}).get("blockbuster")
+    if buster is not None:  # langchain-core's: seeding a history is the test's setup
+        substitutes.QUIET.append(lambda: _deactivated(buster))
+    try:
+        return (yield)
+    finally:
+        substitutes.QUIET.clear()
+
+
+@contextmanager
+def _deactivated(buster: Any) -> Iterator[None]:
+    buster.deactivate()
+    try:
+        yield
+    finally:
+        buster.activate()
 
 
 @pytest.hookimpl(wrapper=True)

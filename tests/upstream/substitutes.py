@@ -93,7 +93,6 @@ def _embed_of(index: Any) -> Any:
 
 
 def _track(stack: ExitStack) -> ExitStack:
-    BUILT[0] += 1
     _open.append(stack)
     return stack
 
@@ -157,6 +156,7 @@ def store_class(replaced: str) -> type:
     base = _store_base()
 
     def __init__(self: Any, *args: Any, index: Any = None, ttl: Any = None, **kw: Any) -> None:
+        BUILT[0] += 1  # counted when tried: a constructor that refuses the test's config fails it
         stack = ExitStack()
         try:
             memory = fresh_memory(_embed_of(index))
@@ -179,12 +179,20 @@ def build_store(index: Any = None, ttl: Any = None) -> Any:
     return store_class("Store")(index=index, ttl=ttl)
 
 
+BACKEND_INDEX_KEYS = ("distance_type", "ann_index_config")
+"""The SQL backends' own index settings (their vector index), left out of ours."""
+
+
 def _backend_index(index: Any) -> Any:
-    """A SQL backend's index config as LangGraph's: ``text_fields`` is ``fields`` there."""
-    if not index or "text_fields" not in index:
+    """A SQL backend's index config as LangGraph's ``IndexConfig``.
+
+    SQLite names ``fields`` ``text_fields``; the vector index's settings
+    (:data:`BACKEND_INDEX_KEYS`) are the backend's.
+    """
+    if not index:
         return index
-    config = {k: v for k, v in index.items() if k != "text_fields"}
-    if index["text_fields"] is not None:
+    config = {k: v for k, v in index.items() if k not in ("text_fields", *BACKEND_INDEX_KEYS)}
+    if index.get("text_fields") is not None:
         config["fields"] = index["text_fields"]
     return config
 
@@ -230,10 +238,15 @@ def async_backend_store_class(replaced: str) -> type:
 
 # -- LangChain chat history ---------------------------------------------------------------------
 _chat_memory: list[tuple[Any, ExitStack]] = []
+QUIET: list[Callable[[], Any]] = []
+"""Context managers a test runs under while its seed messages are written (blockbuster off)."""
 
 
-def _chat_target() -> Any:
-    """The memory this test's histories share (a new one per test): embedded, or remote."""
+def chat_target() -> Any:
+    """The memory this test's histories share (a new one per test): embedded, or remote.
+
+    Made before the test runs (:data:`PREPARE`), as an application opens its memory once.
+    """
     from membrain import RemoteMemory
 
     if _chat_memory and _chat_memory[0][1] in _open:
@@ -252,28 +265,36 @@ def _chat_target() -> Any:
     return target
 
 
+def _without_id(message: Any) -> Any:
+    return message.model_copy(update={"id": None})
+
+
 def build_history(messages: Sequence[Any] | None = None) -> Any:
-    """A ``MembrainChatMessageHistory`` of a new session, holding ``messages``."""
+    """A ``MembrainChatMessageHistory`` of a new session, seeded with ``messages``."""
     from langchain_membrain import MembrainChatMessageHistory
 
     class History(MembrainChatMessageHistory):
         def __eq__(self, other: object) -> bool:
-            # InMemoryChatMessageHistory (a pydantic model) is equal to one with equal messages
-            return isinstance(other, MembrainChatMessageHistory) and (
-                self.messages == other.messages
-            )
+            # InMemoryChatMessageHistory (a pydantic model) equals one holding equal messages;
+            # the ids MemBrain gives a session's messages differ from session to session
+            return isinstance(other, MembrainChatMessageHistory) and [
+                _without_id(m) for m in self.messages
+            ] == [_without_id(m) for m in other.messages]
 
         __hash__ = None  # type: ignore[assignment]
 
     BUILT[0] += 1
     history = History(
-        memory=_chat_target(),
+        memory=chat_target(),
         dataset="upstream",
         task="chat",
         session=uuid.uuid4().hex,
     )
     if messages:
-        history.add_messages(list(messages))
+        with ExitStack() as quiet:
+            for make in QUIET:
+                quiet.enter_context(make())
+            history.add_messages(list(messages))
     return history
 
 
@@ -285,6 +306,10 @@ def history_class() -> type:
             return build_history(messages)
 
     return MembrainInMemoryChatMessageHistory
+
+
+PREPARE: dict[str, Callable[[], Any]] = {"langchain-core": chat_target}
+"""Per suite: what is made before each test (outside its event loop)."""
 
 
 SUBSTITUTES: dict[str, dict[str, Callable[[], type]]] = {
