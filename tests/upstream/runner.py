@@ -142,6 +142,17 @@ def deselected_table(path: Path = DESELECTED) -> str:
     return "\n".join(rows)
 
 
+DOCS_PAGE = ROOT / "docs" / "guides" / "conformance.md"
+_TABLE_START, _TABLE_END = "<!-- membrain:deselected -->", "<!-- /membrain:deselected -->"
+
+
+def docs_with_table(page: str, path: Path = DESELECTED) -> str:
+    """``page`` with the deselection table between its markers replaced by the file's."""
+    head, rest = page.split(_TABLE_START, 1)
+    _, tail = rest.split(_TABLE_END, 1)
+    return f"{head}{_TABLE_START}\n{deselected_table(path)}\n{_TABLE_END}{tail}"
+
+
 def cache_dir() -> Path:
     return Path(
         os.environ.get("MEMBRAIN_UPSTREAM_CACHE", Path.home() / ".cache" / "membrain-upstream")
@@ -306,16 +317,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="suites run at once")
     parser.add_argument("--log", action="store_true", help="print each pytest run's output")
     parser.add_argument("--json", type=Path, help="also write the outcomes to this file")
-    parser.add_argument("--deselected-table", action="store_true", help="print it and exit")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="rewrite the docs page's deselection table"
+    )
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = parser.parse_args(argv)
-    if args.deselected_table:
-        print(deselected_table())
+    if args.write_docs:
+        DOCS_PAGE.write_text(docs_with_table(DOCS_PAGE.read_text()))
         return 0
     chosen = [s for s in SUITES if not args.suite or s.name in args.suite]
     runs = [(s, v) for v in (args.variant or VARIANTS) for s in chosen]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda sv: run_suite(*sv, args.pytest_args), runs))
+        results = list(pool.map(lambda sv: run_suite(sv[0], sv[1], args.pytest_args), runs))
     for r in results:
         if args.log or (r.not_run and r.log):
             print(f"===== {r.suite} ({r.variant}) =====\n{r.log}")

@@ -206,7 +206,7 @@ def backend_store_class(replaced: str) -> type:
 
     @contextmanager
     def from_conn_string(
-        klass: type, conn_string: str, *, index: Any = None, ttl: Any = None, **kw: Any
+        klass: type, /, conn_string: str, *, index: Any = None, ttl: Any = None, **kw: Any
     ) -> Iterator[Any]:
         yield klass(index=_backend_index(index), ttl=ttl)
 
@@ -224,7 +224,7 @@ def async_backend_store_class(replaced: str) -> type:
 
     @asynccontextmanager
     async def from_conn_string(
-        klass: type, conn_string: str, *, index: Any = None, ttl: Any = None, **kw: Any
+        klass: type, /, conn_string: str, *, index: Any = None, ttl: Any = None, **kw: Any
     ) -> AsyncIterator[Any]:
         yield klass(index=_backend_index(index), ttl=ttl)
 
@@ -308,6 +308,71 @@ def history_class() -> type:
     return MembrainInMemoryChatMessageHistory
 
 
+# -- LlamaIndex --------------------------------------------------------------------------------
+def _llama_target() -> Any:
+    """A new memory for a LlamaIndex block or retriever: embedded, or remote."""
+    from membrain import RemoteMemory
+
+    stack = ExitStack()
+    memory = fresh_memory()
+    if variant() == "embedded":
+        stack.callback(memory.close)
+        target: Any = memory
+    else:
+        target = RemoteMemory(serve(memory, stack))
+        stack.callback(target.close)
+    _track(stack)
+    return target
+
+
+def memory_block_class() -> type:
+    """Standing for ``VectorMemoryBlock(vector_store=..., similarity_top_k=..., name=...)``."""
+
+    class MembrainVectorMemoryBlock:
+        def __new__(
+            cls,
+            *args: Any,
+            name: str = "retrieved_messages",
+            priority: int = 1,
+            similarity_top_k: int = 2,
+            **kw: Any,
+        ) -> Any:
+            from llama_index_membrain import MembrainMemoryBlock
+            from membrain import Scope
+
+            BUILT[0] += 1
+            return MembrainMemoryBlock(
+                memory=_llama_target(),
+                scope=Scope(dataset="upstream", task="memory"),
+                name=name,
+                priority=priority,
+            )
+
+    return MembrainVectorMemoryBlock
+
+
+def retriever_class() -> type:
+    """Standing for ``VectorIndexRetriever(index, similarity_top_k=...)``.
+
+    The index's nodes are added to a new memory as evidence (with extraction), then searched.
+    """
+
+    class MembrainVectorIndexRetriever:
+        def __new__(cls, index: Any, *args: Any, similarity_top_k: int = 2, **kw: Any) -> Any:
+            from llama_index_membrain import MembrainRetriever
+            from membrain import Scope
+
+            BUILT[0] += 1
+            memory = _llama_target()
+            scope = Scope(dataset="upstream", task="index")
+            texts = [node.get_content() for node in index.docstore.docs.values()]
+            if texts:
+                memory.add([{"speaker": "User", "text": t} for t in texts], scope=scope)
+            return MembrainRetriever(memory=memory, scope=scope, k=similarity_top_k, mode="fast")
+
+    return MembrainVectorIndexRetriever
+
+
 PREPARE: dict[str, Callable[[], Any]] = {"langchain-core": chat_target}
 """Per suite: what is made before each test (outside its event loop)."""
 
@@ -330,6 +395,17 @@ SUBSTITUTES: dict[str, dict[str, Callable[[], type]]] = {
     },
     "langchain-core": {
         "langchain_core.chat_history:InMemoryChatMessageHistory": history_class,
+    },
+    "llama-index-core": {
+        "llama_index.core.memory.memory_blocks.vector:VectorMemoryBlock": memory_block_class,
+        "llama_index.core.memory.memory_blocks:VectorMemoryBlock": memory_block_class,
+        "llama_index.core.memory:VectorMemoryBlock": memory_block_class,
+        "llama_index.core.indices.vector_store.retrievers:VectorIndexRetriever": retriever_class,
+        "llama_index.core.indices.vector_store.retrievers.retriever:VectorIndexRetriever": (
+            retriever_class
+        ),
+        "llama_index.core.indices.vector_store:VectorIndexRetriever": retriever_class,
+        "llama_index.core.retrievers:VectorIndexRetriever": retriever_class,
     },
 }
 """Per suite: ``module:attribute`` to replace, and the function making its substitute."""
