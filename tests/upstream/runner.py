@@ -237,7 +237,8 @@ def run_suite(suite: Suite, variant: str, extra: Sequence[str] = ()) -> Result:
         else:
             source = extract_tests(sdist(suite.name, version_of(suite)), work / "src")
             files = list(suite.files)
-        (source / "pytest.ini").write_text(_pytest_ini(suite))
+        ini = work / "pytest.ini"  # beside, not in, the tests (a local checkout stays as is)
+        ini.write_text(_pytest_ini(suite))
         report = work / "report.json"
         deselect = deselections().get(suite.name, {})
         env = dict(os.environ)
@@ -251,7 +252,7 @@ def run_suite(suite: Suite, variant: str, extra: Sequence[str] = ()) -> Result:
         )
         command = [sys.executable, "-m", "pytest", "-p", "membrain_upstream_plugin"]
         command += ["-p", "no:cacheprovider", "-q", "-rN", "--tb=line", "--no-header"]
-        command += ["--rootdir", str(source), "-c", str(source / "pytest.ini")]
+        command += ["--rootdir", str(source), "-c", str(ini)]
         command += [*files, *extra]
         run = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True)
         result.log = run.stdout + run.stderr
