@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import tomllib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +96,7 @@ class Result:
     deselected: list[str] = field(default_factory=list)
     not_run: str | None = None
     log: str = ""
+    seconds: float = 0.0
 
     def counted(self, outcome: str) -> list[str]:
         """The tests that built a MemBrain object and ended with ``outcome``."""
@@ -254,7 +256,9 @@ def run_suite(suite: Suite, variant: str, extra: Sequence[str] = ()) -> Result:
         command += ["-p", "no:cacheprovider", "-q", "-rN", "--tb=line", "--no-header"]
         command += ["--rootdir", str(source), "-c", str(ini)]
         command += [*files, *extra]
+        started = time.monotonic()
         run = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True)
+        result.seconds = time.monotonic() - started
         result.log = run.stdout + run.stderr
         if not report.exists():
             result.not_run = f"not run: pytest stopped (exit {run.returncode})"
@@ -266,11 +270,11 @@ def run_suite(suite: Suite, variant: str, extra: Sequence[str] = ()) -> Result:
 
 def table(results: Sequence[Result]) -> str:
     """The summary: one row per suite and variant."""
-    head = ("suite", "variant", "passed", "failed", "deselected", "not exercising", "other")
+    head = ("suite", "variant", "passed", "failed", "deselected", "not exercising", "other", "s")
     rows = [head]
     for r in results:
         if r.not_run:
-            rows.append((r.suite, r.variant, r.not_run, "", "", "", ""))
+            rows.append((r.suite, r.variant, r.not_run, "", "", "", "", ""))
             continue
         other = sum(
             1
@@ -286,12 +290,14 @@ def table(results: Sequence[Result]) -> str:
                 str(len(r.deselected)),
                 str(len(r.not_exercising)),
                 str(other),
+                f"{r.seconds:.0f}",
             )
         )
-    widths = [max(len(row[i]) for row in rows if row[3] or i < 3) for i in range(len(head))]
+    ran = [row for row in rows if row[3]]  # the header and the suites that ran
+    widths = [max(len(row[i]) for row in ran + [r[:2] + ("",) * 6 for r in rows]) for i in range(8)]
     lines = []
     for row in rows:
-        cells = row if row[3] or row is head else row[:3]
+        cells = row if row[3] else row[:3]
         lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip())
     return "\n".join(lines)
 
