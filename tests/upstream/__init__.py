@@ -1,0 +1,1 @@
+"""The frameworks' own published test suites, run against MemBrain's adapters (``runner``)."""
