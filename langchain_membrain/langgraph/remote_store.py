@@ -286,6 +286,7 @@ class RemoteMembrainStore(BaseStore):
     ) -> None:
         self.index_config = None if index is None else index.copy()
         self._fields = None if index is None else index.get("fields")
+        self.embeddings: Any = None if index is None else index.get("embed")
         self.ttl_config = check_ttl_config(ttl)
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()

@@ -326,6 +326,8 @@ class MembrainStore(BaseStore):
                 resolved.setdefault("dims", self._dense.dim)
                 resolved["embed"] = resolved.get("embed") or self._dense
             self.index_config = resolved  # type: ignore[assignment]
+        # the model that embeds the items, as LangGraph's stores name it (None without index)
+        self.embeddings: Any = None if self.index_config is None else self.index_config["embed"]
         self.ttl_config = check_ttl_config(ttl)
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
