@@ -3,8 +3,9 @@
 InMemoryStore's semantics: equality, nested mappings, lists compared element-wise, and the
 ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` operators; comparisons with missing
 values are false. A dotted key (``"user.level"``) names a nested field, as LangGraph's SQL
-stores read it (a key present as written wins). A filter is checked whole before it is used (:func:`check_filter`): an
-unknown operator is an :class:`~membrain.InputError` even when no item reaches it.
+stores read it (a key present as written wins). A filter is checked whole before it is used
+(:func:`check_filter`): an unknown operator is an :class:`~membrain.InputError` even when no
+item reaches it.
 """
 
 from __future__ import annotations
