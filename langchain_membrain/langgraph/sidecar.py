@@ -91,11 +91,14 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 """
 
-FORMAT = 2
-"""The sidecar's layout (``PRAGMA user_version``): 2 is 1 whose items' text lives in the scopes
-of :func:`membrain.api.scope.scope_part` (the store moves it there from the scopes of
-:func:`legacy_scope` when it opens a file of layout 1); 1 stores a namespace as a JSON array of
-its labels; 0, the layout before it, joined the labels with ``.``."""
+FORMAT = 3
+"""The sidecar's layout (``PRAGMA user_version``): 3 is 2 whose default mapping is
+:func:`~.store.user_scope` (the user is the dataset; the store moves a file of layout 2's text
+from the scopes of ``scope_for_namespace(task="store")``, layout 2's default, when it opens it
+with the default mapping); 2 is 1 whose items' text lives in the scopes of
+:func:`membrain.api.scope.scope_part` (moved from the scopes of :func:`legacy_scope` when a
+file of layout 1 is opened); 1 stores a namespace as a JSON array of its labels; 0, the layout
+before it, joined the labels with ``.``."""
 _JSON_LABELS = 1
 
 _INDEX_KEYS = frozenset({"dims", "embed", "fields"})

@@ -162,7 +162,7 @@ from membrain.binding import CLOCK, DEFAULT_USER_NAME
 from membrain.remote.protocol import actor_for
 from membrain.retrieval import RRF_K, Ranked, rrf
 
-__all__ = ["EXPIRED_REASON", "MembrainStore", "scope_for_namespace"]
+__all__ = ["EXPIRED_REASON", "MembrainStore", "scope_for_namespace", "user_scope"]
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +214,35 @@ def scope_for_namespace(
     task = scope_part(namespace[1]) if len(namespace) > 1 else default_task
     session = _session(namespace[2:]) if len(namespace) > 2 else None
     return Scope(dataset=dataset, task=task, session=session)
+
+
+def user_scope(namespace: tuple[str, ...]) -> Scope:
+    """The store's default scope of a namespace: **the user is the dataset**.
+
+    ``(user,)`` → ``Scope(user, "store")``; ``(collection, user, rest...)`` →
+    ``Scope(dataset=user, task=collection, session="rest:...")``: langmem's convention
+    (``("memories", "{user_id}")``), the scope :func:`~.namespaces.namespace_scopes` gives for
+    that template, and where :func:`~langchain_membrain.tools.create_memory_tools` keeps a
+    user's memories. Labels are encoded as :func:`scope_for_namespace` encodes them.
+
+    Example:
+        >>> user_scope(("memories", "sara"))
+        Scope(dataset='sara', task='memories', session=None)
+        >>> user_scope(("sara",))
+        Scope(dataset='sara', task='store', session=None)
+        >>> user_scope(("memories", "sara", "prefs"))
+        Scope(dataset='sara', task='memories', session='prefs')
+    """
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    if len(namespace) == 1:
+        return Scope(dataset=scope_part(namespace[0]), task="store")
+    collection, user, *rest = namespace
+    return Scope(
+        dataset=scope_part(user),
+        task=scope_part(collection),
+        session=_session(rest) if rest else None,
+    )
 
 
 class MembrainStore(BaseStore):
@@ -334,26 +363,38 @@ class MembrainStore(BaseStore):
         self._user_name = user_name if user_name is not None else speaker
         self._mode = RetrievalMode.parse(mode)
         self._candidates = candidates
-        legacy: Callable[[tuple[str, ...]], Scope] | None = None
-        if namespace_to_scope is None:
-            items_task = "store" if task is None else task
+        # the scopes older layouts kept the items' text in, by layout (None: where it is now)
+        earlier: dict[int, Callable[[tuple[str, ...]], Scope] | None] | None
+        self._scope_for: Callable[[tuple[str, ...]], Scope]
+        if task is None and namespace_to_scope in (None, user_scope):
+            self._scope_for = user_scope
+            earlier = {
+                1: partial(legacy_scope, task="store"),
+                2: partial(scope_for_namespace, task="store"),
+            }
+            self._dataset_labels: int | None = 2
+        elif namespace_to_scope is None:
+            assert task is not None
             try:
-                Scope(dataset="check", task=items_task)
+                Scope(dataset="check", task=task)
             except ScopeError as exc:
-                raise ConfigurationError(f"task={items_task!r} is not a valid task: {exc}") from exc
-            self._scope_for: Callable[[tuple[str, ...]], Scope] = partial(
-                scope_for_namespace, task=items_task
-            )
-            legacy = partial(legacy_scope, task=items_task)
+                raise ConfigurationError(f"task={task!r} is not a valid task: {exc}") from exc
+            self._scope_for = partial(scope_for_namespace, task=task)
+            earlier = {1: partial(legacy_scope, task=task), 2: None}
+            self._dataset_labels = 1
         else:
             self._scope_for = namespace_to_scope
-            legacy = legacy_scope if namespace_to_scope is scope_for_namespace else None
-        self._dataset_labels = 1 if legacy is not None else None
+            earlier, self._dataset_labels = None, None
+            if namespace_to_scope is scope_for_namespace:
+                earlier, self._dataset_labels = {1: legacy_scope, 2: None}, 1
         self.path = sidecar_location(memory, path)
         self._conn = connect(self.path)
         self._lock = threading.RLock()
-        if legacy is not None and layout(self._conn) < FORMAT:
-            self._copy_legacy_text(legacy)
+        version = layout(self._conn)
+        if earlier is not None and version < FORMAT:
+            legacy = earlier.get(version)
+            if legacy is not None:
+                self._copy_legacy_text(legacy)
             set_layout(self._conn, FORMAT)
         self._embed_missing()
 
@@ -409,9 +450,11 @@ class MembrainStore(BaseStore):
     def dataset_labels(self) -> int | None:
         """How many leading labels of a namespace decide its dataset.
 
-        ``1`` for the store's own mappings (``task=``, or ``namespace_to_scope`` given
-        :func:`scope_for_namespace`): every namespace under ``(d,)`` has the dataset of ``(d,)``.
-        ``None`` for another ``namespace_to_scope``, which may read any label.
+        ``2`` for the default mapping (:func:`user_scope`): every namespace under
+        ``(collection, user)`` has the dataset of ``user``, while ``(user,)`` alone also
+        prefixes other users' namespaces. ``1`` for ``task=`` or :func:`scope_for_namespace`:
+        every namespace under ``(d,)`` has the dataset of ``(d,)``. ``None`` for another
+        ``namespace_to_scope``, which may read any label.
         """
         return self._dataset_labels
 
