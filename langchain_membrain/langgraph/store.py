@@ -602,7 +602,10 @@ class MembrainStore(BaseStore):
     def _query(self, op: SearchOp) -> list[SearchItem]:
         """Query search: items ranked by their similarity to the query (see module)."""
         assert op.query is not None
-        found = self._hybrid(op) if self._dense is None else self._similar(op)
+        if self._dense is not None and self.index_config is not None:
+            found = self._similar(op)
+        else:
+            found = self._hybrid(op)
         if op.refresh_ttl and found:
             with self._lock:
                 self._refresh([(ns_text(item.namespace), item.key) for item in found])
@@ -645,8 +648,10 @@ class MembrainStore(BaseStore):
     def _hybrid(self, op: SearchOp) -> list[SearchItem]:
         """Hybrid search: MemBrain's evidence and fact rankings fused per item (see module).
 
-        For a served memory, whose encoder this process cannot run: each item's score is the
-        dense evidence path's (the cosine of the query and the item's text), else ``None``.
+        Each item's score is its similarity to the query: the largest cosine of the query's
+        vector and its embedded fields' (see :meth:`_similar`); over a served memory, whose
+        encoder this process cannot run, the dense evidence path's cosine of the query and the
+        item's text (``None`` when that path did not find it).
         """
         assert op.query is not None
         prefix = tuple(op.namespace_prefix)
@@ -694,7 +699,7 @@ class MembrainStore(BaseStore):
                 marks = ",".join("?" * len(chunk))
                 for row in self._conn.execute(
                     "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at, i.source_id, "
-                    f"n.seq, i.id FROM items i JOIN namespaces n ON n.ns = i.ns "
+                    f"n.seq, i.id, i.vectors FROM items i JOIN namespaces n ON n.ns = i.ns "
                     f"WHERE i.source_id IN ({marks}) AND {item_where} AND {LIVE_I}",
                     [*chunk, *item_params, time.time()],
                 ):
@@ -716,7 +721,14 @@ class MembrainStore(BaseStore):
                 found[item_id] = row
                 ranked.append(Ranked(item_id, -neg_score))
             items[name] = ranked
-        similarity = {r.id: r.score for r in items["dense"]}
+        similarity: dict[str, float | None] = {r.id: r.score for r in items["dense"]}
+        if self._dense is not None:
+            query = np.asarray(self._dense.embed_query(op.query), dtype=np.float64)
+            for item_id, row in found.items():
+                vectors = json.loads(row[8]) if row[8] else None
+                similarity[item_id] = (
+                    _best_cosine(query, list(vectors.values())) if vectors else None
+                )
         fused = rrf(items, {}, RRF_K)
         # ties keep the sidecar's order (namespace creation, then insertion), as scans do
         ordered = sorted(fused, key=lambda f: (-f.score, found[f.id][6], found[f.id][7]))
