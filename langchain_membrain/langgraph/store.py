@@ -167,6 +167,11 @@ __all__ = ["EXPIRED_REASON", "MembrainStore", "scope_for_namespace", "user_scope
 log = logging.getLogger(__name__)
 
 
+def _now() -> float:
+    """The clock TTLs run on (Unix seconds)."""
+    return time.time()
+
+
 LIVE = "(expires_at IS NULL OR expires_at > ?)"
 """SQL condition of the items whose TTL has not run out (the parameter: now, Unix seconds)."""
 LIVE_I = "(i.expires_at IS NULL OR i.expires_at > ?)"
@@ -544,14 +549,14 @@ class MembrainStore(BaseStore):
                 self._conn.executemany(
                     "UPDATE items SET expires_at = ? + ttl * 60 "
                     "WHERE ns = ? AND key = ? AND ttl IS NOT NULL",
-                    [(time.time(), ns, key) for ns, key in keys],
+                    [(_now(), ns, key) for ns, key in keys],
                 )
 
     def _get(self, op: GetOp) -> Item | None:
         row = self._conn.execute(
             "SELECT ns, key, value, created_at, updated_at FROM items "
             f"WHERE ns = ? AND key = ? AND {LIVE}",
-            (ns_text(tuple(op.namespace)), str(op.key), time.time()),
+            (ns_text(tuple(op.namespace)), str(op.key), _now()),
         ).fetchone()
         if row is None:
             return None
@@ -565,7 +570,7 @@ class MembrainStore(BaseStore):
             "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at FROM items i "
             f"JOIN namespaces n ON n.ns = i.ns WHERE {where} AND {LIVE_I} ORDER BY n.seq, i.id"
         )
-        params.append(time.time())
+        params.append(_now())
         paged = not op.filter and min(op.offset, op.limit) >= 0
         if paged:
             sql += " LIMIT ? OFFSET ?"
@@ -588,7 +593,7 @@ class MembrainStore(BaseStore):
         found = [
             ns_of(ns)
             for (ns,) in self._conn.execute(
-                f"SELECT DISTINCT ns FROM items WHERE {LIVE}", (time.time(),)
+                f"SELECT DISTINCT ns FROM items WHERE {LIVE}", (_now(),)
             )
         ]
         if op.match_conditions:
@@ -627,7 +632,7 @@ class MembrainStore(BaseStore):
                 "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at, i.vectors FROM items i "
                 f"JOIN namespaces n ON n.ns = i.ns WHERE {where} AND {LIVE_I} "
                 "ORDER BY n.seq, i.id",
-                [*params, time.time()],
+                [*params, _now()],
             ).fetchall()
         scored: list[tuple[float, Sequence[Any]]] = []
         scoreless: list[Sequence[Any]] = []
@@ -663,7 +668,7 @@ class MembrainStore(BaseStore):
                 for (ns,) in self._conn.execute(
                     f"SELECT DISTINCT ns FROM items WHERE {where} AND source_id IS NOT NULL "
                     f"AND {LIVE}",
-                    [*params, time.time()],
+                    [*params, _now()],
                 ).fetchall()
             ]
         tenants = dict.fromkeys(self._scope_for(ns).without_session() for ns in namespaces)
@@ -701,7 +706,7 @@ class MembrainStore(BaseStore):
                     "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at, i.source_id, "
                     f"n.seq, i.id, i.vectors FROM items i JOIN namespaces n ON n.ns = i.ns "
                     f"WHERE i.source_id IN ({marks}) AND {item_where} AND {LIVE_I}",
-                    [*chunk, *item_params, time.time()],
+                    [*chunk, *item_params, _now()],
                 ):
                     rows[row[5]] = row
         # the rankings of source ids become rankings of current items (first mention counts)
@@ -831,7 +836,7 @@ class MembrainStore(BaseStore):
         for scope, batch in messages.items():
             self.memory.add(batch, scope=scope, extract=False, by=actor_for(self.memory, actor))
         now = datetime.now(UTC).isoformat()
-        clock = time.time()
+        clock = _now()
         with self._lock, self._conn:
             for ns, key, stored, ref, embedded, ttl in rows:
                 if stored is None:
@@ -921,7 +926,7 @@ class MembrainStore(BaseStore):
         the facts extracted from their text (audited, by the store's actor, with
         :data:`EXPIRED_REASON`), as a delete does.
         """
-        clock = time.time()
+        clock = _now()
         with self._lock, self._conn:
             expired = self._conn.execute(
                 "SELECT id, ns, source_id FROM items WHERE expires_at IS NOT NULL "

@@ -394,7 +394,7 @@ def test_scope_for_namespace() -> None:
 
 def test_store_takes_memory_by_keyword_and_shares_the_defaults(shared_memory: Memory) -> None:
     with pytest.raises(TypeError):
-        MembrainStore(shared_memory)  # type: ignore[misc]
+        MembrainStore(shared_memory)  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match="unknown retrieval mode"):
         MembrainStore(memory=shared_memory, mode="psychic")
     namespace = (f"speaker-{next(_counter)}", "assistant")
