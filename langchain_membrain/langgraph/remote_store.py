@@ -260,6 +260,12 @@ class RemoteMembrainStore(BaseStore):
     Args:
         url: The server's base URL (``http://host:9574``).
         api_key: A key from the server's keys file (``None`` for a server run without keys).
+        index: LangGraph's ``IndexConfig``, kept as ``index_config``: its ``fields`` are sent
+            as the index paths of puts that name none; the server embeds with its own encoder
+            (``embed`` must be that model).
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` for puts that give none,
+            ``refresh_on_read`` for reads; the server sweeps on its own timer
+            (:meth:`sweep_ttl` asks it now, with an admin key).
         timeout: Seconds to wait for each answer.
         retries: Requests sent again after no answer or a 502/503/504 (every operation is
             safe to repeat: a put writes the same value again).

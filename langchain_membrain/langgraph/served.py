@@ -8,11 +8,14 @@ every worker of an application shares the same items (reached with
 Every operation is checked first (:func:`~.sidecar.check_op`: a bad label, key, query, value
 or filter fails the whole batch with an ``InputError``, before any operation runs), then
 against the API key. The dataset of a namespace is the one the store keeps its items' text in
-(:meth:`~.store.MembrainStore.scope_for`: the first label, encoded as ``Scope(dataset=label)``
+(:meth:`~.store.MembrainStore.scope_for`: the user, the second label of
+``(collection, user, ...)`` or the only one of ``(user,)``, encoded as ``Scope(dataset=label)``
 encodes it, as API keys name it), so a key reaches exactly the items it may: ``get`` and a
 search need ``read``, ``put`` and ``delete`` need ``write`` on that dataset. A search prefix
-that does not decide one dataset (``()``) needs a key for every dataset (``"*"``); a namespace
-listing whose prefix does not decide one returns only the namespaces of the key's datasets.
+that does not decide one dataset (``()``, ``("memories",)``) needs a key for every dataset
+(``"*"``); a namespace listing whose prefix does not decide one returns only the namespaces of
+the key's datasets. A bad label answers 422 with type ``InvalidNamespaceError``, which the
+client raises again.
 """
 
 from __future__ import annotations

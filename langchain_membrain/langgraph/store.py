@@ -28,14 +28,37 @@ value. So the store has two halves:
   (``mode``; works once the writer has extracted). Each of the three rankings is merged across
   tenants by score, the three are fused per item by MemBrain's reciprocal rank fusion
   (:func:`membrain.retrieval.rrf` with :data:`membrain.retrieval.RRF_K`), and the current
-  items they cite are returned, with the fused score, after ``filter``, ``offset`` and
-  ``limit``.
+  items they cite are returned in that order, after ``filter``, ``offset`` and ``limit``.
+
+Scores
+------
+A query hit's ``score`` is the similarity of the query and the item, as LangGraph's stores
+compute it: the largest cosine of the query's vector and the vectors of the item's indexed
+fields (one per field, or per element of a list field; ``"$"``, the default, is the whole value
+as JSON), embedded by the memory's dense encoder when the item is put and kept in the sidecar.
+With an embedding index (``index=``, as LangGraph's stores take it) every live item under the
+prefix that passes the filter is ranked by that similarity, items without a vector
+(``index=False``) following without a score when the page has room: LangGraph's contract.
+Without ``index=`` MemBrain's hybrid search above decides what is found and its order (the
+facts find what the words alone miss), and the score is still the similarity. Over a served
+memory (whose encoder this process cannot run) the score is the dense evidence path's cosine.
+
+TTL
+---
+``put(..., ttl=minutes)`` and ``ttl=TTLConfig`` (``default_ttl``, ``refresh_on_read``,
+``sweep_interval_minutes``) as LangGraph's SQL stores take them; ``get``/``search`` with
+``refresh_ttl`` restart an item's TTL. An expired item is invisible to every read at once;
+:meth:`MembrainStore.sweep_ttl` (or the thread :meth:`~MembrainStore.start_ttl_sweeper` starts)
+deletes it and forgets the facts extracted from it, audited with :data:`EXPIRED_REASON`.
 
 Namespace to scope
 ------------------
-By default the items live in a task of their own, apart from the chat memory: ``(d,)`` →
-``Scope(d, "store")``, ``(d, x, y...)`` → ``Scope(d, "store", session="x:y...")`` (``task=``
-names another task). ``scope_for_namespace`` without ``task`` is the chat-sharing mapping:
+By default **the user is the dataset** (:func:`user_scope`): ``(collection, user, rest...)`` →
+``Scope(dataset=user, task=collection, session="rest:...")``, langmem's
+``("memories", "{user_id}")`` convention, and ``(user,)`` → ``Scope(user, "store")``. ``task=``
+keeps the older mapping, a task of its own: ``(d,)`` → ``Scope(d, task)``, ``(d, x, y...)`` →
+``Scope(d, task, session="x:y...")``. ``scope_for_namespace`` without ``task`` is the
+chat-sharing mapping:
 ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``; ``(d, t, s)`` →
 ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the session
 (``s:x:y``). Every label is encoded as :class:`membrain.Scope` encodes a value
@@ -69,25 +92,27 @@ Semantics and limits
   reads and writes nothing.
 - ``list_namespaces`` lists only namespaces that hold items. ``InMemoryStore`` also lists
   namespaces emptied by deletes and namespaces a ``get`` merely looked at.
-- Query search returns only items MemBrain found (``InMemoryStore`` with an embedding index
-  appends unindexed items without a score); items put with ``index=False`` or without text are
-  never found by a query. Filters apply after retrieval, to at most ``candidates`` (or
-  ``offset + limit``, if larger) hits per tenant and path. A query runs three MemBrain
-  searches per tenant under the prefix: keep prefixes narrow (a user's tenant, not ``()``).
+- Without ``index=``, query search returns only items MemBrain found; items put with
+  ``index=False`` or without text are never found by a query. Filters apply after retrieval,
+  to at most ``candidates`` (or ``offset + limit``, if larger) hits per tenant and path. A
+  query runs three MemBrain searches per tenant under the prefix: keep prefixes narrow (a
+  user's tenant, not ``()``). With ``index=`` a query reads every item under the prefix.
 - Overwritten and deleted items stay in MemBrain as evidence (and their facts stay), but are
   never returned: only the current version of an item maps back. ``Memory.delete_scope``
   removes them for good.
 - Values must be JSON-serialisable and round-trip through JSON (a tuple comes back as a list;
   ``InMemoryStore`` returns the very object that was put).
-- ``created_at`` is kept across overwrites (``InMemoryStore`` resets it); TTLs are not supported.
+- ``created_at`` is kept across overwrites (``InMemoryStore`` resets it), unless the item had
+  expired.
 - One process per sidecar file (like the embedded MemBrain store); thread-safe within it.
 
 Example:
     >>> store = MembrainStore(memory=mem, path="./.membrain/langgraph-store.sqlite")
     ... # doctest: +SKIP
-    >>> store.put(("sara", "assistant"), "pets", {"text": "Sara adopted a cat named Miso."})
+    >>> store.put(("memories", "sara"), "pets", {"text": "Sara adopted a cat named Miso."})
     ... # doctest: +SKIP
-    >>> store.search(("sara",), query="What is the cat called?")[0].key  # doctest: +SKIP
+    >>> store.search(("memories", "sara"), query="What is the cat called?")[0].key
+    ... # doctest: +SKIP
     'pets'
 """
 
@@ -284,14 +309,18 @@ class MembrainStore(BaseStore):
             spoken by that name instead. Default ``"User"``
             (:data:`membrain.binding.DEFAULT_USER_NAME`).
         speaker: Older name of ``user_name`` (a string); pass one of the two.
-        task: MemBrain task of the items (default ``"store"``): a namespace ``(d, rest...)``
-            maps to ``Scope(d, task, session="rest:...")``, so agent-managed items stay apart
-            from the chat memory in ``Scope(d, <chat task>)``. Pass either ``task`` or
+        task: The older mapping, the items in a task of their own: a namespace
+            ``(d, rest...)`` maps to ``Scope(d, task, session="rest:...")``. Default: none, the
+            user is the dataset (:func:`user_scope`). Pass either ``task`` or
             ``namespace_to_scope``.
         mode: MemBrain retrieval mode of the fact search (``"fast"`` makes no LLM call).
         candidates: Hits per tenant and path fetched before filtering.
-        namespace_to_scope: Maps a namespace to its MemBrain scope, instead of ``task``'s
-            mapping; ``scope_for_namespace`` (without ``task``) shares the chat's scopes.
+        namespace_to_scope: Maps a namespace to its MemBrain scope, instead of
+            :func:`user_scope`; ``scope_for_namespace`` (without ``task``) shares the chat's
+            scopes, :func:`~.namespaces.namespace_scopes` reads another convention.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in
+            minutes, ``refresh_on_read``); see the module docs. No sweeper runs until
+            :meth:`start_ttl_sweeper`.
         actor: Who the memory's audit log names for the store's writes (an agent: the facts
             extracted from items are ``derived`` and name it as their author). Overwriting or
             deleting an item forgets the facts extracted from its previous value, by this actor
@@ -301,7 +330,10 @@ class MembrainStore(BaseStore):
     Keep ``task`` / ``namespace_to_scope`` stable for a sidecar: an item is found by a query
     only in the scope it was written to. A sidecar written before labels were encoded as
     :class:`~membrain.Scope` encodes them (layout 1) has its items' text moved into the scopes
-    they map to now when a store with ``task`` or :func:`scope_for_namespace` opens it, once.
+    they map to now when a store with the default mapping, ``task`` or
+    :func:`scope_for_namespace` opens it, once; a sidecar of the older default mapping
+    (layout 2, ``task="store"``) opened with the default mapping has its text moved to
+    :func:`user_scope`'s scopes, once.
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode; ``path`` is missing for a memory
@@ -310,9 +342,9 @@ class MembrainStore(BaseStore):
 
     Example:
         >>> store = MembrainStore(memory=mem, user_name="Sara")  # doctest: +SKIP
-        >>> store.put(("sara", "assistant"), "k1", {"text": "I live in Lisbon."})
+        >>> store.put(("memories", "sara"), "k1", {"text": "I live in Lisbon."})
         ... # doctest: +SKIP
-        >>> store.search(("sara",), query="Where does Sara live?")  # doctest: +SKIP
+        >>> store.search(("memories", "sara"), query="Where does Sara live?")  # doctest: +SKIP
     """
 
     supports_ttl = True
