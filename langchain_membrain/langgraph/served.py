@@ -167,7 +167,14 @@ def store_routes(
                 opened.append(served)
             return opened[0]
 
-    router = APIRouter()
+    def close() -> None:
+        """Stop the store's sweeper and close its file when the server shuts down."""
+        with lock:
+            for served in opened:
+                served.close()
+            opened.clear()
+
+    router = APIRouter(on_shutdown=[close])
 
     @router.post(STORE_SWEEP, tags=["langgraph store"])
     def sweep(grant: Annotated[Grant | None, Depends(authenticate)]) -> dict[str, int]:
