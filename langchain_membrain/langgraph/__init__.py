@@ -36,7 +36,7 @@ from langchain_membrain.langgraph.nodes import (
     run_values,
 )
 from langchain_membrain.langgraph.remote_store import RemoteMembrainStore
-from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace
+from langchain_membrain.langgraph.store import MembrainStore, scope_for_namespace, user_scope
 from membrain.background import BackgroundWriter
 from membrain.binding import ScopeBinding, scope_part
 
@@ -53,5 +53,6 @@ __all__ = [
     "namespace_scopes",
     "run_values",
     "scope_for_namespace",
+    "user_scope",
     "scope_part",
 ]

@@ -2,8 +2,10 @@
 
 InMemoryStore's semantics: equality, nested mappings, lists compared element-wise, and the
 ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` operators; comparisons with missing
-values are false. A filter is checked whole before it is used (:func:`check_filter`): an
-unknown operator is an :class:`~membrain.InputError` even when no item reaches it.
+values are false. A dotted key (``"user.level"``) names a nested field, as LangGraph's SQL
+stores read it (a key present as written wins). A filter is checked whole before it is used
+(:func:`check_filter`): an unknown operator is an :class:`~membrain.InputError` even when no
+item reaches it.
 """
 
 from __future__ import annotations
@@ -53,7 +55,19 @@ def matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool
     """Whether an item value passes a LangGraph filter."""
     if not filter_:
         return True
-    return all(_compare(value.get(key), wanted) for key, wanted in filter_.items())
+    return all(_compare(_lookup(value, key), wanted) for key, wanted in filter_.items())
+
+
+def _lookup(value: Mapping[str, Any], key: str) -> Any:
+    """The field ``key`` names: the key itself, else a dotted path into nested mappings."""
+    if key in value or "." not in key:
+        return value.get(key)
+    found: Any = value
+    for part in key.split("."):
+        if not isinstance(found, Mapping) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _compare(actual: Any, wanted: Any) -> bool:

@@ -9,7 +9,11 @@ that sends a batch of operations there; it needs no server package.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
+import threading
 from collections.abc import Iterable
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -17,6 +21,8 @@ import httpx
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -25,16 +31,18 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from pydantic import BaseModel, Field
 
-from langchain_membrain.langgraph.sidecar import check_op
+from langchain_membrain.langgraph.sidecar import check_op, check_ttl_config
 from membrain import ConfigurationError
 from membrain.remote.common import RETRIES, Call, answer, connection, headers, send
 
 __all__ = [
     "MAX_OPS",
     "STORE_BATCH",
+    "STORE_SWEEP",
     "RemoteMembrainStore",
     "StoreBatch",
     "WireOp",
@@ -45,6 +53,7 @@ __all__ = [
 ]
 
 STORE_BATCH = "/api/store/batch"
+STORE_SWEEP = "/api/store/sweep"
 MAX_OPS = 1000
 """The most operations one batch request may carry."""
 
@@ -54,6 +63,7 @@ class _Get(BaseModel):
     op: Literal["get"]
     namespace: list[str]
     key: str
+    refresh_ttl: bool = True
 
 
 class _Search(BaseModel):
@@ -63,6 +73,7 @@ class _Search(BaseModel):
     filter: dict[str, Any] | None = None
     limit: int = 10
     offset: int = 0
+    refresh_ttl: bool = True
 
 
 class _Put(BaseModel):
@@ -71,6 +82,7 @@ class _Put(BaseModel):
     key: str
     value: dict[str, Any] | None
     index: Literal[False] | list[str] | None = None
+    ttl: float | None = None
 
 
 class _Condition(BaseModel):
@@ -96,18 +108,51 @@ class StoreBatch(BaseModel):
     ops: list[Annotated[WireOp, Field(discriminator="op")]] = Field(max_length=MAX_OPS)
 
 
+_FLOAT = "$float"
+"""A filter operand JSON has no number for (``inf``, ``-inf``, ``nan``) is sent as
+``{"$float": "inf"}``; no filter holds that key (``$``-keys are operators, and this is none)."""
+
+
+def _encode_floats(value: Any) -> Any:
+    """``value`` with its non-finite floats as ``{"$float": repr}`` (JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {_FLOAT: repr(value)}
+    if isinstance(value, dict):
+        return {k: _encode_floats(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode_floats(v) for v in value]
+    return value
+
+
+def _decode_floats(value: Any) -> Any:
+    """The inverse of :func:`_encode_floats`."""
+    if isinstance(value, dict):
+        if set(value) == {_FLOAT} and value[_FLOAT] in ("inf", "-inf", "nan"):
+            return float(value[_FLOAT])
+        return {k: _decode_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_floats(v) for v in value]
+    return value
+
+
 def op_json(op: Op) -> dict[str, Any]:
     """The JSON of one LangGraph operation."""
     if isinstance(op, GetOp):
-        return {"op": "get", "namespace": list(op.namespace), "key": op.key}
+        return {
+            "op": "get",
+            "namespace": list(op.namespace),
+            "key": op.key,
+            "refresh_ttl": op.refresh_ttl,
+        }
     if isinstance(op, SearchOp):
         return {
             "op": "search",
             "namespace_prefix": list(op.namespace_prefix),
             "query": op.query,
-            "filter": op.filter,
+            "filter": _encode_floats(op.filter),
             "limit": op.limit,
             "offset": op.offset,
+            "refresh_ttl": op.refresh_ttl,
         }
     if isinstance(op, PutOp):
         index = list(op.index) if isinstance(op.index, list) else op.index
@@ -117,6 +162,7 @@ def op_json(op: Op) -> dict[str, Any]:
             "key": op.key,
             "value": op.value,
             "index": index,
+            "ttl": op.ttl,
         }
     if isinstance(op, ListNamespacesOp):
         conditions = [
@@ -135,13 +181,18 @@ def op_json(op: Op) -> dict[str, Any]:
 def op_of(wire: WireOp) -> Op:
     """The LangGraph operation of its JSON."""
     if isinstance(wire, _Get):
-        return GetOp(tuple(wire.namespace), wire.key)
+        return GetOp(tuple(wire.namespace), wire.key, wire.refresh_ttl)
     if isinstance(wire, _Search):
         return SearchOp(
-            tuple(wire.namespace_prefix), wire.filter, wire.limit, wire.offset, wire.query
+            tuple(wire.namespace_prefix),
+            _decode_floats(wire.filter),
+            wire.limit,
+            wire.offset,
+            wire.query,
+            wire.refresh_ttl,
         )
     if isinstance(wire, _Put):
-        return PutOp(tuple(wire.namespace), wire.key, wire.value, wire.index)
+        return PutOp(tuple(wire.namespace), wire.key, wire.value, wire.index, wire.ttl)
     conditions = tuple(MatchCondition(c.match_type, tuple(c.path)) for c in wire.match_conditions)
     return ListNamespacesOp(conditions or None, wire.max_depth, wire.limit, wire.offset)
 
@@ -187,6 +238,18 @@ def _item_fields(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _raise_namespace_error(response: httpx.Response) -> None:
+    """Raise the ``InvalidNamespaceError`` the server answered, as the embedded store does."""
+    if response.status_code != 422:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        return
+    if isinstance(body, dict) and body.get("type") == "InvalidNamespaceError":
+        raise InvalidNamespaceError(str(body.get("error", "invalid namespace")))
+
+
 # -- the client --------------------------------------------------------------------------------
 class RemoteMembrainStore(BaseStore):
     """The LangGraph store a MemBrain server serves (``membrain serve``), over HTTP.
@@ -197,6 +260,12 @@ class RemoteMembrainStore(BaseStore):
     Args:
         url: The server's base URL (``http://host:9574``).
         api_key: A key from the server's keys file (``None`` for a server run without keys).
+        index: LangGraph's ``IndexConfig``, kept as ``index_config``: its ``fields`` are sent
+            as the index paths of puts that name none; the server embeds with its own encoder
+            (``embed`` must be that model).
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` for puts that give none,
+            ``refresh_on_read`` for reads; the server sweeps on its own timer
+            (:meth:`sweep_ttl` asks it now, with an admin key).
         timeout: Seconds to wait for each answer.
         retries: Requests sent again after no answer or a 502/503/504 (every operation is
             safe to repeat: a put writes the same value again).
@@ -208,17 +277,25 @@ class RemoteMembrainStore(BaseStore):
         ... # doctest: +SKIP
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
         url: str,
         api_key: str | None = None,
         *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
         timeout: float = 30.0,
         retries: int = RETRIES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        self.index_config = None if index is None else index.copy()
+        self._fields = None if index is None else index.get("fields")
+        self.embeddings: Any = None if index is None else index.get("embed")
+        self.ttl_config = check_ttl_config(ttl)
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
         self.url, auth = connection(url)  # a user and password in it: basic auth, never shown
         self._retries = retries
         self._client = httpx.Client(
@@ -230,7 +307,8 @@ class RemoteMembrainStore(BaseStore):
         )
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Stop the TTL sweeper and close the connection pool."""
+        self.stop_ttl_sweeper()
         self._client.close()
 
     def __enter__(self) -> RemoteMembrainStore:
@@ -246,11 +324,62 @@ class RemoteMembrainStore(BaseStore):
             return []
         for op in ops:  # refused here as the embedded store refuses it, before sending
             check_op(op)
+        if self._fields is not None:  # the fields of this client's index config
+            ops = [
+                op._replace(index=list(self._fields))
+                if isinstance(op, PutOp) and op.index is None and op.value is not None
+                else op
+                for op in ops
+            ]
         call = Call("POST", STORE_BATCH, {"ops": [op_json(op) for op in ops]})
         response = send(self._client, self.url, self._retries, call)
+        _raise_namespace_error(response)
         return answer(
             response, lambda bodies: [result_of(o, b) for o, b in zip(ops, bodies, strict=True)]
         )
+
+    def sweep_ttl(self) -> int:
+        """Have the server delete the items whose TTL ran out; the number deleted."""
+        response = send(self._client, self.url, self._retries, Call("POST", STORE_SWEEP, {}))
+        return answer(response, lambda body: int(body["deleted"]))
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """Ask the server to sweep every ``sweep_interval_minutes``, from a daemon thread.
+
+        Default: the ``ttl`` config's ``sweep_interval_minutes``, else 5. The server also
+        sweeps on its own timer.
+        """
+        done: Future[None] = Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            done.set_result(None)
+            return done
+        config = self.ttl_config or {}
+        minutes = sweep_interval_minutes or config.get("sweep_interval_minutes") or 5
+        self._stop_sweeping.clear()
+
+        def sweep() -> None:
+            try:
+                while not self._stop_sweeping.wait(float(minutes) * 60):
+                    with contextlib.suppress(Exception):  # the next round tries again
+                        self.sweep_ttl()
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=sweep, name="membrain-store-ttl", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
+        sweeper = self._sweeper
+        if sweeper is None:
+            return True
+        self._stop_sweeping.set()
+        sweeper.join(timeout)
+        if sweeper.is_alive():
+            return False
+        self._sweeper = None
+        return True
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` in a worker thread."""

@@ -8,11 +8,14 @@ every worker of an application shares the same items (reached with
 Every operation is checked first (:func:`~.sidecar.check_op`: a bad label, key, query, value
 or filter fails the whole batch with an ``InputError``, before any operation runs), then
 against the API key. The dataset of a namespace is the one the store keeps its items' text in
-(:meth:`~.store.MembrainStore.scope_for`: the first label, encoded as ``Scope(dataset=label)``
+(:meth:`~.store.MembrainStore.scope_for`: the user, the second label of
+``(collection, user, ...)`` or the only one of ``(user,)``, encoded as ``Scope(dataset=label)``
 encodes it, as API keys name it), so a key reaches exactly the items it may: ``get`` and a
 search need ``read``, ``put`` and ``delete`` need ``write`` on that dataset. A search prefix
-that does not decide one dataset (``()``) needs a key for every dataset (``"*"``); a namespace
-listing whose prefix does not decide one returns only the namespaces of the key's datasets.
+that does not decide one dataset (``()``, ``("memories",)``) needs a key for every dataset
+(``"*"``); a namespace listing whose prefix does not decide one returns only the namespaces of
+the key's datasets. A bad label answers 422 with type ``InvalidNamespaceError``, which the
+client raises again.
 """
 
 from __future__ import annotations
@@ -22,16 +25,35 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, Op, PutOp, SearchOp
+from langgraph.store.base import (
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    SearchOp,
+    TTLConfig,
+)
 
-from langchain_membrain.langgraph.remote_store import STORE_BATCH, StoreBatch, op_of, result_json
+from langchain_membrain.langgraph.remote_store import (
+    STORE_BATCH,
+    STORE_SWEEP,
+    StoreBatch,
+    op_of,
+    result_json,
+)
 from langchain_membrain.langgraph.sidecar import check_op, sidecar_location
 from langchain_membrain.langgraph.store import MembrainStore
-from membrain import Actor, ActorKind, ConfigurationError, InputError, Memory, ScopeError
+from membrain import Actor, ActorKind, ConfigurationError, Memory, ScopeError
 from membrain.server.app import authenticate
+from membrain.server.guards import error_response
 from membrain.server.keys import ALL_DATASETS, Access, Forbidden, Grant
 
-__all__ = ["ANONYMOUS", "MAX_LISTED", "store_routes"]
+__all__ = ["ANONYMOUS", "MAX_LISTED", "SWEEP_MINUTES", "store_routes"]
+
+SWEEP_MINUTES = 5.0
+"""How often the served store deletes expired items, by default."""
 
 ANONYMOUS = Actor(kind=ActorKind.API)
 """Who the audit names for writes on a server run without keys."""
@@ -110,8 +132,19 @@ def _narrowed(
     return kept[listing.offset : listing.offset + listing.limit]
 
 
-def store_routes(memory: Memory) -> APIRouter | None:
+def store_routes(
+    memory: Memory,
+    *,
+    index: IndexConfig | None = None,
+    ttl: TTLConfig | None = None,
+    sweep_interval_minutes: float = SWEEP_MINUTES,
+) -> APIRouter | None:
     """The server extension: ``POST /api/store/batch`` over a store of ``memory``'s items.
+
+    ``index`` and ``ttl`` are :class:`~.store.MembrainStore`'s (for an application that builds
+    its own server; ``membrain serve`` uses the defaults). The store sweeps expired items every
+    ``sweep_interval_minutes`` (``ttl``'s ``sweep_interval_minutes`` if given), and on
+    ``POST /api/store/sweep`` (a key with ``admin`` on every dataset).
 
     ``None`` for a memory whose store has no folder to keep the items' values in (a Qdrant
     server): the extension is then off.
@@ -127,13 +160,31 @@ def store_routes(memory: Memory) -> APIRouter | None:
         """The store, opened on first use (a server nobody asks for items creates no file)."""
         with lock:
             if not opened:
-                opened.append(MembrainStore(memory=memory))
+                served = MembrainStore(memory=memory, index=index, ttl=ttl)
+                served.start_ttl_sweeper(
+                    (ttl or {}).get("sweep_interval_minutes") or sweep_interval_minutes
+                )
+                opened.append(served)
             return opened[0]
 
-    router = APIRouter()
+    def close() -> None:
+        """Stop the store's sweeper and close its file when the server shuts down."""
+        with lock:
+            for served in opened:
+                served.close()
+            opened.clear()
+
+    router = APIRouter(on_shutdown=[close])
+
+    @router.post(STORE_SWEEP, tags=["langgraph store"])
+    def sweep(grant: Annotated[Grant | None, Depends(authenticate)]) -> dict[str, int]:
+        """Delete the items whose TTL ran out now (the server also sweeps on a timer)."""
+        if grant is not None:
+            grant.check(ALL_DATASETS, Access.ADMIN)
+        return {"deleted": store().sweep_ttl()}
 
     @router.post(STORE_BATCH, tags=["langgraph store"])
-    def batch(body: StoreBatch, grant: Annotated[Grant | None, Depends(authenticate)]) -> list[Any]:
+    def batch(body: StoreBatch, grant: Annotated[Grant | None, Depends(authenticate)]) -> Any:
         """Run LangGraph store operations; answers one result per operation, in order."""
         ops = [op_of(wire) for wire in body.ops]
         try:
@@ -156,7 +207,8 @@ def store_routes(memory: Memory) -> APIRouter | None:
                 run.append(op)
             results = served.batch_by(run, grant.actor if grant else ANONYMOUS)
         except InvalidNamespaceError as exc:
-            raise InputError(f"invalid namespace: {exc}") from None
+            # the client raises it again, as the embedded store does
+            return error_response(422, str(exc), "InvalidNamespaceError")
         for i, listing in narrowed.items():
             assert grant is not None
             results[i] = _narrowed(served, grant, listing, results[i])

@@ -51,6 +51,7 @@ __all__ = [
     "check_labels",
     "check_namespace",
     "check_op",
+    "check_ttl_config",
     "configured_fields",
     "connect",
     "layout",
@@ -82,16 +83,22 @@ CREATE TABLE IF NOT EXISTS items (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     source_id TEXT,
+    vectors TEXT,
+    ttl REAL,
+    expires_at REAL,
     UNIQUE (ns, key)
 );
 CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
 """
 
-FORMAT = 2
-"""The sidecar's layout (``PRAGMA user_version``): 2 is 1 whose items' text lives in the scopes
-of :func:`membrain.api.scope.scope_part` (the store moves it there from the scopes of
-:func:`legacy_scope` when it opens a file of layout 1); 1 stores a namespace as a JSON array of
-its labels; 0, the layout before it, joined the labels with ``.``."""
+FORMAT = 3
+"""The sidecar's layout (``PRAGMA user_version``): 3 is 2 whose default mapping is
+:func:`~.store.user_scope` (the user is the dataset; the store moves a file of layout 2's text
+from the scopes of ``scope_for_namespace(task="store")``, layout 2's default, when it opens it
+with the default mapping); 2 is 1 whose items' text lives in the scopes of
+:func:`membrain.api.scope.scope_part` (moved from the scopes of :func:`legacy_scope` when a
+file of layout 1 is opened); 1 stores a namespace as a JSON array of its labels; 0, the layout
+before it, joined the labels with ``.``."""
 _JSON_LABELS = 1
 
 _INDEX_KEYS = frozenset({"dims", "embed", "fields"})
@@ -138,12 +145,27 @@ def connect(location: str) -> sqlite3.Connection:
         if location != IN_MEMORY:
             conn.execute("PRAGMA journal_mode=WAL")
         conn.executescript(SCHEMA)
+        _add_columns(conn)
+        conn.execute("CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at)")
     try:
         _upgrade(conn, location)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+_COLUMNS = {"vectors": "TEXT", "ttl": "REAL", "expires_at": "REAL"}
+"""Columns added after layout 1 (a file without them gets them, empty, when opened): the
+items' embedded fields (``vectors``, JSON ``{path: vector}``), their TTL in minutes and the
+time (Unix seconds) they expire at."""
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    have = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
+    for name, kind in _COLUMNS.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
 
 
 def layout(conn: sqlite3.Connection) -> int:
@@ -292,6 +314,31 @@ def configured_fields(
     return list(wanted)
 
 
+_TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "sweep_interval_minutes"})
+
+
+def check_ttl_config(ttl: Mapping[str, Any] | None) -> Any:
+    """LangGraph's ``TTLConfig`` (``default_ttl``, ``refresh_on_read``, ``sweep_interval_minutes``).
+
+    Raises:
+        ConfigurationError: an unknown key, or a TTL or interval that is not a positive number.
+    """
+    if ttl is None:
+        return None
+    if not isinstance(ttl, Mapping):
+        raise ConfigurationError(f"ttl= takes LangGraph's TTLConfig (a dict), got {ttl!r:.80}")
+    unknown = sorted(set(ttl) - _TTL_KEYS)
+    if unknown:
+        raise ConfigurationError(f"ttl= has unknown keys {unknown}; it takes {sorted(_TTL_KEYS)}")
+    for name in ("default_ttl", "sweep_interval_minutes"):
+        minutes = ttl.get(name)
+        if minutes is not None and (
+            isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes > 0
+        ):
+            raise ConfigurationError(f"ttl[{name!r}] is a positive number of minutes")
+    return dict(ttl)
+
+
 def check_key(key: object) -> str:
     """An item key: a string of valid Unicode text.
 
@@ -361,16 +408,25 @@ def check_op(op: Op) -> None:
 
     Raises:
         InvalidNamespaceError: a namespace, prefix or match path with a bad label, or a put's
-            namespace breaking :func:`check_namespace`.
-        InputError: a bad item key, value, query, filter or match type.
+            empty namespace (its root ``"langgraph"`` is refused by ``put``, as LangGraph's
+            stores do, not in a batch).
+        InputError: a bad item key, value, TTL, query, filter or match type.
         ValueError: not a LangGraph store operation.
     """
     if isinstance(op, GetOp):
         check_labels(tuple(op.namespace))
         check_key(op.key)
     elif isinstance(op, PutOp):
-        check_namespace(tuple(op.namespace))
+        # the root "langgraph" is refused by ``put`` (BaseStore's check), not in a batch
+        if not op.namespace:
+            raise InvalidNamespaceError("Namespace cannot be empty.")
+        check_labels(tuple(op.namespace))
         check_key(op.key)
+        ttl = op.ttl
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0
+        ):
+            raise InputError(f"a put's ttl is a positive number of minutes, got {ttl!r:.40}")
         if op.value is not None:
             check_value(op.value)
         index = op.index

@@ -28,14 +28,37 @@ value. So the store has two halves:
   (``mode``; works once the writer has extracted). Each of the three rankings is merged across
   tenants by score, the three are fused per item by MemBrain's reciprocal rank fusion
   (:func:`membrain.retrieval.rrf` with :data:`membrain.retrieval.RRF_K`), and the current
-  items they cite are returned, with the fused score, after ``filter``, ``offset`` and
-  ``limit``.
+  items they cite are returned in that order, after ``filter``, ``offset`` and ``limit``.
+
+Scores
+------
+A query hit's ``score`` is the similarity of the query and the item, as LangGraph's stores
+compute it: the largest cosine of the query's vector and the vectors of the item's indexed
+fields (one per field, or per element of a list field; ``"$"``, the default, is the whole value
+as JSON), embedded by the memory's dense encoder when the item is put and kept in the sidecar.
+With an embedding index (``index=``, as LangGraph's stores take it) every live item under the
+prefix that passes the filter is ranked by that similarity, items without a vector
+(``index=False``) following without a score when the page has room: LangGraph's contract.
+Without ``index=`` MemBrain's hybrid search above decides what is found and its order (the
+facts find what the words alone miss), and the score is still the similarity. Over a served
+memory (whose encoder this process cannot run) the score is the dense evidence path's cosine.
+
+TTL
+---
+``put(..., ttl=minutes)`` and ``ttl=TTLConfig`` (``default_ttl``, ``refresh_on_read``,
+``sweep_interval_minutes``) as LangGraph's SQL stores take them; ``get``/``search`` with
+``refresh_ttl`` restart an item's TTL. An expired item is invisible to every read at once;
+:meth:`MembrainStore.sweep_ttl` (or the thread :meth:`~MembrainStore.start_ttl_sweeper` starts)
+deletes it and forgets the facts extracted from it, audited with :data:`EXPIRED_REASON`.
 
 Namespace to scope
 ------------------
-By default the items live in a task of their own, apart from the chat memory: ``(d,)`` →
-``Scope(d, "store")``, ``(d, x, y...)`` → ``Scope(d, "store", session="x:y...")`` (``task=``
-names another task). ``scope_for_namespace`` without ``task`` is the chat-sharing mapping:
+By default **the user is the dataset** (:func:`user_scope`): ``(collection, user, rest...)`` →
+``Scope(dataset=user, task=collection, session="rest:...")``, langmem's
+``("memories", "{user_id}")`` convention, and ``(user,)`` → ``Scope(user, "store")``. ``task=``
+keeps the older mapping, a task of its own: ``(d,)`` → ``Scope(d, task)``, ``(d, x, y...)`` →
+``Scope(d, task, session="x:y...")``. ``scope_for_namespace`` without ``task`` is the
+chat-sharing mapping:
 ``(d,)`` → ``Scope(d, default_task)``; ``(d, t)`` → ``Scope(d, t)``; ``(d, t, s)`` →
 ``Scope(d, t, session=s)``; deeper namespaces put their remaining labels into the session
 (``s:x:y``). Every label is encoded as :class:`membrain.Scope` encodes a value
@@ -69,25 +92,27 @@ Semantics and limits
   reads and writes nothing.
 - ``list_namespaces`` lists only namespaces that hold items. ``InMemoryStore`` also lists
   namespaces emptied by deletes and namespaces a ``get`` merely looked at.
-- Query search returns only items MemBrain found (``InMemoryStore`` with an embedding index
-  appends unindexed items without a score); items put with ``index=False`` or without text are
-  never found by a query. Filters apply after retrieval, to at most ``candidates`` (or
-  ``offset + limit``, if larger) hits per tenant and path. A query runs three MemBrain
-  searches per tenant under the prefix: keep prefixes narrow (a user's tenant, not ``()``).
+- Without ``index=``, query search returns only items MemBrain found; items put with
+  ``index=False`` or without text are never found by a query. Filters apply after retrieval,
+  to at most ``candidates`` (or ``offset + limit``, if larger) hits per tenant and path. A
+  query runs three MemBrain searches per tenant under the prefix: keep prefixes narrow (a
+  user's tenant, not ``()``). With ``index=`` a query reads every item under the prefix.
 - Overwritten and deleted items stay in MemBrain as evidence (and their facts stay), but are
   never returned: only the current version of an item maps back. ``Memory.delete_scope``
   removes them for good.
 - Values must be JSON-serialisable and round-trip through JSON (a tuple comes back as a list;
   ``InMemoryStore`` returns the very object that was put).
-- ``created_at`` is kept across overwrites (``InMemoryStore`` resets it); TTLs are not supported.
+- ``created_at`` is kept across overwrites (``InMemoryStore`` resets it), unless the item had
+  expired.
 - One process per sidecar file (like the embedded MemBrain store); thread-safe within it.
 
 Example:
     >>> store = MembrainStore(memory=mem, path="./.membrain/langgraph-store.sqlite")
     ... # doctest: +SKIP
-    >>> store.put(("sara", "assistant"), "pets", {"text": "Sara adopted a cat named Miso."})
+    >>> store.put(("memories", "sara"), "pets", {"text": "Sara adopted a cat named Miso."})
     ... # doctest: +SKIP
-    >>> store.search(("sara",), query="What is the cat called?")[0].key  # doctest: +SKIP
+    >>> store.search(("memories", "sara"), query="What is the cat called?")[0].key
+    ... # doctest: +SKIP
     'pets'
 """
 
@@ -98,12 +123,15 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -116,6 +144,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     get_text_at_path,
 )
 
@@ -123,6 +152,7 @@ from langchain_membrain.langgraph.filters import matches
 from langchain_membrain.langgraph.sidecar import (
     FORMAT,
     check_op,
+    check_ttl_config,
     check_value,
     configured_fields,
     connect,
@@ -157,9 +187,31 @@ from membrain.binding import CLOCK, DEFAULT_USER_NAME
 from membrain.remote.protocol import actor_for
 from membrain.retrieval import RRF_K, Ranked, rrf
 
-__all__ = ["MembrainStore", "scope_for_namespace"]
+__all__ = ["EXPIRED_REASON", "MembrainStore", "scope_for_namespace", "user_scope"]
 
 log = logging.getLogger(__name__)
+
+
+def _now() -> float:
+    """The clock TTLs run on (Unix seconds)."""
+    return time.time()
+
+
+LIVE = "(expires_at IS NULL OR expires_at > ?)"
+"""SQL condition of the items whose TTL has not run out (the parameter: now, Unix seconds)."""
+LIVE_I = "(i.expires_at IS NULL OR i.expires_at > ?)"
+
+EXPIRED_REASON = "the store item expired (its TTL ran out)"
+"""The audit reason of the facts forgotten when an expired item is swept."""
+
+
+def _best_cosine(query: np.ndarray, vectors: list[list[float]]) -> float:
+    """The largest cosine similarity of ``query`` and any of ``vectors`` (0 for a zero vector)."""
+    matrix = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
+    dots = matrix @ query
+    cosines = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    return float(cosines.max())
 
 
 def _session(labels: Sequence[str]) -> ScopePart:
@@ -192,6 +244,35 @@ def scope_for_namespace(
     task = scope_part(namespace[1]) if len(namespace) > 1 else default_task
     session = _session(namespace[2:]) if len(namespace) > 2 else None
     return Scope(dataset=dataset, task=task, session=session)
+
+
+def user_scope(namespace: tuple[str, ...]) -> Scope:
+    """The store's default scope of a namespace: **the user is the dataset**.
+
+    ``(user,)`` → ``Scope(user, "store")``; ``(collection, user, rest...)`` →
+    ``Scope(dataset=user, task=collection, session="rest:...")``: langmem's convention
+    (``("memories", "{user_id}")``), the scope :func:`~.namespaces.namespace_scopes` gives for
+    that template, and where :func:`~langchain_membrain.tools.create_memory_tools` keeps a
+    user's memories. Labels are encoded as :func:`scope_for_namespace` encodes them.
+
+    Example:
+        >>> user_scope(("memories", "sara"))
+        Scope(dataset='sara', task='memories', session=None)
+        >>> user_scope(("sara",))
+        Scope(dataset='sara', task='store', session=None)
+        >>> user_scope(("memories", "sara", "prefs"))
+        Scope(dataset='sara', task='memories', session='prefs')
+    """
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    if len(namespace) == 1:
+        return Scope(dataset=scope_part(namespace[0]), task="store")
+    collection, user, *rest = namespace
+    return Scope(
+        dataset=scope_part(user),
+        task=scope_part(collection),
+        session=_session(rest) if rest else None,
+    )
 
 
 class MembrainStore(BaseStore):
@@ -228,14 +309,18 @@ class MembrainStore(BaseStore):
             spoken by that name instead. Default ``"User"``
             (:data:`membrain.binding.DEFAULT_USER_NAME`).
         speaker: Older name of ``user_name`` (a string); pass one of the two.
-        task: MemBrain task of the items (default ``"store"``): a namespace ``(d, rest...)``
-            maps to ``Scope(d, task, session="rest:...")``, so agent-managed items stay apart
-            from the chat memory in ``Scope(d, <chat task>)``. Pass either ``task`` or
+        task: The older mapping, the items in a task of their own: a namespace
+            ``(d, rest...)`` maps to ``Scope(d, task, session="rest:...")``. Default: none, the
+            user is the dataset (:func:`user_scope`). Pass either ``task`` or
             ``namespace_to_scope``.
         mode: MemBrain retrieval mode of the fact search (``"fast"`` makes no LLM call).
         candidates: Hits per tenant and path fetched before filtering.
-        namespace_to_scope: Maps a namespace to its MemBrain scope, instead of ``task``'s
-            mapping; ``scope_for_namespace`` (without ``task``) shares the chat's scopes.
+        namespace_to_scope: Maps a namespace to its MemBrain scope, instead of
+            :func:`user_scope`; ``scope_for_namespace`` (without ``task``) shares the chat's
+            scopes, :func:`~.namespaces.namespace_scopes` reads another convention.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` and ``sweep_interval_minutes`` in
+            minutes, ``refresh_on_read``); see the module docs. No sweeper runs until
+            :meth:`start_ttl_sweeper`.
         actor: Who the memory's audit log names for the store's writes (an agent: the facts
             extracted from items are ``derived`` and name it as their author). Overwriting or
             deleting an item forgets the facts extracted from its previous value, by this actor
@@ -245,7 +330,10 @@ class MembrainStore(BaseStore):
     Keep ``task`` / ``namespace_to_scope`` stable for a sidecar: an item is found by a query
     only in the scope it was written to. A sidecar written before labels were encoded as
     :class:`~membrain.Scope` encodes them (layout 1) has its items' text moved into the scopes
-    they map to now when a store with ``task`` or :func:`scope_for_namespace` opens it, once.
+    they map to now when a store with the default mapping, ``task`` or
+    :func:`scope_for_namespace` opens it, once; a sidecar of the older default mapping
+    (layout 2, ``task="store"``) opened with the default mapping has its text moved to
+    :func:`user_scope`'s scopes, once.
 
     Raises:
         ConfigurationError: ``mode`` is not a retrieval mode; ``path`` is missing for a memory
@@ -254,12 +342,12 @@ class MembrainStore(BaseStore):
 
     Example:
         >>> store = MembrainStore(memory=mem, user_name="Sara")  # doctest: +SKIP
-        >>> store.put(("sara", "assistant"), "k1", {"text": "I live in Lisbon."})
+        >>> store.put(("memories", "sara"), "k1", {"text": "I live in Lisbon."})
         ... # doctest: +SKIP
-        >>> store.search(("sara",), query="Where does Sara live?")  # doctest: +SKIP
+        >>> store.search(("memories", "sara"), query="Where does Sara live?")  # doctest: +SKIP
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -277,6 +365,7 @@ class MembrainStore(BaseStore):
         candidates: int = 50,
         namespace_to_scope: Callable[[tuple[str, ...]], Scope] | None = None,
         actor: str = "agent:langgraph-store",
+        ttl: TTLConfig | None = None,
     ) -> None:
         if user_name is not None and speaker is not None:
             raise ConfigurationError("pass user_name or speaker (its older name), not both")
@@ -294,30 +383,73 @@ class MembrainStore(BaseStore):
         self._extract = extract
         fields = configured_fields(memory, index, index_fields)
         self._index_fields = tokenized(fields or ())
+        self._vector_fields = fields or ["$"]
+        self._dense = memory.store.dense if isinstance(memory, Memory) else None
+        self.index_config: IndexConfig | None = None
+        if index is not None:
+            resolved = dict(index)
+            if self._dense is not None:
+                resolved.setdefault("dims", self._dense.dim)
+                resolved["embed"] = resolved.get("embed") or self._dense
+            self.index_config = resolved  # type: ignore[assignment]
+        # the model that embeds the items, as LangGraph's stores name it (None without index)
+        self.embeddings: Any = None if self.index_config is None else self.index_config["embed"]
+        self.ttl_config = check_ttl_config(ttl)
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
         self._user_name = user_name if user_name is not None else speaker
         self._mode = RetrievalMode.parse(mode)
         self._candidates = candidates
-        legacy: Callable[[tuple[str, ...]], Scope] | None = None
-        if namespace_to_scope is None:
-            items_task = "store" if task is None else task
+        # the scopes older layouts kept the items' text in, by layout (None: where it is now)
+        earlier: dict[int, Callable[[tuple[str, ...]], Scope] | None] | None
+        self._scope_for: Callable[[tuple[str, ...]], Scope]
+        if task is None and namespace_to_scope in (None, user_scope):
+            self._scope_for = user_scope
+            earlier = {
+                1: partial(legacy_scope, task="store"),
+                2: partial(scope_for_namespace, task="store"),
+            }
+            self._dataset_labels: int | None = 2
+        elif namespace_to_scope is None:
+            assert task is not None
             try:
-                Scope(dataset="check", task=items_task)
+                Scope(dataset="check", task=task)
             except ScopeError as exc:
-                raise ConfigurationError(f"task={items_task!r} is not a valid task: {exc}") from exc
-            self._scope_for: Callable[[tuple[str, ...]], Scope] = partial(
-                scope_for_namespace, task=items_task
-            )
-            legacy = partial(legacy_scope, task=items_task)
+                raise ConfigurationError(f"task={task!r} is not a valid task: {exc}") from exc
+            self._scope_for = partial(scope_for_namespace, task=task)
+            earlier = {1: partial(legacy_scope, task=task), 2: None}
+            self._dataset_labels = 1
         else:
             self._scope_for = namespace_to_scope
-            legacy = legacy_scope if namespace_to_scope is scope_for_namespace else None
-        self._dataset_labels = 1 if legacy is not None else None
+            earlier, self._dataset_labels = None, None
+            if namespace_to_scope is scope_for_namespace:
+                earlier, self._dataset_labels = {1: legacy_scope, 2: None}, 1
         self.path = sidecar_location(memory, path)
         self._conn = connect(self.path)
         self._lock = threading.RLock()
-        if legacy is not None and layout(self._conn) < FORMAT:
-            self._copy_legacy_text(legacy)
+        version = layout(self._conn)
+        if earlier is not None and version < FORMAT:
+            legacy = earlier.get(version)
+            if legacy is not None:
+                self._copy_legacy_text(legacy)
             set_layout(self._conn, FORMAT)
+        self._embed_missing()
+
+    def _embed_missing(self) -> None:
+        """Embed the fields of items stored before the sidecar kept their vectors."""
+        if self._dense is None:
+            return
+        rows = self._conn.execute(
+            "SELECT id, value FROM items WHERE source_id IS NOT NULL AND vectors IS NULL"
+        ).fetchall()
+        for start in range(0, len(rows), 256):
+            chunk = rows[start : start + 256]
+            vectors = self._vectors([json.loads(value) for _, value in chunk], None)
+            with self._conn:
+                self._conn.executemany(
+                    "UPDATE items SET vectors = ? WHERE id = ?",
+                    [(v, row_id) for v, (row_id, _) in zip(vectors, chunk, strict=True)],
+                )
 
     def _copy_legacy_text(self, legacy: Callable[[tuple[str, ...]], Scope]) -> None:
         """Move the items' text from the scopes an older sidecar kept it in to today's scopes.
@@ -355,15 +487,18 @@ class MembrainStore(BaseStore):
     def dataset_labels(self) -> int | None:
         """How many leading labels of a namespace decide its dataset.
 
-        ``1`` for the store's own mappings (``task=``, or ``namespace_to_scope`` given
-        :func:`scope_for_namespace`): every namespace under ``(d,)`` has the dataset of ``(d,)``.
-        ``None`` for another ``namespace_to_scope``, which may read any label.
+        ``2`` for the default mapping (:func:`user_scope`): every namespace under
+        ``(collection, user)`` has the dataset of ``user``, while ``(user,)`` alone also
+        prefixes other users' namespaces. ``1`` for ``task=`` or :func:`scope_for_namespace`:
+        every namespace under ``(d,)`` has the dataset of ``(d,)``. ``None`` for another
+        ``namespace_to_scope``, which may read any label.
         """
         return self._dataset_labels
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the sidecar (the memory and the writer stay open)."""
+        """Stop the TTL sweeper and close the sidecar (the memory and the writer stay open)."""
+        self.stop_ttl_sweeper()
         with self._lock:
             self._conn.close()
 
@@ -402,7 +537,7 @@ class MembrainStore(BaseStore):
         with self._lock:
             for i, op in enumerate(ops):
                 if isinstance(op, GetOp):
-                    results[i] = self._get(tuple(op.namespace), str(op.key))
+                    results[i] = self._get(op)
                 elif isinstance(op, SearchOp):
                     if op.query:
                         queries.append((i, op))
@@ -439,37 +574,60 @@ class MembrainStore(BaseStore):
     def _search_item(self, row: Sequence[Any], score: float | None = None) -> SearchItem:
         return SearchItem(**self._fields(row), score=score)
 
-    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    def _refresh(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Restart the TTL of these items (``(ns, key)`` as stored) from now."""
+        if keys:
+            with self._conn:
+                self._conn.executemany(
+                    "UPDATE items SET expires_at = ? + ttl * 60 "
+                    "WHERE ns = ? AND key = ? AND ttl IS NOT NULL",
+                    [(_now(), ns, key) for ns, key in keys],
+                )
+
+    def _get(self, op: GetOp) -> Item | None:
         row = self._conn.execute(
-            "SELECT ns, key, value, created_at, updated_at FROM items WHERE ns = ? AND key = ?",
-            (ns_text(namespace), key),
+            "SELECT ns, key, value, created_at, updated_at FROM items "
+            f"WHERE ns = ? AND key = ? AND {LIVE}",
+            (ns_text(tuple(op.namespace)), str(op.key), _now()),
         ).fetchone()
-        return None if row is None else Item(**self._fields(row))
+        if row is None:
+            return None
+        if op.refresh_ttl:
+            self._refresh([(row[0], row[1])])
+        return Item(**self._fields(row))
 
     def _scan(self, op: SearchOp) -> list[SearchItem]:
         where, params = prefix_sql(tuple(op.namespace_prefix), "i.ns")
         sql = (
             "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at FROM items i "
-            f"JOIN namespaces n ON n.ns = i.ns WHERE {where} ORDER BY n.seq, i.id"
+            f"JOIN namespaces n ON n.ns = i.ns WHERE {where} AND {LIVE_I} ORDER BY n.seq, i.id"
         )
+        params.append(_now())
         paged = not op.filter and min(op.offset, op.limit) >= 0
         if paged:
             sql += " LIMIT ? OFFSET ?"
             params += [op.limit, op.offset]
-        rows = self._conn.execute(sql, params)
-        if paged:
-            return [self._search_item(row) for row in rows]
-        stop = op.offset + op.limit if min(op.offset, op.limit) >= 0 else None
-        kept: list[Any] = []
-        for row in rows:
-            if matches(json.loads(row[2]), op.filter):
-                kept.append(row)
-                if len(kept) == stop:
-                    break
-        return [self._search_item(row) for row in window(kept, op.offset, op.limit)]
+        rows = self._conn.execute(sql, params).fetchall()
+        if not paged:
+            stop = op.offset + op.limit if min(op.offset, op.limit) >= 0 else None
+            kept: list[Any] = []
+            for row in rows:
+                if matches(json.loads(row[2]), op.filter):
+                    kept.append(row)
+                    if len(kept) == stop:
+                        break
+            rows = window(kept, op.offset, op.limit)
+        if op.refresh_ttl:
+            self._refresh([(row[0], row[1]) for row in rows])
+        return [self._search_item(row) for row in rows]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = [ns_of(ns) for (ns,) in self._conn.execute("SELECT DISTINCT ns FROM items")]
+        found = [
+            ns_of(ns)
+            for (ns,) in self._conn.execute(
+                f"SELECT DISTINCT ns FROM items WHERE {LIVE}", (_now(),)
+            )
+        ]
         if op.match_conditions:
             found = [ns for ns in found if all(does_match(c, ns) for c in op.match_conditions)]
         if op.max_depth is not None:
@@ -479,7 +637,59 @@ class MembrainStore(BaseStore):
         return window(found, op.offset, op.limit)
 
     def _query(self, op: SearchOp) -> list[SearchItem]:
-        """Hybrid search: MemBrain's evidence and fact rankings fused per item (see module)."""
+        """Query search: items ranked by their similarity to the query (see module)."""
+        assert op.query is not None
+        if self._dense is not None and self.index_config is not None:
+            found = self._similar(op)
+        else:
+            found = self._hybrid(op)
+        if op.refresh_ttl and found:
+            with self._lock:
+                self._refresh([(ns_text(item.namespace), item.key) for item in found])
+        return found
+
+    def _similar(self, op: SearchOp) -> list[SearchItem]:
+        """Every live item under the prefix that passes the filter, by cosine similarity.
+
+        An item's score is the largest cosine of the query's vector and its embedded fields'
+        (one vector per indexed field, or per element of a list field), as LangGraph's stores
+        compute it; items without a vector (``index=False``, no text) follow the scored ones
+        when the page has room, without a score.
+        """
+        assert op.query is not None and self._dense is not None
+        query = np.asarray(self._dense.embed_query(op.query), dtype=np.float64)
+        where, params = prefix_sql(tuple(op.namespace_prefix), "i.ns")
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at, i.vectors FROM items i "
+                f"JOIN namespaces n ON n.ns = i.ns WHERE {where} AND {LIVE_I} "
+                "ORDER BY n.seq, i.id",
+                [*params, _now()],
+            ).fetchall()
+        scored: list[tuple[float, Sequence[Any]]] = []
+        scoreless: list[Sequence[Any]] = []
+        for row in rows:
+            if not matches(json.loads(row[2]), op.filter):
+                continue
+            vectors = json.loads(row[5]) if row[5] else None
+            if vectors:
+                scored.append((_best_cosine(query, list(vectors.values())), row))
+            else:
+                scoreless.append(row)
+        scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the sidecar's order
+        kept: list[tuple[float | None, Sequence[Any]]] = list(window(scored, op.offset, op.limit))
+        if scoreless and len(kept) < op.limit:
+            kept.extend((None, row) for row in scoreless[: op.limit - len(kept)])
+        return [self._search_item(row, score) for score, row in kept]
+
+    def _hybrid(self, op: SearchOp) -> list[SearchItem]:
+        """Hybrid search: MemBrain's evidence and fact rankings fused per item (see module).
+
+        Each item's score is its similarity to the query: the largest cosine of the query's
+        vector and its embedded fields' (see :meth:`_similar`); over a served memory, whose
+        encoder this process cannot run, the dense evidence path's cosine of the query and the
+        item's text (``None`` when that path did not find it).
+        """
         assert op.query is not None
         prefix = tuple(op.namespace_prefix)
         where, params = prefix_sql(prefix)
@@ -488,8 +698,9 @@ class MembrainStore(BaseStore):
             namespaces = [
                 ns_of(ns)
                 for (ns,) in self._conn.execute(
-                    f"SELECT DISTINCT ns FROM items WHERE {where} AND source_id IS NOT NULL",
-                    params,
+                    f"SELECT DISTINCT ns FROM items WHERE {where} AND source_id IS NOT NULL "
+                    f"AND {LIVE}",
+                    [*params, _now()],
                 ).fetchall()
             ]
         tenants = dict.fromkeys(self._scope_for(ns).without_session() for ns in namespaces)
@@ -525,9 +736,9 @@ class MembrainStore(BaseStore):
                 marks = ",".join("?" * len(chunk))
                 for row in self._conn.execute(
                     "SELECT i.ns, i.key, i.value, i.created_at, i.updated_at, i.source_id, "
-                    f"n.seq, i.id FROM items i JOIN namespaces n ON n.ns = i.ns "
-                    f"WHERE i.source_id IN ({marks}) AND {item_where}",
-                    [*chunk, *item_params],
+                    f"n.seq, i.id, i.vectors FROM items i JOIN namespaces n ON n.ns = i.ns "
+                    f"WHERE i.source_id IN ({marks}) AND {item_where} AND {LIVE_I}",
+                    [*chunk, *item_params, _now()],
                 ):
                     rows[row[5]] = row
         # the rankings of source ids become rankings of current items (first mention counts)
@@ -547,11 +758,22 @@ class MembrainStore(BaseStore):
                 found[item_id] = row
                 ranked.append(Ranked(item_id, -neg_score))
             items[name] = ranked
+        similarity: dict[str, float | None] = {r.id: r.score for r in items["dense"]}
+        if self._dense is not None:
+            query = np.asarray(self._dense.embed_query(op.query), dtype=np.float64)
+            for item_id, row in found.items():
+                vectors = json.loads(row[8]) if row[8] else None
+                similarity[item_id] = (
+                    _best_cosine(query, list(vectors.values())) if vectors else None
+                )
         fused = rrf(items, {}, RRF_K)
         # ties keep the sidecar's order (namespace creation, then insertion), as scans do
         ordered = sorted(fused, key=lambda f: (-f.score, found[f.id][6], found[f.id][7]))
         kept = [f for f in ordered if matches(json.loads(found[f.id][2]), op.filter)]
-        return [self._search_item(found[f.id], f.score) for f in window(kept, op.offset, op.limit)]
+        return [
+            self._search_item(found[f.id], similarity.get(f.id))
+            for f in window(kept, op.offset, op.limit)
+        ]
 
     # -- writes ------------------------------------------------------------------------------
     def _text(self, value: Mapping[str, Any], index: Sequence[str] | None) -> str:
@@ -575,13 +797,52 @@ class MembrainStore(BaseStore):
             return DEFAULT_USER_NAME
         return name.strip()
 
+    def _vectors(
+        self, values: Sequence[Mapping[str, Any]], indexes: Sequence[Any] | None
+    ) -> list[str | None]:
+        """Each value's embedded fields, JSON ``{path: vector}`` (``None``: nothing to embed).
+
+        The fields are the put's ``index`` paths, else the store's (``"$"``: the whole value as
+        JSON), a list field giving one vector per element (``path.i``), as LangGraph's stores
+        embed them; all in one call to the memory's dense encoder.
+        """
+        if self._dense is None:
+            return [None] * len(values)
+        wanted: list[tuple[int, str, str]] = []
+        for n, value in enumerate(values):
+            index = indexes[n] if indexes is not None else None
+            if index is False:
+                continue
+            for path in index if index is not None else self._vector_fields:
+                texts = get_text_at_path(value, path)
+                if len(texts) == 1:
+                    wanted.append((n, path, texts[0]))
+                else:
+                    wanted.extend((n, f"{path}.{i}", t) for i, t in enumerate(texts))
+        embedded = self._dense.embed_documents([text for _, _, text in wanted]) if wanted else []
+        found: list[dict[str, list[float]]] = [{} for _ in values]
+        for (n, path, _), vector in zip(wanted, embedded, strict=True):
+            found[n][path] = [float(x) for x in vector]
+        return [json.dumps(f) if f else None for f in found]
+
     def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp], actor: Actor) -> None:
-        rows: list[tuple[str, str, str | None, str | None]] = []
+        rows: list[tuple[str, str, str | None, str | None, str | None, float | None]] = []
         messages: dict[Scope, list[Message]] = {}
         previous = self._sources(puts)
+        stored_puts = [op for op in puts.values() if op.value is not None]
+        vectors = dict(
+            zip(
+                [id(op) for op in stored_puts],
+                self._vectors(
+                    [op.value for op in stored_puts if op.value is not None],
+                    [op.index for op in stored_puts],
+                ),
+                strict=True,
+            )
+        )
         for (namespace, key), op in puts.items():
             if op.value is None:
-                rows.append((ns_text(namespace), key, None, None))
+                rows.append((ns_text(namespace), key, None, None, None, None))
                 continue
             value_json = check_value(op.value)
             text = "" if op.index is False else self._text(op.value, op.index)
@@ -601,14 +862,15 @@ class MembrainStore(BaseStore):
                         source_id=source_id,
                     )
                 )
-            rows.append((ns_text(namespace), key, value_json, source_id))
+            rows.append((ns_text(namespace), key, value_json, source_id, vectors[id(op)], op.ttl))
         # MemBrain first: a crash in between leaves an unreferenced message, never an item
         # whose text is missing from the index.
         for scope, batch in messages.items():
             self.memory.add(batch, scope=scope, extract=False, by=actor_for(self.memory, actor))
         now = datetime.now(UTC).isoformat()
+        clock = _now()
         with self._lock, self._conn:
-            for ns, key, stored, ref in rows:
+            for ns, key, stored, ref, embedded, ttl in rows:
                 if stored is None:
                     self._conn.execute("DELETE FROM items WHERE ns = ? AND key = ?", (ns, key))
                     continue
@@ -618,15 +880,31 @@ class MembrainStore(BaseStore):
                     (ns,),
                 )
                 self._conn.execute(
-                    "INSERT INTO items (ns, key, value, created_at, updated_at, source_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET "
-                    "value = excluded.value, updated_at = excluded.updated_at, "
-                    "source_id = excluded.source_id",
-                    (ns, key, stored, now, now, ref),
+                    "INSERT INTO items (ns, key, value, created_at, updated_at, source_id, "
+                    "vectors, ttl, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, "
+                    "updated_at = excluded.updated_at, source_id = excluded.source_id, "
+                    "vectors = excluded.vectors, ttl = excluded.ttl, "
+                    "expires_at = excluded.expires_at, "
+                    # an expired item put again is a new item
+                    "created_at = CASE WHEN items.expires_at IS NOT NULL "
+                    "AND items.expires_at <= ? THEN excluded.created_at ELSE items.created_at END",
+                    (
+                        ns,
+                        key,
+                        stored,
+                        now,
+                        now,
+                        ref,
+                        embedded,
+                        ttl,
+                        None if ttl is None else clock + ttl * 60,
+                        clock,
+                    ),
                 )
         retired: dict[Scope, list[str]] = {}
         for (namespace, key), old in previous.items():
-            if old not in {ref for ns, k, _, ref in rows if (ns, k) == (ns_text(namespace), key)}:
+            if old not in {r[3] for r in rows if (r[0], r[1]) == (ns_text(namespace), key)}:
                 retired.setdefault(self._scope_for(namespace), []).append(old)
         self._retire(retired, actor)
         if self._extract:
@@ -648,7 +926,12 @@ class MembrainStore(BaseStore):
                     found[(namespace, key)] = row[0]
         return found
 
-    def _retire(self, retired: Mapping[Scope, list[str]], actor: Actor) -> None:
+    def _retire(
+        self,
+        retired: Mapping[Scope, list[str]],
+        actor: Actor,
+        reason: str = "the store item was overwritten or deleted",
+    ) -> None:
         """Forget the facts of overwritten or deleted items' previous values (audited).
 
         A previous value still waiting for extraction is extracted first, so its facts never
@@ -664,5 +947,69 @@ class MembrainStore(BaseStore):
                     [f.id for f in facts],
                     scope=scope,
                     by=actor_for(self.memory, actor),
-                    reason="the store item was overwritten or deleted",
+                    reason=reason,
                 )
+
+    # -- TTL ---------------------------------------------------------------------------------
+    def sweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; the number deleted.
+
+        Expired items are invisible to every read at once; sweeping removes them, and forgets
+        the facts extracted from their text (audited, by the store's actor, with
+        :data:`EXPIRED_REASON`), as a delete does.
+        """
+        clock = _now()
+        with self._lock, self._conn:
+            expired = self._conn.execute(
+                "SELECT id, ns, source_id FROM items WHERE expires_at IS NOT NULL "
+                "AND expires_at <= ?",
+                (clock,),
+            ).fetchall()
+            self._conn.executemany("DELETE FROM items WHERE id = ?", [(r[0],) for r in expired])
+        retired: dict[Scope, list[str]] = {}
+        for _, ns, source_id in expired:
+            if source_id:
+                retired.setdefault(self._scope_for(ns_of(ns)), []).append(source_id)
+        if retired:
+            self._retire(retired, self._actor, EXPIRED_REASON)
+        return len(expired)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """Sweep expired items every ``sweep_interval_minutes`` in a daemon thread.
+
+        Default: the ``ttl`` config's ``sweep_interval_minutes``, else 5. The future completes
+        when :meth:`stop_ttl_sweeper` stops the thread.
+        """
+        done: Future[None] = Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            done.set_result(None)
+            return done
+        config = self.ttl_config or {}
+        minutes = sweep_interval_minutes or config.get("sweep_interval_minutes") or 5
+        self._stop_sweeping.clear()
+
+        def sweep() -> None:
+            try:
+                while not self._stop_sweeping.wait(float(minutes) * 60):
+                    try:
+                        self.sweep_ttl()
+                    except Exception:
+                        log.exception("sweeping expired store items failed")
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=sweep, name="membrain-store-ttl", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
+        sweeper = self._sweeper
+        if sweeper is None:
+            return True
+        self._stop_sweeping.set()
+        sweeper.join(timeout)
+        if sweeper.is_alive():
+            return False
+        self._sweeper = None
+        return True

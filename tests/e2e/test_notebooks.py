@@ -78,8 +78,9 @@ EXPECTED: dict[str, list[str]] = {
         # MembrainStore put / search / get
         "diet ",
         "{'text': 'Sara is vegetarian and loves spicy Thai food.'}",
-        "work 1.5 {'text': \"Sara works as a nurse at the children's hospital.\"}",
-        "[('Sara', 'assistant', 'profile')]",
+        "work ",
+        "{'text': \"Sara works as a nurse at the children's hospital.\"}",
+        "[('profile', 'sara')]",
     ],
     "llamaindex_rag_over_memory.ipynb": [
         "4 messages stored, 4 facts extracted",

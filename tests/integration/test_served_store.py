@@ -18,7 +18,7 @@ from langgraph.store.base import (
 )
 
 from integration.served import Served, serving
-from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespace
+from langchain_membrain.langgraph import RemoteMembrainStore, user_scope
 from membrain import MessageStatus
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteAccessError
@@ -56,22 +56,23 @@ def store(served: Served) -> Iterator[Opener]:
 
 def test_two_workers_share_the_items_and_their_search(served: Served, store: Opener) -> None:
     first, second = store("sara-writer"), store("sara-writer")
-    first.put(("sara", "prefs"), "pet", {"text": "I adopted a cat named Miso."})
-    first.put(("sara", "prefs"), "home", {"text": "I live in Lisbon near the river."})
-    item = second.get(("sara", "prefs"), "pet")
+    first.put(("prefs", "sara"), "pet", {"text": "I adopted a cat named Miso."})
+    first.put(("prefs", "sara"), "home", {"text": "I live in Lisbon near the river."})
+    item = second.get(("prefs", "sara"), "pet")
     assert item is not None and item.value == {"text": "I adopted a cat named Miso."}
-    assert item.namespace == ("sara", "prefs") and item.created_at <= item.updated_at
-    [hit, *_] = second.search(("sara",), query="cat named Miso")
+    assert item.namespace == ("prefs", "sara") and item.created_at <= item.updated_at
+    [hit, *_] = second.search(("prefs", "sara"), query="cat named Miso")
     assert hit.key == "pet" and hit.score is not None
     assert [
-        i.key for i in second.search(("sara", "prefs"), filter={"text": hit.value["text"]})
+        i.key for i in second.search(("prefs", "sara"), filter={"text": hit.value["text"]})
     ] == ["pet"]
-    second.delete(("sara", "prefs"), "home")
-    assert first.get(("sara", "prefs"), "home") is None
-    assert ("sara", "prefs") in first.list_namespaces(prefix=("sara",))
+    second.delete(("prefs", "sara"), "home")
+    assert first.get(("prefs", "sara"), "home") is None
+    assert ("prefs", "sara") in first.list_namespaces(prefix=("prefs", "sara"))
     # the served memory's writer extracts the items' text into facts
     BackgroundWriter.for_memory(served.memory).flush(timeout=30.0)
-    scope = scope_for_namespace(("sara", "prefs"), task="store")
+    scope = user_scope(("prefs", "sara"))
+    assert scope.dataset == "sara" and scope.task == "prefs"  # the user is the dataset
     assert {m.status for m in served.memory.messages(scope=scope)} == {MessageStatus.PROCESSED}
     # the audit names the key that wrote, and the key that deleted
     stored = served.memory.audit(scope=scope, actions=["stored"])
@@ -84,44 +85,45 @@ def test_batches_answer_in_order(served: Served, store: Opener) -> None:
     remote = store("sara-writer")
     results = remote.batch(
         [
-            PutOp(("sara", "batch"), "a", {"text": "I play the cello."}),
-            GetOp(("sara", "batch"), "a"),  # reads see the store as it was before the batch
-            SearchOp(("sara", "batch"), None, 10, 0, None),
+            PutOp(("batch", "sara"), "a", {"text": "I play the cello."}),
+            GetOp(("batch", "sara"), "a"),  # reads see the store as it was before the batch
+            SearchOp(("batch", "sara"), None, 10, 0, None),
             ListNamespacesOp(None, None, 100, 0),
         ]
     )
     assert results[0] is None and results[1] is None and results[2] == []
     assert isinstance(results[3], list)
-    got = remote.get(("sara", "batch"), "a")
+    got = remote.get(("batch", "sara"), "a")
     assert got is not None and got.value == {"text": "I play the cello."}
 
 
 def test_a_key_reaches_only_its_datasets(served: Served, store: Opener) -> None:
     tom = store("tom-writer")
-    tom.put(("tom", "notes"), "n1", {"text": "Tom likes chess."})
+    tom.put(("notes", "tom"), "n1", {"text": "Tom likes chess."})
     sara = store("sara-writer")
     for call in (
-        lambda: sara.get(("tom", "notes"), "n1"),
-        lambda: sara.put(("tom", "notes"), "n2", {"text": "forged"}),
-        lambda: sara.search(("tom",), query="chess"),
+        lambda: sara.get(("notes", "tom"), "n1"),
+        lambda: sara.put(("notes", "tom"), "n2", {"text": "forged"}),
+        lambda: sara.search(("notes", "tom"), query="chess"),
+        lambda: sara.search(("notes",), query="chess"),  # every user's notes
         lambda: sara.search((), query="chess"),  # no dataset named: needs a key for all
     ):
         with pytest.raises(RemoteAccessError) as refused:
             call()
         assert refused.value.status == 403
     # the key's own namespaces are paged, though others sort before them
-    assert tom.list_namespaces(limit=1) == [("tom", "notes")]
-    assert tom.list_namespaces(max_depth=1) == [("tom",)]
+    assert tom.list_namespaces(limit=1) == [("notes", "tom")]
+    assert tom.list_namespaces(max_depth=1) == [("notes",)]
     listed = sara.list_namespaces()
-    assert listed and all(ns[0] == "sara" for ns in listed)
+    assert listed and all(ns[1] == "sara" for ns in listed)
     everything = store("admin").list_namespaces()
-    assert ("tom", "notes") in everything and set(listed) <= set(everything)
+    assert ("notes", "tom") in everything and set(listed) <= set(everything)
     reader = store("sara-reader")
-    assert reader.get(("sara", "prefs"), "never-put") is None  # a read key reads
+    assert reader.get(("prefs", "sara"), "never-put") is None  # a read key reads
     with pytest.raises(RemoteAccessError):
-        reader.put(("sara", "prefs"), "x", {"text": "a read key may not write"})
+        reader.put(("prefs", "sara"), "x", {"text": "a read key may not write"})
     with pytest.raises(RemoteAccessError) as unknown:
-        store("mb_unknown").get(("sara", "prefs"), "pet")
+        store("mb_unknown").get(("prefs", "sara"), "pet")
     assert unknown.value.status == 401
 
 
@@ -143,7 +145,7 @@ def test_a_bad_namespace_is_refused_by_client_and_server(served: Served, store: 
 
 def test_a_graph_compiled_with_the_served_store(served: Served, store: Opener) -> None:
     def remember(state: MessagesState, *, store: BaseStore) -> dict[str, Any]:
-        store.put(("sara", "graph"), "last", {"text": str(state["messages"][-1].content)})
+        store.put(("graph", "sara"), "last", {"text": str(state["messages"][-1].content)})
         return {}
 
     builder = StateGraph(MessagesState)
@@ -151,7 +153,7 @@ def test_a_graph_compiled_with_the_served_store(served: Served, store: Opener) -
     builder.add_edge(START, "remember")
     graph = builder.compile(store=store("sara-writer"))
     graph.invoke({"messages": [("user", "I started learning the violin.")]})
-    seen = store("sara-reader").get(("sara", "graph"), "last")
+    seen = store("sara-reader").get(("graph", "sara"), "last")
     assert seen is not None and seen.value == {"text": "I started learning the violin."}
 
 
@@ -165,4 +167,4 @@ def test_an_answer_of_the_wrong_shape_is_a_backend_error() -> None:
 
     remote = RemoteMembrainStore("http://membrain.test", transport=httpx.MockTransport(handler))
     with remote, pytest.raises(BackendError, match="unexpected answer"):
-        remote.get(("sara", "prefs"), "pet")
+        remote.get(("prefs", "sara"), "pet")

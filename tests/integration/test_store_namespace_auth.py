@@ -1,8 +1,9 @@
 """The served LangGraph store: a key reaches the items of its datasets only, whatever the labels.
 
 Datasets hold dots (e-mail addresses) and look-alikes of one another; raw user ids hold ``/``.
-A namespace's dataset is the one the store keeps its items in, and every operation is checked
-there. Bad input is refused with 422 before any operation of the batch runs.
+A namespace's dataset is the one the store keeps its items in (by default the user, the second
+label of ``(collection, user, ...)``), and every operation is checked there. Bad input is
+refused with 422 before any operation of the batch runs.
 """
 
 from __future__ import annotations
@@ -25,27 +26,27 @@ from langgraph.store.base import (
 )
 
 from integration.served import Served, serving
-from langchain_membrain.langgraph import RemoteMembrainStore, scope_for_namespace
+from langchain_membrain.langgraph import RemoteMembrainStore, user_scope
 from membrain import InputError
 from membrain.remote import RemoteAccessError
 from membrain.server import Access
 
 TEXT = "Bob keeps the spare key under the blue flowerpot."
 
-# one item per namespace, each of another dataset: ("bob", "x") and ("bob.x", ...) would be the
-# same text joined by "."; the rest look like "bob.x" or "bob" to a reader
+# one item per namespace, each of another user: ("notes", "bob", "x") and ("notes", "bob.x")
+# would be the same text joined by "."; the rest look like "bob.x" or "bob" to a reader
 ITEMS: dict[str, tuple[str, ...]] = {
-    "bob": ("bob", "x"),
-    "leader": ("bob\u2024x", "notes"),  # ONE DOT LEADER
-    "wide": ("ｂｏｂ", "notes"),  # fullwidth letters: a valid dataset name of its own
-    "wide-dot": ("ｂｏｂ．ｘ", "notes"),  # fullwidth letters and full stop
-    "slash": ("bob/x", "notes"),  # a raw user id
+    "bob": ("notes", "bob", "x"),
+    "leader": ("notes", "bob\u2024x"),  # ONE DOT LEADER
+    "wide": ("notes", "ｂｏｂ"),  # fullwidth letters: a valid dataset name of its own
+    "wide-dot": ("notes", "ｂｏｂ．ｘ"),  # fullwidth letters and full stop
+    "slash": ("notes", "bob/x"),  # a raw user id
 }
 
 
 def dataset(name: str) -> str:
     """The dataset the served store keeps ``ITEMS[name]`` in."""
-    return scope_for_namespace(ITEMS[name], task="store").dataset
+    return user_scope(ITEMS[name]).dataset
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +108,16 @@ def test_a_dotted_dataset_never_reads_the_namespace_its_labels_join(
 ) -> None:
     reader = store("dotted-reader")
     reads: list[Op] = [
-        GetOp(("bob.x",), "secret"),
-        SearchOp(("bob.x",)),
-        SearchOp(("bob.x",), None, 10, 0, "flowerpot"),
-        ListNamespacesOp((MatchCondition("prefix", ("bob.x",)),)),
-        ListNamespacesOp((MatchCondition("prefix", ("bob.x", "*")),)),
+        GetOp(("notes", "bob.x"), "secret"),
+        SearchOp(("notes", "bob.x")),
+        SearchOp(("notes", "bob.x"), None, 10, 0, "flowerpot"),
+        ListNamespacesOp((MatchCondition("prefix", ("notes", "bob.x")),)),
+        ListNamespacesOp((MatchCondition("prefix", ("notes", "bob.x", "*")),)),
     ]
     for op in reads:  # a label holds no ".": refused before sending, as the embedded store does
         with pytest.raises(InvalidNamespaceError):
             reader.batch([op])
-    search = {"op": "search", "namespace_prefix": ["bob.x"], "query": "flowerpot"}
+    search = {"op": "search", "namespace_prefix": ["notes", "bob.x"], "query": "flowerpot"}
     sent = httpx.post(  # the server refuses them too
         f"{served.url}/api/store/batch",
         json={"ops": [search]},
@@ -124,12 +125,13 @@ def test_a_dotted_dataset_never_reads_the_namespace_its_labels_join(
     )
     assert sent.status_code == 422, sent.text
     assert reader.list_namespaces() == []  # no namespace is of dataset "bob.x"
-    refused(partial(reader.get, ("bob", "x"), "secret"))
+    refused(partial(reader.get, ("notes", "bob", "x"), "secret"))
     writer = store("dotted-writer")
-    for op in (PutOp(("bob.x",), "secret", {"text": "forged"}), PutOp(("bob.x",), "secret", None)):
+    forged = ("notes", "bob.x")
+    for op in (PutOp(forged, "secret", {"text": "forged"}), PutOp(forged, "secret", None)):
         with pytest.raises(InvalidNamespaceError):
             writer.batch([op])
-    kept = store("admin").get(("bob", "x"), "secret")
+    kept = store("admin").get(("notes", "bob", "x"), "secret")
     assert kept is not None and kept.value == {"text": f"{TEXT} (bob)"}
 
 
@@ -139,28 +141,29 @@ def test_a_read_key_reaches_its_own_look_alike_only(own: str, store: Opener) -> 
     mine = ITEMS[own]
     got = reader.get(mine, "secret")
     assert got is not None and got.value == {"text": f"{TEXT} ({own})"}
-    hits = reader.search(mine[:1], query="spare key flowerpot", limit=20)
+    hits = reader.search(mine[:2], query="spare key flowerpot", limit=20)
     assert [(h.namespace, h.key) for h in hits] == [(mine, "secret")]
-    assert [i.namespace for i in reader.search(mine[:1], limit=20)] == [mine]
+    assert [i.namespace for i in reader.search(mine[:2], limit=20)] == [mine]
     assert reader.list_namespaces() == [mine]
     assert reader.list_namespaces(suffix=(mine[-1],)) == [mine]
-    assert reader.list_namespaces(max_depth=1) == [mine[:1]]
-    assert reader.list_namespaces(prefix=mine[:1]) == [mine]
+    assert reader.list_namespaces(max_depth=2) == [mine[:2]]
+    assert reader.list_namespaces(prefix=mine[:2]) == [mine]
     refused(partial(reader.search, (), query="flowerpot"))  # no dataset named: needs "*"
     refused(partial(reader.search, ()))
+    refused(partial(reader.search, ("notes",)))  # every user's notes: needs "*" too
     for other, namespace in ITEMS.items():
         if other == own:
             continue
         refused(partial(reader.get, namespace, "secret"))
-        refused(partial(reader.search, namespace[:1]))
-        refused(partial(reader.search, namespace[:1], query="flowerpot"))
-        refused(partial(reader.list_namespaces, prefix=namespace[:1]))
+        refused(partial(reader.search, namespace[:2]))
+        refused(partial(reader.search, namespace[:2], query="flowerpot"))
+        refused(partial(reader.list_namespaces, prefix=namespace[:2]))
 
 
 @pytest.mark.parametrize("own", ["bob", "leader", "slash"])
 def test_a_write_key_writes_and_deletes_in_its_own_dataset_only(own: str, store: Opener) -> None:
     writer = store(f"{own}-writer")
-    mine = (ITEMS[own][0], "scratch")
+    mine = (*ITEMS[own][:2], "scratch")
     writer.put(mine, "k", {"text": "mine"}, index=False)
     writer.delete(mine, "k")
     assert writer.get(mine, "k") is None
@@ -196,11 +199,17 @@ BAD_OPS: list[dict[str, Any]] = [
 def test_bad_input_is_refused_with_422_before_anything_runs(
     served: Served, store: Opener, key: str
 ) -> None:
-    good = {"op": "put", "namespace": ["bob", "y"], "key": "written", "value": {"text": "no"}}
+    good = {"op": "put", "namespace": ["notes", "bob"], "key": "written", "value": {"text": "no"}}
     for bad in BAD_OPS:
         response = post(served, key, [good, bad])
         assert response.status_code == 422, (bad, response.text)
-        assert response.json()["type"] == "InputError", response.text
-    assert store("admin").get(("bob", "y"), "written") is None
+        # a bad label is LangGraph's error, which the client raises again
+        labels = [*bad.get("namespace", ()), *bad.get("namespace_prefix", ())]
+        labels += [label for c in bad.get("match_conditions", ()) for label in c["path"]]
+        kind = (
+            "InvalidNamespaceError" if any("\ud800" in label for label in labels) else "InputError"
+        )
+        assert response.json()["type"] == kind, response.text
+    assert store("admin").get(("notes", "bob"), "written") is None
     assert post(served, key, [good]).status_code == 200
-    store("admin").delete(("bob", "y"), "written")
+    store("admin").delete(("notes", "bob"), "written")
