@@ -232,15 +232,18 @@ def checked(response: Any) -> None:  # an httpx (or httpx2) response, as TestCli
 
 
 OPERATIONS = operations(create_app(Memory.__new__(Memory), keys=None, extensions=()))
+STORE_BATCH = Operation("POST", "/api/store/batch")
+STORE_ROUTES = [STORE_BATCH, Operation("POST", "/api/store/sweep")]
+"""The routes of the served LangGraph store (an extension); the sweep reads no body."""
 
 
 def test_every_route_is_fuzzed(server: Server) -> None:
     served = {str(op) for op in operations(server.app)}
-    assert {str(op) for op in OPERATIONS} | {"POST /api/store/batch"} == served
+    assert {str(op) for op in [*OPERATIONS, *STORE_ROUTES]} == served
     assert "GET /api/memory/facts" in served and "DELETE /api/memory/scope" in served
 
 
-@pytest.mark.parametrize("operation", [*OPERATIONS, Operation("POST", "/api/store/batch")], ids=str)
+@pytest.mark.parametrize("operation", [*OPERATIONS, *STORE_ROUTES], ids=str)
 def test_a_route_answers_bad_input_with_a_4xx(server: Server, operation: Operation) -> None:
     served = {str(op): op for op in operations(server.app)}
     full = served[str(operation)]
@@ -276,7 +279,7 @@ BROKEN = {
 @pytest.mark.parametrize("name", list(BROKEN))
 @pytest.mark.parametrize(
     "operation",
-    [op for op in [*OPERATIONS, Operation("POST", "/api/store/batch")] if op.method == "POST"],
+    [op for op in [*OPERATIONS, STORE_BATCH] if op.method == "POST"],
     ids=str,
 )
 def test_a_body_that_is_no_json_is_a_422(server: Server, operation: Operation, name: str) -> None:
