@@ -124,7 +124,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from functools import partial
@@ -273,6 +273,18 @@ def user_scope(namespace: tuple[str, ...]) -> Scope:
         task=scope_part(collection),
         session=_session(rest) if rest else None,
     )
+
+
+class SweeperFuture(Future[None]):
+    """The future of a TTL sweeper thread: done when it stops.
+
+    Awaiting it returns it at once (the sweeper runs on), as awaiting an async LangGraph
+    store's ``start_ttl_sweeper()`` gives its task.
+    """
+
+    def __await__(self) -> Generator[Any, None, SweeperFuture]:
+        return self
+        yield  # a generator: awaiting returns at once
 
 
 class MembrainStore(BaseStore):
@@ -974,13 +986,14 @@ class MembrainStore(BaseStore):
             self._retire(retired, self._actor, EXPIRED_REASON)
         return len(expired)
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
         """Sweep expired items every ``sweep_interval_minutes`` in a daemon thread.
 
         Default: the ``ttl`` config's ``sweep_interval_minutes``, else 5. The future completes
-        when :meth:`stop_ttl_sweeper` stops the thread.
+        when :meth:`stop_ttl_sweeper` stops the thread. Like LangGraph's async stores, an async
+        caller may ``await store.start_ttl_sweeper()``: that starts it and gives the future.
         """
-        done: Future[None] = Future()
+        done = SweeperFuture()
         if self._sweeper is not None and self._sweeper.is_alive():
             done.set_result(None)
             return done

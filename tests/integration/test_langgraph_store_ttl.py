@@ -111,6 +111,15 @@ def test_ttl_checks_and_the_sweeper_thread(memory: Memory) -> None:
         assert done.result(timeout=10) is None
 
 
+async def test_an_async_caller_awaits_the_sweeper_start_as_langgraph_async_stores_allow(
+    memory: Memory,
+) -> None:
+    with MembrainStore(memory=memory, path=":memory:", extract=False) as store:
+        started = await store.start_ttl_sweeper(sweep_interval_minutes=60)
+        assert not started.done()  # awaiting started it; it runs on
+        assert store.stop_ttl_sweeper(timeout=10) and started.result(timeout=10) is None
+
+
 def test_index_config_and_similarity_scores(memory: Memory) -> None:
     with MembrainStore(memory=memory, path=":memory:", extract=False) as plain:
         assert plain.index_config is None and plain.embeddings is None
