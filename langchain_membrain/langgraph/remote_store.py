@@ -9,11 +9,8 @@ that sends a batch of operations there; it needs no server package.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import threading
 from collections.abc import Iterable
-from concurrent.futures import Future
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -36,6 +33,7 @@ from langgraph.store.base import (
 from pydantic import BaseModel, Field
 
 from langchain_membrain.langgraph.sidecar import check_op, check_ttl_config
+from langchain_membrain.langgraph.ttl import Sweeper, SweeperFuture
 from membrain import ConfigurationError
 from membrain.remote.common import RETRIES, Call, answer, connection, headers, send
 
@@ -294,8 +292,7 @@ class RemoteMembrainStore(BaseStore):
         self._fields = None if index is None else index.get("fields")
         self.embeddings: Any = None if index is None else index.get("embed")
         self.ttl_config = check_ttl_config(ttl)
-        self._sweeper: threading.Thread | None = None
-        self._stop_sweeping = threading.Event()
+        self._sweeper = Sweeper(self.sweep_ttl)
         self.url, auth = connection(url)  # a user and password in it: basic auth, never shown
         self._retries = retries
         self._client = httpx.Client(
@@ -343,43 +340,18 @@ class RemoteMembrainStore(BaseStore):
         response = send(self._client, self.url, self._retries, Call("POST", STORE_SWEEP, {}))
         return answer(response, lambda body: int(body["deleted"]))
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
         """Ask the server to sweep every ``sweep_interval_minutes``, from a daemon thread.
 
         Default: the ``ttl`` config's ``sweep_interval_minutes``, else 5. The server also
-        sweeps on its own timer.
+        sweeps on its own timer. An async caller may ``await`` it, as with the store.
         """
-        done: Future[None] = Future()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
-            return done
         config = self.ttl_config or {}
-        minutes = sweep_interval_minutes or config.get("sweep_interval_minutes") or 5
-        self._stop_sweeping.clear()
-
-        def sweep() -> None:
-            try:
-                while not self._stop_sweeping.wait(float(minutes) * 60):
-                    with contextlib.suppress(Exception):  # the next round tries again
-                        self.sweep_ttl()
-            finally:
-                done.set_result(None)
-
-        self._sweeper = threading.Thread(target=sweep, name="membrain-store-ttl", daemon=True)
-        self._sweeper.start()
-        return done
+        return self._sweeper.start(sweep_interval_minutes or config.get("sweep_interval_minutes"))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
-        sweeper = self._sweeper
-        if sweeper is None:
-            return True
-        self._stop_sweeping.set()
-        sweeper.join(timeout)
-        if sweeper.is_alive():
-            return False
-        self._sweeper = None
-        return True
+        return self._sweeper.stop(timeout)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` in a worker thread."""

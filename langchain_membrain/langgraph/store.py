@@ -124,8 +124,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -168,6 +167,7 @@ from langchain_membrain.langgraph.sidecar import (
     tokenized,
     window,
 )
+from langchain_membrain.langgraph.ttl import Sweeper, SweeperFuture
 from membrain import (
     Actor,
     ActorKind,
@@ -273,18 +273,6 @@ def user_scope(namespace: tuple[str, ...]) -> Scope:
         task=scope_part(collection),
         session=_session(rest) if rest else None,
     )
-
-
-class SweeperFuture(Future[None]):
-    """The future of a TTL sweeper thread: done when it stops.
-
-    Awaiting it returns it at once (the sweeper runs on), as awaiting an async LangGraph
-    store's ``start_ttl_sweeper()`` gives its task.
-    """
-
-    def __await__(self) -> Generator[Any, None, SweeperFuture]:
-        return self
-        yield  # a generator: awaiting returns at once
 
 
 class MembrainStore(BaseStore):
@@ -407,8 +395,7 @@ class MembrainStore(BaseStore):
         # the model that embeds the items, as LangGraph's stores name it (None without index)
         self.embeddings: Any = None if self.index_config is None else self.index_config["embed"]
         self.ttl_config = check_ttl_config(ttl)
-        self._sweeper: threading.Thread | None = None
-        self._stop_sweeping = threading.Event()
+        self._sweeper = Sweeper(self.sweep_ttl)
         self._user_name = user_name if user_name is not None else speaker
         self._mode = RetrievalMode.parse(mode)
         self._candidates = candidates
@@ -993,36 +980,9 @@ class MembrainStore(BaseStore):
         when :meth:`stop_ttl_sweeper` stops the thread. Like LangGraph's async stores, an async
         caller may ``await store.start_ttl_sweeper()``: that starts it and gives the future.
         """
-        done = SweeperFuture()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
-            return done
         config = self.ttl_config or {}
-        minutes = sweep_interval_minutes or config.get("sweep_interval_minutes") or 5
-        self._stop_sweeping.clear()
-
-        def sweep() -> None:
-            try:
-                while not self._stop_sweeping.wait(float(minutes) * 60):
-                    try:
-                        self.sweep_ttl()
-                    except Exception:
-                        log.exception("sweeping expired store items failed")
-            finally:
-                done.set_result(None)
-
-        self._sweeper = threading.Thread(target=sweep, name="membrain-store-ttl", daemon=True)
-        self._sweeper.start()
-        return done
+        return self._sweeper.start(sweep_interval_minutes or config.get("sweep_interval_minutes"))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
-        sweeper = self._sweeper
-        if sweeper is None:
-            return True
-        self._stop_sweeping.set()
-        sweeper.join(timeout)
-        if sweeper.is_alive():
-            return False
-        self._sweeper = None
-        return True
+        return self._sweeper.stop(timeout)
