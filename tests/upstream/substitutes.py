@@ -129,10 +129,8 @@ def serve(memory: Any, stack: ExitStack) -> str:
 
 # -- LangGraph stores -------------------------------------------------------------------------
 def _store_kwargs(index: Any, ttl: Any) -> dict[str, Any]:
-    """The ``index`` and ``ttl`` the test gave, each when MembrainStore takes it."""
-    from langchain_membrain.langgraph import MembrainStore
-
-    takes = inspect.signature(MembrainStore).parameters
+    """The ``index`` and ``ttl`` the test gave, each when this variant's store takes it."""
+    takes = inspect.signature(_store_base()).parameters
     given = {"index": index, "ttl": ttl}
     return {name: value for name, value in given.items() if value is not None and name in takes}
 
@@ -148,8 +146,8 @@ def store_class(replaced: str) -> type:
 
     Embedded: ``MembrainStore`` over a new ``Memory`` whose dense encoder is the index's
     ``embed`` (hashing when there is no index). Served: ``RemoteMembrainStore`` of a server
-    serving such a memory (its store route is the server's own ``MembrainStore``: the index's
-    ``fields`` cannot reach it). A subclass, so a test may spy on its methods.
+    serving such a memory, given the same ``index`` and ``ttl`` (the client sends the index's
+    ``fields`` with each put). A subclass, so a test may spy on its methods.
     """
     from langchain_membrain.langgraph import MembrainStore, RemoteMembrainStore
 
@@ -164,7 +162,8 @@ def store_class(replaced: str) -> type:
                 stack.callback(memory.close)
                 MembrainStore.__init__(self, memory=memory, **_store_kwargs(index, ttl))
             else:
-                RemoteMembrainStore.__init__(self, serve(memory, stack))
+                url = serve(memory, stack)
+                RemoteMembrainStore.__init__(self, url, **_store_kwargs(index, ttl))
             stack.callback(self.close)
         except BaseException:
             stack.close()
