@@ -32,7 +32,7 @@ from langgraph.store.base import (
 )
 from pydantic import BaseModel, Field
 
-from langchain_membrain.langgraph.sidecar import check_op, check_ttl_config
+from langchain_membrain.langgraph.sidecar import SimilaritySearch, check_op, check_ttl_config
 from langchain_membrain.langgraph.ttl import Sweeper, SweeperFuture
 from membrain import ConfigurationError
 from membrain.remote.common import RETRIES, Call, answer, connection, headers, send
@@ -72,6 +72,7 @@ class _Search(BaseModel):
     limit: int = 10
     offset: int = 0
     refresh_ttl: bool = True
+    similar: bool = False  # ranked by similarity over every item, as with an index
 
 
 class _Put(BaseModel):
@@ -151,6 +152,7 @@ def op_json(op: Op) -> dict[str, Any]:
             "limit": op.limit,
             "offset": op.offset,
             "refresh_ttl": op.refresh_ttl,
+            "similar": isinstance(op, SimilaritySearch),
         }
     if isinstance(op, PutOp):
         index = list(op.index) if isinstance(op.index, list) else op.index
@@ -181,7 +183,7 @@ def op_of(wire: WireOp) -> Op:
     if isinstance(wire, _Get):
         return GetOp(tuple(wire.namespace), wire.key, wire.refresh_ttl)
     if isinstance(wire, _Search):
-        return SearchOp(
+        return (SimilaritySearch if wire.similar else SearchOp)(
             tuple(wire.namespace_prefix),
             _decode_floats(wire.filter),
             wire.limit,
@@ -321,19 +323,25 @@ class RemoteMembrainStore(BaseStore):
             return []
         for op in ops:  # refused here as the embedded store refuses it, before sending
             check_op(op)
-        if self._fields is not None:  # the fields of this client's index config
-            ops = [
-                op._replace(index=list(self._fields))
-                if isinstance(op, PutOp) and op.index is None and op.value is not None
-                else op
-                for op in ops
-            ]
+        if self.index_config is not None:  # the server's store has no index: say what it is
+            ops = [self._indexed(op) for op in ops]
         call = Call("POST", STORE_BATCH, {"ops": [op_json(op) for op in ops]})
         response = send(self._client, self.url, self._retries, call)
         _raise_namespace_error(response)
         return answer(
             response, lambda bodies: [result_of(o, b) for o, b in zip(ops, bodies, strict=True)]
         )
+
+    def _indexed(self, op: Op) -> Op:
+        """``op`` as this client's index config makes it.
+
+        Puts name the index's fields; query searches rank every item by similarity.
+        """
+        if isinstance(op, PutOp) and op.index is None and op.value is not None and self._fields:
+            return op._replace(index=list(self._fields))
+        if isinstance(op, SearchOp) and op.query and not isinstance(op, SimilaritySearch):
+            return SimilaritySearch(*op)
+        return op
 
     def sweep_ttl(self) -> int:
         """Have the server delete the items whose TTL ran out; the number deleted."""

@@ -45,6 +45,7 @@ from membrain.backends.edge import EdgeBackend
 
 __all__ = [
     "FORMAT",
+    "SimilaritySearch",
     "IN_MEMORY",
     "SIDECAR_NAME",
     "check_key",
@@ -63,6 +64,17 @@ __all__ = [
     "strings",
     "tokenized",
 ]
+
+
+class SimilaritySearch(SearchOp):
+    """A query search ranked by similarity over every item under the prefix.
+
+    What a store with an embedding index runs; a served store's client with an index config
+    sends its searches so, since the server's store has no index of its own.
+    """
+
+    __slots__ = ()
+
 
 SIDECAR_NAME = "langgraph-store.sqlite"
 """File name of the default sidecar, in an embedded memory's folder."""

@@ -150,6 +150,7 @@ from langgraph.store.base import (
 from langchain_membrain.langgraph.filters import matches
 from langchain_membrain.langgraph.sidecar import (
     FORMAT,
+    SimilaritySearch,
     check_op,
     check_ttl_config,
     check_value,
@@ -638,10 +639,8 @@ class MembrainStore(BaseStore):
     def _query(self, op: SearchOp) -> list[SearchItem]:
         """Query search: items ranked by their similarity to the query (see module)."""
         assert op.query is not None
-        if self._dense is not None and self.index_config is not None:
-            found = self._similar(op)
-        else:
-            found = self._hybrid(op)
+        similar = self.index_config is not None or isinstance(op, SimilaritySearch)
+        found = self._similar(op) if self._dense is not None and similar else self._hybrid(op)
         if op.refresh_ttl and found:
             with self._lock:
                 self._refresh([(ns_text(item.namespace), item.key) for item in found])

@@ -213,3 +213,21 @@ def test_filters_with_infinities_cross_the_wire(served: Served) -> None:
         assert sara.search(ns, filter={"price": {"$lt": float("-inf")}}) == []
         [op] = [SearchOp(ns, {"price": {"$gt": float("-inf"), "$lte": 1.5}}, 10, 0)]
         assert [i.key for i in sara.batch([op])[0]] == ["a", "c"]  # type: ignore[union-attr]
+
+
+def test_a_client_with_an_index_has_the_server_rank_every_item_by_similarity(
+    served: Served,
+) -> None:
+    ns = ("docs", "sara")
+    index = {"dims": 64, "embed": served.memory.store.dense, "fields": ["title"]}
+    with RemoteMembrainStore(served.url, served.keys["sara-writer"], index=index) as sara:  # type: ignore[arg-type]
+        sara.put(ns, "pie", {"title": "apple pie", "note": "zzz"})
+        sara.put(ns, "misc", {"title": "qqq www", "note": "apple pie"})
+        sara.put(ns, "plain", {"title": "apple pie"}, index=False)
+        hits = sara.search(ns, query="apple pie")
+        # every item, as a store with an index returns them: the unindexed one last, unscored
+        assert [h.key for h in hits] == ["pie", "misc", "plain"]
+        assert hits[0].score is not None and hits[1].score is not None
+        assert hits[0].score > hits[1].score and hits[2].score is None
+    with RemoteMembrainStore(served.url, served.keys["sara-writer"]) as plain:
+        assert "plain" not in [h.key for h in plain.search(ns, query="apple pie")]
