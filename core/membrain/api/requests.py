@@ -523,26 +523,18 @@ hold gets no facts. With another encoder relevance reads word overlap alone, whi
 a question sharing no word with its answer, so the default is no floor. ``0`` keeps every hit.
 Chosen with ``benchmarks/calibrate_relevance.py``; figures in ``docs/benchmarks/relevance.md``."""
 
+_FLOOR = "Drop hits whose relevance (0-1, calibrated; MemoryHit.relevance) is below this, after "
 MinRelevance = Annotated[
-    float | None,
-    Field(
-        ge=0,
-        le=1,
-        strict=True,
-        description="Drop hits whose relevance (0-1, calibrated; MemoryHit.relevance) is below "
-        "this, after ranking. None keeps every hit.",
-    ),
+    float | None, Field(ge=0, le=1, strict=True, description=_FLOOR + "ranking. None keeps all.")
 ]
-
 ContextMinRelevance = Annotated[
     float | None,
     Field(
         ge=0,
         le=1,
         strict=True,
-        description="Drop hits whose relevance (0-1, calibrated; MemoryHit.relevance) is below "
-        "this, after ranking. None: CONTEXT_MIN_RELEVANCE (0.03) when the memory's encoder has a "
-        "relevance calibration (the packaged one), else no floor; 0 keeps every hit.",
+        description=_FLOOR + "ranking. None: CONTEXT_MIN_RELEVANCE (0.03) when the memory's "
+        "encoder has a relevance calibration (the packaged one), else no floor; 0 keeps all.",
     ),
 ]
 
