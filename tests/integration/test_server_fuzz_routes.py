@@ -300,3 +300,11 @@ def test_a_persons_review_is_recorded_with_or_without_keys(server: Server) -> No
         "/api/memory/review/resolve", json={**scope, "item_id": item.json()["id"], "note": "ok"}
     )
     assert resolved.status_code == 200, resolved.text
+
+
+def test_an_error_quoting_a_lone_surrogate_is_still_a_json_answer(server: Server) -> None:
+    body = b'{"dataset": "sara", "task": "sara", "fact_ids": ["\\ud800"]}'
+    headers = {"Content-Type": "application/json"}
+    response = server.client.post("/api/memory/dispute", content=body, headers=headers)
+    checked(response)
+    assert response.status_code == 404 and response.json()["type"] == "NotFoundError"

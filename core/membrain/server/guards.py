@@ -79,8 +79,12 @@ def status_of(exc: MembrainError) -> int:
 
 
 def error_response(status: int, message: str, kind: str) -> JSONResponse:
-    """The JSON error body: ``message`` on one line, cut to :data:`MAX_ERROR_CHARS`."""
+    """The JSON error body: ``message`` on one line, cut to :data:`MAX_ERROR_CHARS`.
+
+    A lone surrogate the message quotes (a JSON id such as a bare high surrogate) is escaped.
+    """
     text = " ".join(message.split()) or kind
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS - 3] + "..."
     return JSONResponse({"error": text, "type": kind}, status_code=status)
