@@ -246,11 +246,20 @@ def chat_target() -> Any:
 
     Made before the test runs (:data:`PREPARE`), as an application opens its memory once.
     """
-    from membrain import RemoteMemory
-
     if _chat_memory and _chat_memory[0][1] in _open:
         return _chat_memory[0][0]
     _chat_memory.clear()
+    target, stack = _memory_target()
+    _chat_memory.append((target, stack))
+    _open.append(stack)
+    return target
+
+
+def _memory_target() -> tuple[Any, ExitStack]:
+    """A fresh memory for this variant (embedded, or a ``RemoteMemory`` of a server serving
+    it) and the stack that closes it."""
+    from membrain import RemoteMemory
+
     stack = ExitStack()
     memory = fresh_memory()
     if variant() == "embedded":
@@ -259,9 +268,7 @@ def chat_target() -> Any:
     else:
         target = RemoteMemory(serve(memory, stack))
         stack.callback(target.close)
-    _chat_memory.append((target, stack))
-    _open.append(stack)
-    return target
+    return target, stack
 
 
 def _without_id(message: Any) -> Any:
@@ -310,16 +317,7 @@ def history_class() -> type:
 # -- LlamaIndex --------------------------------------------------------------------------------
 def _llama_target() -> Any:
     """A new memory for a LlamaIndex block or retriever: embedded, or remote."""
-    from membrain import RemoteMemory
-
-    stack = ExitStack()
-    memory = fresh_memory()
-    if variant() == "embedded":
-        stack.callback(memory.close)
-        target: Any = memory
-    else:
-        target = RemoteMemory(serve(memory, stack))
-        stack.callback(target.close)
+    target, stack = _memory_target()
     _track(stack)
     return target
 
