@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache, partial
 
+from membrain.extraction.detector import packaged_detector
 from membrain.temporal import plain_text
 
 __all__ = [
@@ -36,11 +37,18 @@ __all__ = [
     "claim_key",
     "claims",
     "held_keys",
+    "pattern_claims",
     "replaced",
 ]
 
-SINGLE_VALUED = ("residence", "employer", "occupation", "partner", "diet", "car", "phone")
+SINGLE_VALUED = ("residence", "employer", "occupation", "school", "partner", "diet", "car", "phone")
 """The attributes a person holds one value of at a time."""
+
+DETECTED = 0.5
+"""The detector's confidence from which a sentence it reads states an attribute (below the
+patterns, :mod:`membrain.extraction.detector`): such a claim only queues a change for review."""
+DETECTED_STRONG = 0.85
+"""The detector's confidence from which its claim counts as said outright (it may supersede)."""
 
 MAX_UNREAD = 3
 """Content words a known fact may hold beyond its claims and still be superseded for sure."""
@@ -272,8 +280,19 @@ _RULES = _rules()
 
 
 def claims(text: str) -> list[Claim]:
-    """The single-valued attributes a fact text (fact format or plain) states."""
+    """The single-valued attributes a fact text (fact format or plain) states.
+
+    The patterns read first; the detector (:mod:`membrain.extraction.detector`) adds what it
+    reads of a subject and attribute they did not, from :data:`DETECTED` confidence.
+    """
     return list(_read(text)[0])
+
+
+def pattern_claims(text: str) -> list[Claim]:
+    """What the patterns alone read in ``text`` (no detector)."""
+    plain = plain_text(text)
+    found = {c: None for clause in _clauses(plain) for c, _ in _clause_claims(clause)}
+    return list(found)
 
 
 def claim_key(subject: str, attribute: str) -> str:
@@ -307,6 +326,20 @@ def _read(text: str) -> tuple[tuple[Claim, ...], int]:
             key = (claim.subject, claim.attribute, claim.value, claim.ends)
             if key not in found or claim.strong:
                 found[key] = claim
+    ruled = {(c.subject, c.attribute) for c in found.values()}
+    for detection in packaged_detector().detect(text):
+        if detection.confidence < DETECTED or (detection.subject, detection.attribute) in ruled:
+            continue
+        value = detection.value or ANY
+        claim = Claim(
+            detection.subject,
+            detection.attribute,
+            value,
+            detection.ends,
+            detection.confidence >= DETECTED_STRONG,
+        )
+        found.setdefault((claim.subject, claim.attribute, claim.value, claim.ends), claim)
+        read.update(w.casefold() for w in _WORD.findall(plain_text(detection.said)))
     words = {w.casefold() for w in _WORD.findall(plain)} - _FILLER
     return tuple(found.values()), len(words - read)
 

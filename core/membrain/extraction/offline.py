@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from membrain.api.models import Layer, Message, Role
 from membrain.extraction import attributes
+from membrain.extraction.attributes import DETECTED
 from membrain.extraction.base import (
     Discard,
     ExtractionBatch,
@@ -54,6 +55,7 @@ from membrain.extraction.base import (
     draft_ref,
 )
 from membrain.extraction.character import layer_statements, parse_response
+from membrain.extraction.detector import packaged_detector
 from membrain.extraction.dialogue_acts import (
     GENERIC_ASSISTANTS,
     agent_chat,
@@ -126,11 +128,11 @@ _CONNECTORS = frozenset({"the", "of", "de", "and", "&"})
 
 # First and second person: (pattern, replacement template); {p} is the bracketed person.
 _PERSON_RULES: tuple[tuple[str, str], ...] = (
-    (r"\bI(?:'|’)m\b|\bI am\b", "{p} is"),
-    (r"\bI(?:'|’)ve\b|\bI have\b", "{p} has"),
+    (r"\b[Ii](?:'|’)m\b|\bI am\b|\b[Ii]m\b", "{p} is"),
+    (r"\b[Ii](?:'|’)ve\b|\bI have\b|\b[Ii]ve\b", "{p} has"),
     (r"\bI(?:'|’)ll\b", "{p} will"),
     (r"\bI(?:'|’)d\b", "{p} would"),
-    (r"\bI\b", "{p}"),
+    (r"\b[Ii]\b", "{p}"),
     (r"\b[Mm]yself\b", "{p}"),
     (r"\b[Mm]ine\b", "{p}'s"),
     (r"\b[Mm]e\b", "{p}"),
@@ -212,6 +214,21 @@ _CAPITALISED = re.compile(
     r"(?<![\w\[])((?:[A-Z][\w'’&-]*|[A-Z]{2,})(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'’&-]*)*)"
 )
 _SENTENCES_PER_FACT = 3
+# A user's sentence opening with a verb has the speaker as its subject ("Left Stripe, started at
+# Cloudflare Monday"): the past tense, a present verb, or "-ing" ("living in Galway now").
+_PAST = frozenset(
+    """
+    got went took made left quit sold bought became began found joined started moved switched
+    landed signed resumed relocated shifted ditched dropped traded upgraded dumped married
+    met finished graduated enrolled transferred settled rented leased flogged picked grabbed
+    won lost broke split gave kept spent sent drove rode flew ate wrote built paid
+    """.split()
+)
+_SUBJECTLESS = re.compile(
+    r"^(?P<adverb>(?:(?i:just|finally|recently|also|now|officially|actually|literally|basically"
+    r"|still|already|newly)\s+)*)(?P<verb>[A-Za-z]+(?:in'?|ing|ed)|[A-Za-z]+)\b(?P<rest>.*)$",
+    re.DOTALL,
+)
 
 
 def _outside_brackets(text: str, transform: re.Pattern[str], replace: object) -> str:
@@ -236,6 +253,11 @@ class OfflineExtractor:
         >>> OfflineExtractor().extract([m], [], ["Sara", "Nate"]).facts[0].text
         '[Sara] adopted a cat [yesterday::2024-03-14]!'
     """
+
+    passing_states_discarded = True
+    """A user's passing state of the moment in a chat with an assistant ("soaked to the bone",
+    :meth:`~membrain.extraction.detector.AttributeDetector.passing_state`) is kept as evidence
+    on its message, not as a fact; set to ``False`` to keep it as a fact."""
 
     known_facts_by = "claim"
     """Known facts are looked up by the attributes a batch states (subject and attribute): all
@@ -338,6 +360,12 @@ class OfflineExtractor:
             if reason:
                 batch.discarded.append(Discard(message.id, reason, sentence))
                 continue
+            if agent and not is_assistant(message):
+                sentence = _implied_speaker(sentence)
+                said = self._rewrite(sentence, message, addressee, bracketed, turn.company)
+                if self.passing_states_discarded and packaged_detector().passing_state(said):
+                    batch.discarded.append(Discard(message.id, "a passing state", sentence))
+                    continue
             if people is not None:
                 sentence = people.resolve(sentence)
             clauses = split_clauses(sentence)
@@ -357,7 +385,10 @@ class OfflineExtractor:
             groups[-1].append(f"[{message.speaker}] shared an image: {caption}.")
         for group in groups:
             if group:
-                batch.facts.append(FactDraft(" ".join(group), (message.id,), message.timestamp))
+                text = " ".join(group)
+                if agent and not is_assistant(message):
+                    text = _about_speaker(text, message.speaker)
+                batch.facts.append(FactDraft(text, (message.id,), message.timestamp))
         if response.has_markup:
             for layer, statement in layer_statements(message.speaker, response):
                 if layer is not Layer.DIALOGUE:
@@ -461,6 +492,53 @@ def _with_replacements(
     return out
 
 
+def _about_speaker(text: str, speaker: str) -> str:
+    """A user's fact that states an attribute of nobody it names, given the speaker.
+
+    "philly now." -> "[Emma]: philly now." (the user tells the assistant about themself).
+    """
+    detector = packaged_detector()
+    if detector.detect(text) or detector.stated(text)[1] < DETECTED:
+        return text
+    return f"[{speaker}]: {text}"
+
+
+def _implied_speaker(sentence: str) -> str:
+    """A user's sentence opening with a verb, given the speaker as its subject.
+
+    "Left Stripe, started at Cloudflare Monday" -> "I left Stripe, ..."; "living in Galway now"
+    -> "I'm living in Galway now". A question, or a word that is not a verb form, is left alone.
+    """
+    match = _SUBJECTLESS.match(sentence)
+    if match is None or sentence.rstrip().endswith("?") or not _WORD.search(match.group("rest")):
+        return sentence
+    verb = match.group("verb")
+    folded = verb.casefold()
+    if verb[1:] != verb[1:].lower():
+        return sentence
+    if folded.endswith(("ing", "in", "in'")) and len(folded) >= 5 and folded not in _NOT_VERBS:
+        subject = "I'm"
+    elif folded in _PAST or (folded.endswith("ed") and len(folded) >= 5) or folded in _VERBS:
+        if folded in _NOT_VERBS:
+            return sentence
+        subject = "I"
+    else:
+        return sentence
+    adverb = match.group("adverb")
+    return f"{subject} {adverb.casefold()}{folded}{match.group('rest')}"
+
+
+_NOT_VERBS = frozenset(
+    """
+    nothing something anything everything morning evening mornin evenin during thing king
+    ring spring string wedding building ceiling darling pudding sibling ceilin bed red need
+    seed shed speed weed feed breed wicked naked sacred hundred cousin robin cabin basin raisin
+    origin margin begin within main again certain captain mountain curtain brain train
+    chain rain plain gain pain domain terrain bargain garden cotton button
+    """.split()
+)
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
 
@@ -493,7 +571,7 @@ def _persons(
     ref = f"[{person}]"
     for pattern, template in rules:
         replacement = template.format(p=ref, o=company).replace("\\", "\\\\")
-        if template == "{p}" and pattern.pattern in (r"\bI\b", r"\b[Yy]ou\b"):
+        if template == "{p}" and pattern.pattern in (r"\b[Ii]\b", r"\b[Yy]ou\b"):
             text = _subject(text, pattern, ref)
         text = _outside_brackets(text, pattern, replacement)
     return text

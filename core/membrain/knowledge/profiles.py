@@ -38,6 +38,7 @@ ATTRIBUTE_SUBTOPICS: dict[str, tuple[str, str]] = {
     "residence": ("basic_info", "residence"),
     "employer": ("work", "employer"),
     "occupation": ("work", "occupation"),
+    "school": ("work", "education"),
     "partner": ("relationships", "partner"),
     "diet": ("lifestyle", "diet"),
     "car": ("possessions", "vehicle"),

@@ -107,6 +107,11 @@ _ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
             r"|\b(?:partner|girlfriend|boyfriend|husband|wife|fianc[ée]e?)\b",
             ("partner",),
         ),
+        (
+            r"\b(?:school|college|university|uni|varsity|studying|studies|study|enrolled"
+            r"|course|degree)\b",
+            ("school",),
+        ),
         (r"\bdiet\b|\bvegan\b|\bvegetarian\b|\bpescatarian\b|\bwhat does \w+ eat\b", ("diet",)),
         (
             r"\b(?:car|scooter|motorbike|motorcycle|bike|vehicle)\b|\b(?:drives?|rides?)\b",
@@ -149,6 +154,11 @@ _CUES: dict[str, re.Pattern[str]] = {
         (
             "diet",
             r"\b(?:vegan|vegetarian|pescatarian|keto|paleo|diet|meat|dairy|gluten|plant-based)\b",
+        ),
+        (
+            "school",
+            r"\b(?:school|college|university|uni|varsity|studying|studies|enrolled|student"
+            r"|course|degree|class)\b",
         ),
         ("car", r"\b(?:car|drives?|driving|rides?|riding|scooter|motorbike|bike)\b"),
         ("phone", r"\b(?:phone|mobile|smartphone|iPhone|Pixel|Galaxy)\b"),
