@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache, partial
 
-from membrain.extraction.detector import packaged_detector
+from membrain.extraction.detector import PHONE_MAKES, VEHICLE_MAKES, packaged_detector
 from membrain.temporal import plain_text
 
 __all__ = [
@@ -118,21 +118,8 @@ _DIETS = (
     r"vegan|vegetarian|pescatarian|pescetarian|keto|paleo|carnivore|flexitarian|gluten-free"
     r"|dairy-free|low-carb|whole30|raw vegan|plant-based"
 )
-_CAR_MAKES = frozenset(
-    """
-    tesla ford toyota honda volkswagen vw bmw audi mercedes mercedes-benz kia hyundai nissan
-    mazda subaru volvo fiat renault peugeot skoda jeep chevrolet chevy porsche mini polestar
-    rivian lexus prius civic corolla fiesta golf jaguar citroen citroën dacia seat opel suzuki
-    mitsubishi byd lamborghini ferrari cadillac dodge vespa yamaha ducati harley kawasaki
-    triumph ktm enfield bajaj ather activa trek cannondale brompton vanmoof
-    """.split()
-)
-_PHONE_MAKES = frozenset(
-    """
-    iphone galaxy pixel nokia fairphone oneplus xiaomi motorola moto huawei samsung xperia oppo
-    blackberry redmi
-    """.split()
-)
+_CAR_MAKES = VEHICLE_MAKES
+_PHONE_MAKES = PHONE_MAKES
 _PARTNERS = r"girlfriend|boyfriend|partner|husband|wife|fianc[ée]e?|spouse"
 _NEGATION = re.compile(
     r"(?i:\b(?:not|never|no longer|might|maybe|perhaps|could|would|should|if|whether|unless"

@@ -80,6 +80,31 @@ PASSING_WORDS = 14
 STATES_NOTHING = 0.25
 """Below this probability of every attribute, a sentence states none (for passing states)."""
 
+PARTNER_WORDS = frozenset(
+    "partner husband hubby wife wifey boyfriend bf girlfriend gf fiance fiancé fiancee fiancée "
+    "spouse".split()
+)
+"""Relation words naming a partner."""
+VEHICLE_MAKES = frozenset(
+    """
+    tesla ford toyota honda volkswagen vw bmw audi mercedes mercedes-benz kia hyundai nissan
+    mazda subaru volvo fiat renault peugeot skoda jeep chevrolet chevy porsche mini polestar
+    rivian lexus prius civic corolla fiesta golf jaguar citroen citroën dacia seat opel suzuki
+    mitsubishi byd lamborghini ferrari cadillac dodge vespa yamaha ducati harley kawasaki
+    triumph ktm enfield bajaj ather activa trek cannondale brompton vanmoof
+    """.split()
+)
+"""First words of a vehicle's make or model."""
+PHONE_MAKES = frozenset(
+    """
+    iphone galaxy pixel nokia fairphone oneplus xiaomi motorola moto huawei samsung xperia oppo
+    blackberry redmi tecno infinix itel realme vivo
+    """.split()
+)
+"""First words of a phone's make or model."""
+LONG_SENTENCE = 14
+"""Words from which a sentence is read clause by clause."""
+
 MAX_SPAN = 5
 """Words a value may hold."""
 
@@ -94,12 +119,30 @@ _PRONOUNS = {
     "we": "i",
     "we're": "i be",
 }
+_PLACED = frozenset("in at to from of for near on into onto with by".split())
+_JOINS = frozenset("but so because and while though although whereas".split())
+_TIMES = frozenset(
+    """
+    monday mondays tuesday tuesdays wednesday wednesdays thursday thursdays friday fridays
+    saturday saturdays sunday sundays january february march april may june july august
+    september october november december today tonight tomorrow yesterday week weekend month
+    year morning evening night christmas easter
+    """.split()
+)
+_VEHICLE_WORDS = frozenset(
+    """
+    car cars bike motorbike motorcycle scooter moped van truck ute bakkie jeep suv ride wheels
+    e-bike ebike hatchback sedan pickup drive drives driving drove rides riding rode
+    """.split()
+)
+_PHONE_WORDS = frozenset("phone mobile handset cell smartphone".split())
 _BREAK = frozenset('.,;:!?()"')
 _VALUE_STOP = frozenset(
     """
     a an the and or but of to in on at by for with from as is are was were be been am has have
     had do does did it its this that there here he she they him her his their them i me my we
     us our you your now just so very really too then also still since last next new old
+    there here
     """.split()
 )
 
@@ -145,11 +188,18 @@ def tokens(sentence: str) -> list[Token]:
             inner = (annotation.group("raw") if annotation else raw[1:-1]).strip()
             if annotation:
                 out.extend(Token(w, _fold(w), False) for w in inner.split())
+            elif inner and inner.casefold() in _TIMES:
+                out.append(Token(inner, _fold(inner), False))
             elif inner:
                 out.append(Token(inner, "<name>", True))
             continue
         folded = _fold(raw)
-        capital = raw[:1].isupper() and index > 0 and folded not in _PRONOUNS
+        capital = (
+            raw[:1].isupper()
+            and index > 0
+            and folded not in _PRONOUNS
+            and raw.casefold() not in _TIMES
+        )
         out.append(Token(raw, folded, capital))
     return out
 
@@ -181,6 +231,8 @@ def sentence_features(words: Sequence[Token], buckets: int) -> list[int]:
     found.extend(f"t:{a} {b} {c}" for a, b, c in zip(shape, shape[1:], shape[2:], strict=False))
     for word in words:
         if word.name:
+            found.extend(f"nw:{part.casefold()}" for part in word.text.split()[1:])
+            found.extend(f"nw:{part.casefold()}" for part in word.text.split()[-1:])
             continue
         letters = f"<{word.text.casefold()}>"
         found.extend(f"c:{letters[i : i + 4]}" for i in range(max(1, len(letters) - 3)))
@@ -327,40 +379,49 @@ class AttributeDetector:
         )
 
     def detect(self, text: str) -> list[Detection]:
-        """What each sentence of ``text`` states, one detection per sentence at most."""
+        """What each clause of ``text`` states (one detection per clause at most).
+
+        A sentence longer than :data:`LONG_SENTENCE` words is read clause by clause (the corpus
+        is of clauses); a clause naming nobody is about the last name before it in ``text``.
+        """
         found = []
+        before: str | None = None
         for sentence in re.split(r"(?<=[.!?;])\s+", text.strip()):
-            detection = self._detect_sentence(sentence)
-            if detection is not None:
-                found.append(detection)
+            words = tokens(sentence)
+            if not words or sentence.rstrip().endswith("?"):
+                continue
+            for clause in _clauses(words):
+                detection = self._detect_clause(clause, before)
+                if detection is not None:
+                    found.append(detection)
+                named = _people(clause)
+                before = _name(clause[named[-1]].text) if named else before
         return found
 
-    def _detect_sentence(self, sentence: str) -> Detection | None:
-        words = tokens(sentence)
-        if not words or sentence.rstrip().endswith("?"):
-            return None
+    def _detect_clause(self, words: Sequence[Token], before: str | None) -> Detection | None:
         probabilities = self.probabilities(words)
         stated = [i for i, c in enumerate(self.classes) if c not in (NONE, PASSING)]
         best = max(stated, key=lambda i: probabilities[i])
         label = self.classes[best]
-        ends = label.endswith(ENDS)
+        attribute, ends = label.removesuffix(ENDS), label.endswith(ENDS)
         candidates = list(spans(words))
         value_span: tuple[int, int] | None = None
         if candidates:
             value_span = max(candidates, key=lambda s: self.span_score(words, s[0], s[1], label))
         if value_span is None and not ends:
             return None
-        subject = _subject(words, value_span)
+        subject = _subject(words, value_span, attribute) or before
         if subject is None:
             return None
-        value = "" if value_span is None else _value(words[value_span[0] : value_span[1]])
+        inside = [] if value_span is None else list(words[value_span[0] : value_span[1]])
+        value = _value(inside)
         if (not value and not ends) or value == subject:
+            return None
+        if inside and not _plausible(attribute, inside, words):
             return None
         stop = len(words) if value_span is None else value_span[1]
         said = " ".join(w.text for w in words[:stop])
-        return Detection(
-            subject, label.removesuffix(ENDS), value, ends, float(probabilities[best]), said
-        )
+        return Detection(subject, attribute, value, ends, float(probabilities[best]), said)
 
     def to_bytes(self) -> bytes:
         """The detector as a compressed numpy archive (weights as float16)."""
@@ -391,24 +452,92 @@ class AttributeDetector:
             raise ModelFileError(f"not an attribute detector file: {exc}") from exc
 
 
-def _subject(words: Sequence[Token], value: tuple[int, int] | None) -> str | None:
-    """The name nearest before the value, else the first after it.
+def _subject(
+    words: Sequence[Token], value: tuple[int, int] | None, attribute: str = ""
+) -> str | None:
+    """The name nearest before the value, else the first after it (never one after "in").
 
-    With the relation that follows it: "[Aditi]'s bf" is the bf.
+    With the relation that follows it: "[Aditi]'s bf" is the bf; but the partner named after
+    "[Tom]'s partner" is Tom's, and "[Tom's partner] [Jana]" states Tom's partner.
     """
     start, end = value if value is not None else (len(words), len(words))
-    before = [i for i in range(start) if words[i].name]
-    after = [i for i in range(end, len(words)) if words[i].name]
+    people = _people(words)
+    before = [i for i in people if i < start]
+    after = [i for i in people if i >= end]
     if not before and not after:
         return None
     at = before[-1] if before else after[0]
     name = _name(words[at].text)
+    owner, _, relation = name.partition("'s ")
+    if attribute == "partner" and relation in PARTNER_WORDS:
+        return owner
     if [w.key for w in words[at + 1 : at + 3]] == ["'", "s"]:
         for index in range(at + 3, min(at + 6, start)):
             word = words[index].text.casefold()
+            if word in PARTNER_WORDS and attribute == "partner":
+                return name
             if word in RELATIONS:
                 return f"{name}'s {word}"
     return name
+
+
+def _people(words: Sequence[Token]) -> list[int]:
+    """Where the names that may be a subject are: not a place ("in [Leeds]"), not a make."""
+    return [
+        i
+        for i, w in enumerate(words)
+        if w.name
+        and (i == 0 or words[i - 1].key not in _PLACED)
+        and w.text.casefold().split()[0] not in VEHICLE_MAKES | PHONE_MAKES
+    ]
+
+
+def _clauses(words: Sequence[Token]) -> Iterator[Sequence[Token]]:
+    """A long sentence's clauses: cut at a comma or a joining word, at least 3 words each."""
+    if len(words) <= LONG_SENTENCE:
+        yield words
+        return
+    start = 0
+    for index, word in enumerate(words):
+        cut = word.key in (",", ";", ":") or (
+            word.key in _JOINS and index > start and words[index - 1].key != ","
+        )
+        if cut and index - start >= 3 and len(words) - index > 3:
+            yield words[start:index]
+            start = index + 1 if word.key in (",", ";", ":") else index
+    yield words[start:]
+
+
+def _named_relation(first: Token, words: Sequence[Token]) -> bool:
+    """Whether ``first`` names the relation just before it ("[Jonas's sister] [Lena]")."""
+    at = next(i for i, w in enumerate(words) if w is first)
+    if at == 0 or not words[at - 1].name:
+        return False
+    relation = words[at - 1].text.casefold().rpartition(" ")[2]
+    return relation in RELATIONS and relation not in PARTNER_WORDS
+
+
+def _plausible(attribute: str, value: Sequence[Token], words: Sequence[Token]) -> bool:
+    """Whether a value can be one of ``attribute``.
+
+    No time, vehicle or phone as a place, employer, school, role or partner; no phone as a
+    vehicle nor a vehicle as a phone; no relation word (or the person a relation names) as a
+    partner.
+    """
+    folded = [part for w in value for part in w.text.casefold().split()]
+    first = folded[0]
+    said = {w.text.casefold() for w in words}
+    if set(folded) <= _TIMES:
+        return False
+    if attribute == "partner" and (set(folded) & RELATIONS or _named_relation(value[0], words)):
+        return False
+    if attribute in ("residence", "employer", "school", "partner", "occupation"):
+        return first not in VEHICLE_MAKES and first not in PHONE_MAKES
+    if attribute == "car":
+        return first not in PHONE_MAKES and (first in VEHICLE_MAKES or not said & _PHONE_WORDS)
+    if attribute == "phone":
+        return first not in VEHICLE_MAKES and (first in PHONE_MAKES or not said & _VEHICLE_WORDS)
+    return True
 
 
 def _name(text: str) -> str:

@@ -493,12 +493,18 @@ def _with_replacements(
 
 
 def _about_speaker(text: str, speaker: str) -> str:
-    """A user's fact that states an attribute of nobody it names, given the speaker.
+    """A user's fact that states an attribute but does not name the user, given the user.
 
-    "philly now." -> "[Emma]: philly now." (the user tells the assistant about themself).
+    "Fairphone 5 now." -> "[Helen]: Fairphone 5 now." In a chat with an assistant the user
+    speaks of themself and their life: a terse statement of where they live, work... that
+    names nobody is theirs, and one that names someone else still says who told it. A fact
+    stating no attribute is left as it is (small talk stays hard to find).
     """
+    own = speaker.casefold()
+    if any(own in ref.casefold().split("'")[0] for ref in _BRACKETED.findall(text)):
+        return text
     detector = packaged_detector()
-    if detector.detect(text) or detector.stated(text)[1] < DETECTED:
+    if max(detector.stated(s)[1] for s in _sentences(text)) < DETECTED:
         return text
     return f"[{speaker}]: {text}"
 

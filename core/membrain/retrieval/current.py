@@ -108,8 +108,9 @@ _ASKS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
             ("partner",),
         ),
         (
-            r"\b(?:school|college|university|uni|varsity|studying|studies|study|enrolled"
-            r"|course|degree)\b",
+            r"\b(?:which|what) (?:school|college|university|uni|varsity)\b"
+            r"|\bwhere (?:does|do|is) [\w'’ ]{1,40}? (?:study|studying|go to school|at school)\b"
+            r"|\bwhat (?:does|do|is) [\w'’ ]{1,40}? (?:study|studying)\b",
             ("school",),
         ),
         (r"\bdiet\b|\bvegan\b|\bvegetarian\b|\bpescatarian\b|\bwhat does \w+ eat\b", ("diet",)),
