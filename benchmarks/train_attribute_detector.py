@@ -239,7 +239,7 @@ def ruled(record: Record) -> list[Said]:
 def passing_read(detector: AttributeDetector, record: Record) -> bool:
     """Whether the extractor would keep ``record`` as evidence only (a passing state)."""
     sentences = [s for f in record.facts for s in _SENTENCE.split(f)]
-    return bool(sentences) and all(detector.passing_state(s) for s in sentences)
+    return bool(sentences) and all(detector.passing_state(s, record.speaker) for s in sentences)
 
 
 def score(

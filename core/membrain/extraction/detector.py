@@ -73,11 +73,11 @@ RELATIONS = frozenset(
 )
 """Words for a person named by a relation to someone ("[Aditi]'s bf")."""
 
-PASSING_STATE = 0.6
+PASSING_STATE = 0.9
 """The probability from which a short sentence states a passing state of the moment."""
-PASSING_WORDS = 14
+PASSING_WORDS = 12
 """Words from which a sentence says more than a passing state."""
-STATES_NOTHING = 0.25
+STATES_NOTHING = 0.1
 """Below this probability of every attribute, a sentence states none (for passing states)."""
 
 PARTNER_WORDS = frozenset(
@@ -360,14 +360,18 @@ class AttributeDetector:
             return 0.0
         return float(self.probabilities(tokens(sentence))[self.classes.index(PASSING)])
 
-    def passing_state(self, sentence: str) -> bool:
+    def passing_state(self, sentence: str, speaker: str | None = None) -> bool:
         """Whether ``sentence`` only states a passing state of the moment (weather, mood).
 
-        Short (at most :data:`PASSING_WORDS` words), read as one from :data:`PASSING_STATE`,
-        and stating no attribute (each below :data:`STATES_NOTHING`).
+        Short (at most :data:`PASSING_WORDS` words), naming nobody but the ``speaker`` (a
+        place, a pet, a brand is content), read as one from :data:`PASSING_STATE`, and stating
+        no attribute (each below :data:`STATES_NOTHING`).
         """
         words = tokens(sentence)
         if PASSING not in self.classes or len(words) > PASSING_WORDS:
+            return False
+        own = (speaker or "").casefold()
+        if any(w.name and w.text.casefold() != own for w in words):
             return False
         probabilities = self.probabilities(words)
         stated = [

@@ -363,7 +363,9 @@ class OfflineExtractor:
             if agent and not is_assistant(message):
                 sentence = _implied_speaker(sentence)
                 said = self._rewrite(sentence, message, addressee, bracketed, turn.company)
-                if self.passing_states_discarded and packaged_detector().passing_state(said):
+                if self.passing_states_discarded and packaged_detector().passing_state(
+                    said, message.speaker
+                ):
                     batch.discarded.append(Discard(message.id, "a passing state", sentence))
                     continue
             if people is not None:
