@@ -314,7 +314,7 @@ def _read(text: str) -> tuple[tuple[Claim, ...], int]:
             if key not in found or claim.strong:
                 found[key] = claim
     ruled = {(c.subject, c.attribute) for c in found.values()}
-    for detection in packaged_detector().detect(text):
+    for detection in packaged_detector().detect(text, DETECTED):
         if detection.confidence < DETECTED or (detection.subject, detection.attribute) in ruled:
             continue
         value = detection.value or ANY

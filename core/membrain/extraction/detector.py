@@ -382,8 +382,10 @@ class AttributeDetector:
             and max(stated) < STATES_NOTHING
         )
 
-    def detect(self, text: str) -> list[Detection]:
+    def detect(self, text: str, floor: float = 0.0) -> list[Detection]:
         """What each clause of ``text`` states (one detection per clause at most).
+
+        A clause whose likeliest attribute is below ``floor`` gives none (and costs less).
 
         A sentence longer than :data:`LONG_SENTENCE` words is read clause by clause (the corpus
         is of clauses); a clause naming nobody is about the last name before it in ``text``.
@@ -395,23 +397,35 @@ class AttributeDetector:
             if not words or sentence.rstrip().endswith("?"):
                 continue
             for clause in _clauses(words):
-                detection = self._detect_clause(clause, before)
+                detection = self._detect_clause(clause, before, floor)
                 if detection is not None:
                     found.append(detection)
                 named = _people(clause)
                 before = _name(clause[named[-1]].text) if named else before
         return found
 
-    def _detect_clause(self, words: Sequence[Token], before: str | None) -> Detection | None:
+    def _span_scores(
+        self, words: Sequence[Token], candidates: Sequence[tuple[int, int]], label: str
+    ) -> np.ndarray:
+        rows = [span_features(words, a, b, label, self.span_buckets) for a, b in candidates]
+        starts = np.cumsum([0, *(len(r) for r in rows[:-1])])
+        gathered = self._span_weights[np.fromiter((i for r in rows for i in r), dtype=np.int64)]
+        return np.add.reduceat(gathered, starts)
+
+    def _detect_clause(
+        self, words: Sequence[Token], before: str | None, floor: float
+    ) -> Detection | None:
         probabilities = self.probabilities(words)
         stated = [i for i, c in enumerate(self.classes) if c not in (NONE, PASSING)]
         best = max(stated, key=lambda i: probabilities[i])
         label = self.classes[best]
         attribute, ends = label.removesuffix(ENDS), label.endswith(ENDS)
+        if probabilities[best] < floor:
+            return None
         candidates = list(spans(words))
         value_span: tuple[int, int] | None = None
         if candidates:
-            value_span = max(candidates, key=lambda s: self.span_score(words, s[0], s[1], label))
+            value_span = candidates[int(np.argmax(self._span_scores(words, candidates, label)))]
         if value_span is None and not ends:
             return None
         subject = _subject(words, value_span, attribute) or before

@@ -361,8 +361,12 @@ class OfflineExtractor:
                 batch.discarded.append(Discard(message.id, reason, sentence))
                 continue
             if agent and not is_assistant(message):
-                sentence = _implied_speaker(sentence)
                 said = self._rewrite(sentence, message, addressee, bracketed, turn.company)
+                implied = _implied_speaker(sentence)
+                if implied != sentence:
+                    own = self._rewrite(implied, message, addressee, bracketed, turn.company)
+                    if packaged_detector().stated(own)[1] >= DETECTED / 2:
+                        sentence, said = implied, own
                 if self.passing_states_discarded and packaged_detector().passing_state(
                     said, message.speaker
                 ):
@@ -513,6 +517,9 @@ def _about_speaker(text: str, speaker: str) -> str:
 
 def _implied_speaker(sentence: str) -> str:
     """A user's sentence opening with a verb, given the speaker as its subject.
+
+    Used where the detector reads the result as perhaps stating an attribute (half its claim
+    confidence): small talk ("Just kidding") stays as it is.
 
     "Left Stripe, started at Cloudflare Monday" -> "I left Stripe, ..."; "living in Galway now"
     -> "I'm living in Galway now". A question, or a word that is not a verb form, is left alone.
