@@ -120,7 +120,7 @@ _PRONOUNS = {
     "we're": "i be",
 }
 _PLACED = frozenset("in at to from of for near on into onto with by".split())
-_JOINS = frozenset("but so because and while though although whereas".split())
+_JOINS = frozenset("but so because while though although whereas".split())
 _TIMES = frozenset(
     """
     monday mondays tuesday tuesdays wednesday wednesdays thursday thursdays friday fridays
