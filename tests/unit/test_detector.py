@@ -99,7 +99,9 @@ class _Fixed:
     def __init__(self, confidence: float) -> None:
         self.confidence = confidence
 
-    def detect(self, text: str) -> list[Detection]:
+    def detect(self, text: str, floor: float = 0.0) -> list[Detection]:
+        if self.confidence < floor:
+            return []
         if "Ledbury" not in text and "Hereford" not in text:
             return []
         value = "ledbury" if "Ledbury" in text else "hereford"
