@@ -70,7 +70,7 @@ from membrain.extraction.dialogue_acts import (
     split_clauses,
     user_turns,
 )
-from membrain.extraction.referents import Referents
+from membrain.extraction.referents import BASE_VERBS, Referents, about_speaker, implied_speaker
 from membrain.temporal import annotate
 
 __all__ = ["OfflineExtractor"]
@@ -184,14 +184,7 @@ _GREETINGS = frozenset(
     hi hey hello heya hiya yo howdy thanks thank congrats bye wow
     """.split()
 )
-_VERBS = frozenset(
-    """
-    love like want need think feel go do have run make take get work live play hope plan
-    know see try enjoy miss remember use wish teach volunteer bake paint cook write read
-    study watch believe guess mean agree prefer adore hate own keep visit help spend
-    practice train collect start dream am don't
-    """.split()
-)
+_VERBS = BASE_VERBS
 _ING_VERBS = frozenset("sing bring ring swing sting cling fling wring spring string sling".split())
 _NOT_BASE = frozenset(
     """
@@ -214,21 +207,6 @@ _CAPITALISED = re.compile(
     r"(?<![\w\[])((?:[A-Z][\w'’&-]*|[A-Z]{2,})(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'’&-]*)*)"
 )
 _SENTENCES_PER_FACT = 3
-# A user's sentence opening with a verb has the speaker as its subject ("Left Stripe, started at
-# Cloudflare Monday"): the past tense, a present verb, or "-ing" ("living in Galway now").
-_PAST = frozenset(
-    """
-    got went took made left quit sold bought became began found joined started moved switched
-    landed signed resumed relocated shifted ditched dropped traded upgraded dumped married
-    met finished graduated enrolled transferred settled rented leased flogged picked grabbed
-    won lost broke split gave kept spent sent drove rode flew ate wrote built paid
-    """.split()
-)
-_SUBJECTLESS = re.compile(
-    r"^(?P<adverb>(?:(?i:just|finally|recently|also|now|officially|actually|literally|basically"
-    r"|still|already|newly)\s+)*)(?P<verb>[A-Za-z]+(?:in'?|ing|ed)|[A-Za-z]+)\b(?P<rest>.*)$",
-    re.DOTALL,
-)
 
 
 def _outside_brackets(text: str, transform: re.Pattern[str], replace: object) -> str:
@@ -362,7 +340,7 @@ class OfflineExtractor:
                 continue
             if agent and not is_assistant(message):
                 said = self._rewrite(sentence, message, addressee, bracketed, turn.company)
-                implied = _implied_speaker(sentence)
+                implied = implied_speaker(sentence)
                 if implied != sentence:
                     own = self._rewrite(implied, message, addressee, bracketed, turn.company)
                     if packaged_detector().stated(own)[1] >= DETECTED / 2:
@@ -393,7 +371,7 @@ class OfflineExtractor:
             if group:
                 text = " ".join(group)
                 if agent and not is_assistant(message):
-                    text = _about_speaker(text, message.speaker)
+                    text = about_speaker(text, message.speaker)
                 batch.facts.append(FactDraft(text, (message.id,), message.timestamp))
         if response.has_markup:
             for layer, statement in layer_statements(message.speaker, response):
@@ -496,62 +474,6 @@ def _with_replacements(
         found = attributes.replaced(draft.text, draft.stated_at, [*pairs, *earlier])
         out.append(replace(draft, replaces=found.certain, may_replace=found.uncertain))
     return out
-
-
-def _about_speaker(text: str, speaker: str) -> str:
-    """A user's fact that states an attribute but does not name the user, given the user.
-
-    "Fairphone 5 now." -> "[Helen]: Fairphone 5 now." In a chat with an assistant the user
-    speaks of themself and their life: a terse statement of where they live, work... that
-    names nobody is theirs, and one that names someone else still says who told it. A fact
-    stating no attribute is left as it is (small talk stays hard to find).
-    """
-    own = speaker.casefold()
-    if any(own in ref.casefold().split("'")[0] for ref in _BRACKETED.findall(text)):
-        return text
-    detector = packaged_detector()
-    if max(detector.stated(s)[1] for s in _sentences(text)) < DETECTED:
-        return text
-    return f"[{speaker}]: {text}"
-
-
-def _implied_speaker(sentence: str) -> str:
-    """A user's sentence opening with a verb, given the speaker as its subject.
-
-    Used where the detector reads the result as perhaps stating an attribute (half its claim
-    confidence): small talk ("Just kidding") stays as it is.
-
-    "Left Stripe, started at Cloudflare Monday" -> "I left Stripe, ..."; "living in Galway now"
-    -> "I'm living in Galway now". A question, or a word that is not a verb form, is left alone.
-    """
-    match = _SUBJECTLESS.match(sentence)
-    if match is None or sentence.rstrip().endswith("?") or not _WORD.search(match.group("rest")):
-        return sentence
-    verb = match.group("verb")
-    folded = verb.casefold()
-    if verb[1:] != verb[1:].lower():
-        return sentence
-    if folded.endswith(("ing", "in", "in'")) and len(folded) >= 5 and folded not in _NOT_VERBS:
-        subject = "I'm"
-    elif folded in _PAST or (folded.endswith("ed") and len(folded) >= 5) or folded in _VERBS:
-        if folded in _NOT_VERBS:
-            return sentence
-        subject = "I"
-    else:
-        return sentence
-    adverb = match.group("adverb")
-    return f"{subject} {adverb.casefold()}{folded}{match.group('rest')}"
-
-
-_NOT_VERBS = frozenset(
-    """
-    nothing something anything everything morning evening mornin evenin during thing king
-    ring spring string wedding building ceiling darling pudding sibling ceilin bed red need
-    seed shed speed weed feed breed wicked naked sacred hundred cousin robin cabin basin raisin
-    origin margin begin within main again certain captain mountain curtain brain train
-    chain rain plain gain pain domain terrain bargain garden cotton button
-    """.split()
-)
 
 
 def _sentences(text: str) -> list[str]:
