@@ -21,6 +21,7 @@ from membrain.extraction.detector import (
     Detection,
     packaged_detector,
 )
+from membrain.extraction.offline import OfflineExtractor
 
 START = datetime(2025, 1, 8, 18, 0, tzinfo=UTC)
 
@@ -170,3 +171,17 @@ def test_a_terse_turn_with_no_subject_is_about_the_user(memory: Memory, scope: S
     assert any("[Tunde] started at [Cloudflare]" in t for t in texts)
     top = memory.search("Where does Tunde work?", scope=scope, k=3).hits[0].fact
     assert "Cloudflare" in top.text and top.status is FactStatus.ACTIVE
+
+
+@pytest.mark.parametrize(
+    ("typed", "fact"),
+    [
+        ("im workin at greggs now", "[Ciara] is workin at greggs now"),
+        ("ive got a new phone", "[Ciara] has got a new phone"),
+        ("i moved to leeds, i.e. up north", "[Ciara] moved to leeds, i.e. up north"),
+    ],
+)
+def test_first_person_typed_in_lower_case_is_the_user(typed: str, fact: str) -> None:
+    message = Message(id="m1", speaker="Ciara", text=typed, timestamp=START, role=Role.USER)
+    batch = OfflineExtractor().extract([message], [], ["Ciara", "Assistant"])
+    assert [d.text for d in batch.facts] == [fact]

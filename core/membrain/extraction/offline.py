@@ -126,13 +126,15 @@ _NOT_NAMES = frozenset(
 )
 _CONNECTORS = frozenset({"the", "of", "de", "and", "&"})
 
+# "I", and a lower-case "i" before a word ("i moved", not "i.e.").
+_I = r"(?:\bI\b|\bi(?=\s+[a-z]))"
 # First and second person: (pattern, replacement template); {p} is the bracketed person.
 _PERSON_RULES: tuple[tuple[str, str], ...] = (
     (r"\b[Ii](?:'|’)m\b|\bI am\b|\b[Ii]m\b", "{p} is"),
     (r"\b[Ii](?:'|’)ve\b|\bI have\b|\b[Ii]ve\b", "{p} has"),
     (r"\bI(?:'|’)ll\b", "{p} will"),
     (r"\bI(?:'|’)d\b", "{p} would"),
-    (r"\b[Ii]\b", "{p}"),
+    (_I, "{p}"),
     (r"\b[Mm]yself\b", "{p}"),
     (r"\b[Mm]ine\b", "{p}'s"),
     (r"\b[Mm]e\b", "{p}"),
@@ -508,7 +510,7 @@ def _persons(
     ref = f"[{person}]"
     for pattern, template in rules:
         replacement = template.format(p=ref, o=company).replace("\\", "\\\\")
-        if template == "{p}" and pattern.pattern in (r"\b[Ii]\b", r"\b[Yy]ou\b"):
+        if template == "{p}" and pattern.pattern in (_I, r"\b[Yy]ou\b"):
             text = _subject(text, pattern, ref)
         text = _outside_brackets(text, pattern, replacement)
     return text
