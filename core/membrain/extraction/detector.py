@@ -2,10 +2,10 @@
 
 The patterns of :mod:`membrain.extraction.attributes` read the wordings they were written for.
 This detector reads the others: two linear models over hashed features of the sentence (words,
-word pairs and triples, the same with names masked, letter groups inside words), fitted on a
-labelled corpus of what users tell assistants (``benchmarks/data/attribute_statements/``) by
-``benchmarks/train_attribute_detector.py`` and shipped as data (``membrain/data/
-attribute_detector.npz``), run in numpy:
+word pairs and triples, the same with names masked, letter groups, the words inside names),
+fitted on a labelled corpus of what users tell assistants
+(``benchmarks/data/attribute_statements/``) by ``benchmarks/train_attribute_detector.py`` and
+shipped as data (``membrain/data/attribute_detector.npz``), run in numpy:
 
 * the sentence model gives the probability of each class: no attribute, a passing state of the
   moment ("soaked to the bone", "knackered"), or an attribute stated (``residence``...) or ended
@@ -14,7 +14,10 @@ attribute_detector.npz``), run in numpy:
   attribute (the words around it, its own words, whether it is a name).
 
 The subject is the name nearest before the value (``[Sara]'s sister [Ana] moved to [Leeds]``
-is about Ana), else the first after it; a sentence naming nobody states nothing.
+is about Ana; a place after "in" or a make is never one), else the first after it; a long
+sentence is read clause by clause, a clause naming nobody being about the last person named
+before it, and a text naming nobody states nothing. A value must fit its attribute (no day as
+a place, no phone as a car).
 
 Example:
     >>> d = packaged_detector().detect("[Tunde] resumed at [Flutterwave] on Monday.")
