@@ -366,9 +366,9 @@ class AttributeDetector:
     def passing_state(self, sentence: str, speaker: str | None = None) -> bool:
         """Whether ``sentence`` only states a passing state of the moment (weather, mood).
 
-        Short (at most :data:`PASSING_WORDS` words), naming nobody but the ``speaker`` (a
-        place, a pet, a brand is content), read as one from :data:`PASSING_STATE`, and stating
-        no attribute (each below :data:`STATES_NOTHING`).
+        Short (at most :data:`PASSING_WORDS` words), naming the ``speaker`` (when given) and
+        nobody else (a place, a pet, a brand is content), read as one from
+        :data:`PASSING_STATE`, and stating no attribute (each below :data:`STATES_NOTHING`).
         """
         words = tokens(sentence)
         if PASSING not in self.classes or len(words) > PASSING_WORDS:
@@ -376,6 +376,8 @@ class AttributeDetector:
         own = (speaker or "").casefold()
         if any(w.name and w.text.casefold() != own for w in words):
             return False
+        if own and not any(w.name for w in words):
+            return False  # the user's state: "[Sara] is soaked", not "the plates are for her"
         probabilities = self.probabilities(words)
         stated = [
             p for c, p in zip(self.classes, probabilities, strict=True) if c not in (NONE, PASSING)
