@@ -45,8 +45,9 @@ SINGLE_VALUED = ("residence", "employer", "occupation", "school", "partner", "di
 """The attributes a person holds one value of at a time."""
 
 DETECTED = 0.5
-"""The detector's confidence from which a sentence it reads states an attribute (below the
-patterns, :mod:`membrain.extraction.detector`): such a claim only queues a change for review."""
+"""The detector's confidence from which a sentence it reads states an attribute
+(:mod:`membrain.extraction.detector`, after the patterns); below :data:`DETECTED_STRONG` such a
+claim is only implied, so a change it signals queues for review instead of superseding."""
 DETECTED_STRONG = 0.85
 """The detector's confidence from which its claim counts as said outright (it may supersede)."""
 
