@@ -370,12 +370,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cross: dict[str, list[Said]] = {}
     cross_passing: list[bool] = []
     for writer in writers:
-        model = fit([r for r in fitting if r.writer != writer], args.c)
+        model = AttributeDetector.from_bytes(
+            fit([r for r in fitting if r.writer != writer], args.c).to_bytes()
+        )
         for record in (r for r in fitting if r.writer == writer):
             cross[record.id] = detected(model, record)
             cross_passing.append(passing_read(model, record))
         print(f"  cross-validated: {writer} done", file=sys.stderr)
-    final = fit(fitting, args.c)
+    final = AttributeDetector.from_bytes(fit(fitting, args.c).to_bytes())  # as shipped
     inside = {r.id: detected(final, r) for r in fitting}
     outside = {r.id: detected(final, r) for r in held}
     rules = {r.id: ruled(r) for r in records}

@@ -447,14 +447,18 @@ class AttributeDetector:
         return Detection(subject, attribute, value, ends, float(probabilities[best]), said)
 
     def to_bytes(self) -> bytes:
-        """The detector as a compressed numpy archive (weights as float16)."""
+        """The detector as a compressed numpy archive, weights as int8 with a scale per column."""
+        sentence, sentence_scale = _quantised(self._sentence_weights)
+        span, span_scale = _quantised(self._span_weights.reshape(-1, 1))
         buffer = io.BytesIO()
         np.savez_compressed(
             buffer,
             classes=np.array(self.classes),
-            sentence_weights=self._sentence_weights.astype(np.float16),
+            sentence_weights=sentence,
+            sentence_scale=sentence_scale,
             sentence_bias=self._sentence_bias,
-            span_weights=self._span_weights.astype(np.float16),
+            span_weights=span[:, 0],
+            span_scale=span_scale,
             span_bias=np.array([self._span_bias], dtype=np.float32),
         )
         return buffer.getvalue()
@@ -464,15 +468,26 @@ class AttributeDetector:
         """A detector read from :meth:`to_bytes` output; :class:`ModelFileError` if malformed."""
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+                sentence_scale = arrays["sentence_scale"].astype(np.float32)
+                span_scale = arrays["span_scale"].astype(np.float32)
+                if sentence_scale.shape != (arrays["sentence_weights"].shape[-1],):
+                    raise ModelFileError("sentence scales must have one value per class")
                 return cls(
                     [str(c) for c in arrays["classes"]],
-                    arrays["sentence_weights"],
+                    arrays["sentence_weights"].astype(np.float32) * sentence_scale,
                     arrays["sentence_bias"],
-                    arrays["span_weights"],
+                    arrays["span_weights"].astype(np.float32) * span_scale[0],
                     float(arrays["span_bias"][0]),
                 )
         except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as exc:
             raise ModelFileError(f"not an attribute detector file: {exc}") from exc
+
+
+def _quantised(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``weights`` as int8 and the scale of each column that restores them."""
+    scale = np.abs(weights).max(axis=0) / 127
+    scale[scale == 0] = 1.0
+    return np.round(weights / scale).astype(np.int8), scale.astype(np.float32)
 
 
 def _subject(
