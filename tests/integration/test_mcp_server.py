@@ -22,7 +22,7 @@ from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")
 OTHER = Scope(dataset="okabe", task="assistant")
-TOOLS = {"search_memory", "add_memory", "get_context", "forget_memory"}
+TOOLS = {"search_memory", "add_memory", "get_context", "forget_memory", "trace_memory"}
 
 
 def _okabes_memory(store: Path) -> None:

@@ -3,8 +3,9 @@
 One tool per operation of :data:`membrain.api.operations.OPERATIONS` that names one (``mcp``):
 ``search_memory``, ``add_memory``, ``get_context`` and ``forget_memory``, written for a model
 (few arguments, a compact answer); an operation declared with a tool and no such writing gets
-one made from its request. The scope is fixed when the server starts (``--dataset --task
-[--session]``): no tool takes a dataset or a task, so the model an agent host drives can read
+one made from its request (``trace_memory``: what a run was told). The reads are recorded under
+one run per server (``mcp-`` and an id) by a memory that traces recalls. The scope is fixed
+when the server starts (``--dataset --task [--session]``): no tool takes a dataset or a task, so the model an agent host drives can read
 and write this memory and no other.
 
 Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
@@ -23,6 +24,7 @@ import functools
 import inspect
 import os
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -145,9 +147,14 @@ the request first."""
 
 
 def build_server(
-    memory: MemoryLike, *, scope: Scope, k: int = 5, max_tokens: int = 1500
+    memory: MemoryLike,
+    *,
+    scope: Scope,
+    k: int = 5,
+    max_tokens: int = 1500,
+    run: str | None = None,
 ) -> MCPServer[object]:
-    """An MCP server whose four tools read and write ``scope`` of ``memory``.
+    """An MCP server whose tools read and write ``scope`` of ``memory``.
 
     The caller keeps ownership of ``memory`` (it closes it). Tool calls run one at a time.
 
@@ -157,6 +164,8 @@ def build_server(
         scope: The only scope the tools use; no tool argument can change it.
         k: Facts ``search_memory`` returns unless the model asks for another number.
         max_tokens: Budget of ``get_context`` unless the model asks for another one.
+        run: The run the reads serve, which a memory tracing recalls records them under
+            (``trace(run)``); default ``mcp-`` and a new id per server (one agent session).
 
     Raises:
         MissingDependencyError: the ``mcp`` package is not installed.
@@ -166,6 +175,7 @@ def build_server(
     if not 1 <= k <= MAX_LIMIT or max_tokens < 1:
         raise ConfigurationError(f"k must be 1-{MAX_LIMIT} and max_tokens >= 1")
     server = server_class("membrain", instructions=INSTRUCTIONS, log_level="WARNING")
+    run_name = run or f"mcp-{uuid.uuid4().hex[:12]}"
     lock = threading.Lock()  # the SDK runs sync tools in worker threads
 
     @contextmanager
@@ -193,7 +203,11 @@ def build_server(
     ) -> list[FoundFact]:
         with calling():
             hits = memory.search(
-                _query(query, question), scope=scope, k=limit, min_relevance=min_relevance
+                _query(query, question),
+                scope=scope,
+                k=limit,
+                min_relevance=min_relevance,
+                run=run_name,
             )
         return [_found(hit) for hit in hits]
 
@@ -242,6 +256,7 @@ def build_server(
                 scope=scope,
                 max_tokens=max_tokens or budget,
                 min_relevance=min_relevance,
+                run=run_name,
             )
         return found.text
 
