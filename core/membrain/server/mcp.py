@@ -5,8 +5,8 @@ One tool per operation of :data:`membrain.api.operations.OPERATIONS` that names 
 (few arguments, a compact answer); an operation declared with a tool and no such writing gets
 one made from its request (``trace_memory``: what a run was told). The reads are recorded under
 one run per server (``mcp-`` and an id) by a memory that traces recalls. The scope is fixed
-when the server starts (``--dataset --task [--session]``): no tool takes a dataset or a task, so the model an agent host drives can read
-and write this memory and no other.
+when the server starts (``--dataset --task [--session]``): no tool takes a dataset or a task,
+so the model an agent host drives can read and write this memory and no other.
 
 Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
 
