@@ -163,12 +163,15 @@ def search(
     k: Annotated[int, typer.Option("--k", "-k", help="Number of facts.")] = 5,
     path: PathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
+    run: Annotated[
+        str | None, typer.Option(help="The run this search serves (for the recall trace).")
+    ] = None,
 ) -> None:
     """Search the facts of a dataset and task."""
     with failures():
         scope = Scope(dataset=dataset, task=task, session=session)
         with open_memory(path) as memory:
-            hits = memory.search(question, scope=scope, mode=mode, k=k)
+            hits = memory.search(question, scope=scope, mode=mode, k=k, run=run)
         if as_json:
             sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits], indent=2) + "\n")
         else:
