@@ -3,10 +3,10 @@
 One tool per operation of :data:`membrain.api.operations.OPERATIONS` that names one (``mcp``):
 ``search_memory``, ``add_memory``, ``get_context`` and ``forget_memory``, written for a model
 (few arguments, a compact answer); an operation declared with a tool and no such writing gets
-one made from its request (``trace_memory``: what a run was told). The reads are recorded under
-one run per server (``mcp-`` and an id) by a memory that traces recalls. The scope is fixed
-when the server starts (``--dataset --task [--session]``): no tool takes a dataset or a task,
-so the model an agent host drives can read and write this memory and no other.
+one made from its request. The reads are recorded under one run per server (``mcp-`` and an
+id) by a memory that traces recalls; ``trace_memory`` lists what that run was told. The scope
+is fixed when the server starts (``--dataset --task [--session]``): no tool takes a dataset or
+a task, so the model an agent host drives can read and write this memory and no other.
 
 Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
 
@@ -54,7 +54,15 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
-__all__ = ["AddedMemory", "FoundFact", "ForgetOutcome", "build_server", "main", "run"]
+__all__ = [
+    "AddedMemory",
+    "FoundFact",
+    "ForgetOutcome",
+    "Recalled",
+    "build_server",
+    "main",
+    "run",
+]
 
 DEFAULT_PORT = 9575
 API_KEY_VARIABLE = "MEMBRAIN_API_KEY"
@@ -73,6 +81,15 @@ Long-term memory of one user, kept across conversations: facts stated in earlier
 conversations, each with when it was said and the message it came from. Search it before \
 answering anything that may depend on what the user told you before; add what the user says \
 about themselves, their plans and their preferences; forget facts the user asks you to drop."""
+
+
+class Recalled(BaseModel):
+    """One read ``trace_memory`` lists."""
+
+    query: str = Field(description="What was asked.")
+    at: str = Field(description="When (ISO 8601, UTC).")
+    facts: list[str] = Field(description="The facts given, in order, as sentences.")
+    fact_ids: list[str] = Field(description="Their ids, in the same order.")
 
 
 class FoundFact(BaseModel):
@@ -134,6 +151,14 @@ and things they are about, in time order, each citing its source, within a token
 
 Call it once at the start of a task that needs background on the user, instead of several \
 searches. Returns plain text (empty of facts when nothing relevant is known)."""
+
+TRACE = """\
+What this session was told from long-term memory: each search or briefing, oldest first, with \
+the facts it returned in order.
+
+Call it when the user asks what you knew or relied on earlier in this session, or to check \
+which memories an answer was based on. It lists only what the memory recorded: nothing when \
+the memory does not trace recalls."""
 
 FORGET = """\
 Forget facts in long-term memory, by the ids search_memory returned.
@@ -270,6 +295,21 @@ def build_server(
             facts = memory.forget(fact_ids, scope=scope, by=actor_for(memory, AGENT), reason=reason)
         return [ForgetOutcome(id=fact.id, status=fact.status.value) for fact in facts]
 
+    def trace_memory(
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="The latest reads.")] = 10,
+    ) -> list[Recalled]:
+        with calling():
+            recalls = memory.trace(run_name, scope=scope)[-limit:]
+        return [
+            Recalled(
+                query=r.query,
+                at=r.at.isoformat(),
+                facts=[render_fact(f.fact.text, {}) for f in r.facts if f.fact is not None],
+                fact_ids=[f.fact_id for f in r.facts if f.fact is not None],
+            )
+            for r in recalls
+        ]
+
     budget = max_tokens
     read_only = tool_annotations(readOnlyHint=True, openWorldHint=False)
     changes = tool_annotations(readOnlyHint=False, destructiveHint=True)
@@ -279,6 +319,7 @@ def build_server(
         "add": (add_memory, ADD, tool_annotations(readOnlyHint=False, idempotentHint=True)),
         "context": (get_context, CONTEXT, read_only),
         "forget": (forget_memory, FORGET, changes),
+        "trace": (trace_memory, TRACE, read_only),
     }
     for op in OPERATIONS:
         if op.mcp is None:
