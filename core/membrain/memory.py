@@ -727,10 +727,12 @@ class Memory(MemoryLike):
             self._store.erase_recalls()
 
     def _run_delete_scope(self, r: rq.DeleteScopeRequest) -> Scope:
+        self._recall_log.flush()  # queued recalls of the scope go with it
         self._store.delete_scope(r.scope, r.scope.bookkeeping())
         return r.scope
 
     def _run_delete_dataset(self, r: rq.DeleteDatasetRequest) -> list[Scope]:
+        self._recall_log.flush()
         every = self._store.scopes(r.dataset, every=True)
         if every:
             self._store.delete_scope(*every)

@@ -151,3 +151,13 @@ def test_settings_turn_the_trace_on(tmp_path: Path, empty_stores: object) -> Non
     with Memory.from_settings(settings, dense=HashingEncoder(dim=64)) as mem:
         assert mem.trace_recalls
         assert mem.keep_recalls == timedelta(days=7)
+
+
+def test_deleting_a_dataset_deletes_its_recalls(traced: Memory) -> None:
+    other = Scope(dataset="kim", task="assistant")
+    traced.add(TURNS, scope=other)
+    traced.search("cat", scope=SCOPE, run="r")
+    traced.search("cat", scope=other, run="r")
+    traced.delete_dataset("sara")
+    assert traced.trace("r", scope=SCOPE) == []
+    assert len(traced.trace("r", scope=other)) == 1
