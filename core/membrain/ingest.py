@@ -388,7 +388,8 @@ class Ingestor(RecordListener):
         facts = _with_metadata(facts, {m.id: m.message.metadata for m in batch})
         self._store.put_entities(entity_scope, entities, cause=run.cause)
         self._store.put_facts(scope, facts, speakers, cause=run.cause)
-        self._record_changes(scope, extracted, facts, run)
+        with self._ledger.batch():  # the batch's knock-on reviews, together
+            self._record_changes(scope, extracted, facts, run)
         reasons: dict[str, list[tuple[str, str]]] = {}
         for item in extracted.discarded:
             reasons.setdefault(item.message_id, []).append((item.reason, item.text))
