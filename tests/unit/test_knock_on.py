@@ -154,7 +154,8 @@ def test_an_accepted_supersession_review_is_followed(folder: Path) -> None:
 
 
 def test_a_fact_stated_in_the_light_of_the_old_one_is_queued(mem: Memory) -> None:
-    where = scope()
+    # Said minutes after "I live in Lisbon" in the same session, about the flat.
+    where = scope().model_copy(update={"session": "chat-1"})
     say(
         mem,
         where,

@@ -9,10 +9,13 @@ A dependant is an active fact about the same subject (it names an entity of the 
 other than the old value) that was stated before the change and:
 
 * **names the old value**: the value of the replaced fact's claim (:func:`~membrain.extraction.
-  attributes.claims`: the city, employer, partner ...) or a bracketed ref of the replaced fact
-  that the new facts do not carry, as whole words; or
+  attributes.claims`: the city, employer, partner ...), or, when no claim is read, the one
+  bracketed ref of the replaced fact that the new facts do not carry, swapped for one of their
+  own ("[Rafael] is a dentist in [São Paulo]" → "... opened a clinic in [Campinas]"), as whole
+  words; or
 * **was stated in its light**: it cites a message of the replaced fact, or was stated within
-  :data:`LIGHT_WINDOW` of it in the same session, and speaks of the claim's attribute (one of
+  :data:`LIGHT_WINDOW` of it in the same session (a scope's sessions, when it has them), and
+  speaks of the claim's attribute (one of
   the words of :data:`TOPIC_WORDS`: a flat or a commute for a residence, colleagues for an
   employer).
 
@@ -53,7 +56,7 @@ REASON_PREFIX = "may be outdated: "
 ARROW = " → "
 
 _WORDS = {
-    "residence": "flat apartment house home neighbourhood neighborhood street rent landlord "
+    "residence": "flat apartment house neighbourhood neighborhood street rent landlord "
     "flatmate roommate commute commutes commuting office walk walks cafe café local nearby "
     "near gym",
     "employer": "office colleague colleagues coworker coworkers boss manager team commute "
@@ -62,16 +65,17 @@ _WORDS = {
     "salary boss",
     "school": "class classes campus lecture lectures course courses professor exam exams "
     "semester classmates",
-    "partner": "together date dates anniversary wedding couple moved",
+    "partner": "together date dates anniversary wedding moved",
     "diet": "eat eats eating food meal meals restaurant restaurants recipe recipes cook cooks "
     "dish dishes snack snacks",
     "car": "drive drives driving parking garage road commute",
-    "phone": "app apps screen camera case charger",
+    "phone": "app apps screen case charger",
 }
 TOPIC_WORDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in _WORDS.items()}
 """Per single-valued attribute, the words that make a fact speak of it."""
 
 _WORD = re.compile(r"[\w'’-]+")
+_PREPOSITIONS = "in|at|to|from|for|with|near|into"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +203,7 @@ def _values(
             continue
         for now in new_claims:
             same = (now.subject, now.attribute) == (was.subject, was.attribute)
-            if same and now.value != was.value:
+            if same and (now.ends or now.value != was.value):
                 pairs.append((was, now))
     new_refs = {e.casefold() for n in news for e in n.entities}
     old_refs = {e.casefold() for e in old.entities}
@@ -207,6 +211,9 @@ def _values(
     added = [e for n in news for e in dict.fromkeys(n.entities) if e.casefold() not in old_refs]
     subjects = {was.subject for was, _ in pairs}
     dropped = [e for e in dropped if e.casefold() not in subjects]
+    added = [e for e in added if _placed(e, news)]
+    if pairs or len(dropped) != 1 or not added or not _placed(dropped[0], [old]):
+        dropped = []  # a claim names the value; else one place swapped for another does
     old_names = [*(was.value for was, _ in pairs), *dropped]
     new_names = [*(now.value for _, now in pairs if now.value != ANY and not now.ends), *added]
     if not old_names:
@@ -222,11 +229,12 @@ def _values(
         old_value = ", ".join(dropped)
         new_value = ", ".join(dict.fromkeys(added)) or _short(new_text)
         attribute = None
-    names = {n.casefold() for n in old_names}
+    if not subjects:  # the refs the change kept, but a possessor ("[Wade]'s son [Travis]")
+        owners = {e.casefold() for e in re.findall(r"\[([^\[\]]+)\]['’]s\b", old.text)}
+        kept = {e.casefold() for e in old.entities} - {n.casefold() for n in old_names}
+        subjects = (kept - owners) or kept
     subject = [
-        i
-        for e, i in zip(old.entities, old.entity_ids, strict=False)
-        if (e.casefold() in subjects) or (not subjects and e.casefold() not in names)
+        i for e, i in zip(old.entities, old.entity_ids, strict=False) if e.casefold() in subjects
     ]
     if not subject:
         return None
@@ -238,11 +246,18 @@ def _in_light(fact: Fact, old: Fact, attribute: str | None, text: str) -> bool:
     if attribute is None or attribute not in TOPIC_WORDS:
         return False
     together = bool(set(fact.sources) & set(old.sources)) or (
-        fact.scope.session == old.scope.session
+        fact.scope.session is not None
+        and fact.scope.session == old.scope.session
         and abs(fact.stated_at - old.stated_at) <= LIGHT_WINDOW
     )
     words = {w.casefold() for w in _WORD.findall(text)}
     return together and bool(words & TOPIC_WORDS[attribute])
+
+
+def _placed(ref: str, facts: Sequence[Fact]) -> bool:
+    """Whether ``ref`` follows a preposition in one of ``facts`` ("in [Lisbon]", "at [Galp]")."""
+    pattern = re.compile(rf"\b(?:{_PREPOSITIONS}) (?:the )?\[{re.escape(ref)}\]", re.IGNORECASE)
+    return any(pattern.search(f.text) for f in facts)
 
 
 def _pattern(name: str) -> re.Pattern[str]:
