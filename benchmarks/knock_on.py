@@ -24,9 +24,10 @@ less any keyword the new facts contain themselves that no question calls stale (
 is pushed to October" replaces "Japan" and "May": only "May" is stale; "left Kuda" keeps "Kuda",
 a question's stale answer). A queued fact is **caught** when it contains a
 stale keyword of its change (whole words, case ignored, :func:`benchmarks.agent_memory.contains`)
-and names an entity of the replaced fact (the same person); otherwise it is **queued wrongly**.
-A fact **missed** is an active fact, stated before the change, naming an entity of the replaced
-fact and containing a stale keyword of the change, that no item of the change queues. A change
+and names an entity of the replaced fact other than one a stale keyword names (the same person:
+"[Jonas] and [Nina] live in Munich" after Jonas and Nina split up, not "[Nina] loves plants");
+otherwise it is **queued wrongly**. A fact **missed** is an active fact, stated before the
+change, that would be caught so but that no item of the change queues. A change
 with no stale keyword (a supersession the data does not ask for) is counted as *unlabelled*;
 what it queues is queued wrongly.
 
@@ -112,7 +113,9 @@ def score_chat(mem: Memory, chat: Chat, tally: Counter[str], verbose: bool = Fal
             if verbose and (queued or stale):
                 said = f"{plain_text(old.text)} -> {' '.join(plain_text(n.text) for n in news)}"
                 print(f"{chat.id}: {said} (stale: {sorted(stale)})", file=sys.stderr)
-            subject = set(old.entity_ids)
+            # The same person: an entity of the replaced fact other than the stale value.
+            refs = zip(old.entities, old.entity_ids, strict=False)
+            subject = {i for name, i in refs if not any(contains([k], name) for k in stale)}
             latest = max(n.stated_at for n in news)
             for fact_id in queued:
                 fact = facts[fact_id]

@@ -210,7 +210,8 @@ class Ingestor(RecordListener):
         with self._lock(scope):
             todo = self._unchanged(scope, todo)
             todo.sort(key=lambda m: m.message.timestamp)
-            result = self._extract_batches(scope, todo, on_progress, by, extractor)
+            with self._ledger.batch():  # the knock-on reviews of the whole add, together
+                result = self._extract_batches(scope, todo, on_progress, by, extractor)
             result = self._update_profile(scope, todo, result)
         if self._llm is None or before is None:
             return result
@@ -388,8 +389,7 @@ class Ingestor(RecordListener):
         facts = _with_metadata(facts, {m.id: m.message.metadata for m in batch})
         self._store.put_entities(entity_scope, entities, cause=run.cause)
         self._store.put_facts(scope, facts, speakers, cause=run.cause)
-        with self._ledger.batch():  # the batch's knock-on reviews, together
-            self._record_changes(scope, extracted, facts, run)
+        self._record_changes(scope, extracted, facts, run)
         reasons: dict[str, list[tuple[str, str]]] = {}
         for item in extracted.discarded:
             reasons.setdefault(item.message_id, []).append((item.reason, item.text))

@@ -192,8 +192,8 @@ class Ledger:
             yield
         finally:
             self._pending.depth -= 1
-            if not self._pending.depth:
-                self._review_knock_on()
+        if not self._pending.depth:  # after a failure, the next review takes them
+            self._review_knock_on()
 
     def _knock_on_changes(self) -> list[KnockOnChange]:
         changes: list[KnockOnChange] | None = getattr(self._pending, "changes", None)
