@@ -9,7 +9,8 @@ A dependant is an active fact about the same subject (it names an entity of the 
 other than the old value) that was stated before the change and:
 
 * **names the old value**: the value of the replaced fact's claim (:func:`~membrain.extraction.
-  attributes.claims`: the city, employer, partner ...), or, when no claim is read, the one
+  attributes.claims`: the city, employer, partner ...), or the value whose end the new facts
+  state ("[Jonas] and [Nina] split up": Nina, of Jonas), or, when no claim is read, the one
   bracketed ref of the replaced fact that the new facts do not carry, swapped for one of their
   own ("[Rafael] is a dentist in [São Paulo]" → "... opened a clinic in [Campinas]"), as whole
   words; or
@@ -207,6 +208,13 @@ def _values(
                 pairs.append((was, now))
     new_refs = {e.casefold() for n in news for e in n.entities}
     old_refs = {e.casefold() for e in old.entities}
+    if not pairs:  # an end of a value the replaced fact names ("[Jonas] and [Nina] split up")
+        order = [e.casefold() for e in old.entities]
+        for now in new_claims:
+            if now.ends and now.subject in old_refs and now.value in old_refs:
+                first = min(now.subject, now.value, key=order.index)
+                if first == now.subject:  # one direction: the fact's own subject first
+                    pairs.append((Claim(now.subject, now.attribute, now.value), now))
     dropped = [e for e in dict.fromkeys(old.entities) if e.casefold() not in new_refs]
     added = [e for n in news for e in dict.fromkeys(n.entities) if e.casefold() not in old_refs]
     subjects = {was.subject for was, _ in pairs}
