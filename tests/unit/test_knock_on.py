@@ -236,3 +236,20 @@ def test_a_repaired_answer_is_used(llm_mem: Memory, model: SwitchModel) -> None:
     say(llm_mem, where, MOVED)
     (item,) = knock_ons(llm_mem, where)
     assert item.fact_ids == (fact(llm_mem, where, "Lisbon] office"),)
+
+
+def test_an_end_of_a_value_questions_what_named_it(mem: Memory) -> None:
+    where = scope()
+    said = [
+        ("I'm dating Nina.", "2024-01-01T10:00:00Z"),
+        ("Nina and I live in a tiny flat in Munich.", "2024-02-01T10:00:00Z"),
+        ("I play the trumpet.", "2024-02-01T10:05:00Z"),
+    ]
+    turns = [{"speaker": "Jonas", "text": text, "timestamp": ts} for text, ts in said]
+    mem.add(turns, scope=where)
+    split = "Nina and I split up."
+    mem.add([{"speaker": "Jonas", "text": split, "timestamp": "2024-07-01T10:00:00Z"}], scope=where)
+    assert mem.get(fact(mem, where, "dating"), scope=where).status is FactStatus.SUPERSEDED
+    (item,) = knock_ons(mem, where)
+    assert item.fact_ids == (fact(mem, where, "flat"),)
+    assert item.reason.startswith("may be outdated: Nina → ")
