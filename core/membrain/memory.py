@@ -220,7 +220,7 @@ class Memory(MemoryLike):
         else:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
-        self._ledger = Ledger(self._store, review)
+        self._ledger = Ledger(self._store, review, llm=self._llm, max_attempts=max_attempts)
         self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
         self._recall_log = RecallLog(self._store)
         self._tree = EntityTree(self._store, llm=self._llm)
