@@ -1126,11 +1126,11 @@ class VerifyErasureRequest(OperationRequest):
     """Check an erasure receipt against the store: is everything it erased still gone?
 
     No record with an erased id may be in any collection (facts, messages, entities,
-    profile, the entity tree's member lists, the facts derived from erased messages) nor in
-    the lexical index; and no word of the store's files, read as bytes, may match one of the
-    receipt's salted term hashes. The files are read where the store is local (Qdrant Edge);
-    for a Qdrant server, the verdict says they were not. Findings name ids, places and
-    files, never a term.
+    profile, the entity tree's member lists, the entities' versions and profile entries
+    citing erased facts) nor in the lexical index; and no word of the store's files, read as
+    bytes, may match one of the receipt's salted term hashes. The files are read where the
+    store is local (Qdrant Edge); for a Qdrant server, the verdict says they were not.
+    Findings name ids, places and files, never a term.
 
     Raises:
         NotFoundError: the dataset's erasure log holds no receipt of that id.

@@ -283,7 +283,7 @@ def _left_by_id(
     backend: Backend, scopes: Sequence[Scope], receipt: ErasureReceipt
 ) -> list[ErasureFinding]:
     found: list[ErasureFinding] = []
-    facts, messages = set(receipt.facts), set(receipt.messages)
+    facts = set(receipt.facts)
     entities = set(receipt.entities)
     for scope in scopes:
         whole = scope.without_session()
@@ -296,9 +296,6 @@ def _left_by_id(
         for collection, where, ids in named:
             for point in backend.retrieve(collection, where, list(ids)):
                 found.append(ErasureFinding(where=collection.value, record=point.id))
-        for point in _points(backend, Collection.FACTS, whole):  # derived from erased messages
-            if messages & set(point.payload.get("sources") or ()):
-                found.append(ErasureFinding(where="facts (sources)", record=point.id))
         for point in _points(backend, Collection.ENTITIES, whole):  # taught by erased facts
             taught = {i for v in point.payload.get("versions") or () for i in v.get("fact_ids", ())}
             found += [ErasureFinding(where="entities (versions)", record=i) for i in taught & facts]
