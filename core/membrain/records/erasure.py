@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -67,16 +68,30 @@ _CONTENT: dict[Collection, tuple[str, ...]] = {
 _NO_CONTENT = frozenset(("id", "timestamp", "role", "source_id", "recorded_at", "fact_ids"))
 
 
-def _strings(value: object, skip: frozenset[str] = frozenset()) -> Iterator[str]:
+def _strings(
+    value: object, skip: frozenset[str] = frozenset(), *, keys: bool = False
+) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if key not in skip:
-                yield from _strings(item, skip)
+                if keys:
+                    yield str(key)
+                yield from _strings(item, skip, keys=keys)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _strings(item, skip)
+            yield from _strings(item, skip, keys=keys)
+
+
+def _keys(value: object) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _keys(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _keys(item)
 
 
 def content(collection: Collection, payload: Mapping[str, Any]) -> list[str]:
@@ -107,6 +122,28 @@ def _points(backend: Backend, collection: Collection, scope: Scope) -> Iterator[
 Leaving = Callable[[Collection, ScoredPoint], bool]
 
 
+_BYTES = re.compile(rb"[0-9A-Za-z\x80-\xff]{%d,}" % MIN_TERM_CHARS)
+"""Runs of bytes that may hold a word (ASCII letters and digits, UTF-8 sequences)."""
+_RUN = re.compile(r"[^\W_]+")
+_GLUE = 2
+"""A word in a binary file may follow up to this many letters of framing (a CBOR length)."""
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """Every word the file scan may read in ``text`` (:func:`_files_holding`)."""
+    for run in _RUN.findall(text.lower()):
+        for start in range(min(_GLUE + 1, len(run))):
+            for end in range(start + MIN_TERM_CHARS, min(len(run), start + MAX_TERM_CHARS) + 1):
+                yield run[start:end]
+
+
+def _structure(root: Path | None) -> Iterator[str]:
+    """The text of the store's own JSON files (configurations: names, never records)."""
+    for path in sorted(root.rglob("*.json")) if root is not None else ():
+        with suppress(OSError):
+            yield path.read_text(encoding="utf-8", errors="replace")
+
+
 def fingerprint(
     backend: Backend,
     erased: Mapping[Collection, Sequence[ScoredPoint]],
@@ -116,6 +153,10 @@ def fingerprint(
     staying: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The salt and hashes of a receipt, read from the store before anything is erased.
+
+    A distinctive term is a word of the erased content that the file scan could not read
+    elsewhere: in no staying record (its values and field names), nor the store's own
+    configuration files, even as part of a longer word (``collect`` in ``collector``).
 
     Args:
         backend: The store.
@@ -133,12 +174,19 @@ def fingerprint(
             gone.update(w for text in content(collection, point.payload) for w in terms(text))
     gone.update(w for text in also for w in terms(text))
     gone = {w for w in gone if _fingerprinted(w)}
-    gone.difference_update(w for text in staying for w in terms(text))
+    gone.difference_update(w for text in staying for w in _pieces(text))
+    root = getattr(backend, "path", None)
+    gone.difference_update(w for text in _structure(root) for w in _pieces(text))
     for collection in Collection:
         for tenant in backend.tenants(collection):
             for point in _points(backend, collection, tenant):
-                if gone and not leaving(collection, point):
-                    gone.difference_update(w for s in _strings(point.payload) for w in terms(s))
+                if not gone:
+                    break
+                if leaving(collection, point):  # its field names stay in the files' format
+                    texts = list(_keys(point.payload))
+                else:
+                    texts = list(_strings(point.payload, keys=True))
+                gone.difference_update(w for s in texts for w in _pieces(s))
     return {
         "salt": salt,
         "content_hashes": hashes,
@@ -318,11 +366,6 @@ def _left_in_scopes(backend: Backend, scopes: Sequence[Scope]) -> list[ErasureFi
 
 
 # -- the files -------------------------------------------------------------------------------
-_BYTES = re.compile(rb"[0-9A-Za-z\x80-\xff]{%d,}" % MIN_TERM_CHARS)
-"""Runs of bytes that may hold a word (ASCII letters and digits, UTF-8 sequences)."""
-_RUN = re.compile(r"[^\W_]+")
-_GLUE = 2
-"""A word in a binary file may follow up to this many letters of framing (a CBOR length)."""
 
 
 def _extents(path: Path, piece: int = 16 << 20) -> Iterator[bytes]:
@@ -351,7 +394,6 @@ def _files_holding(root: Path, salt: str, wanted: set[str]) -> Iterator[tuple[Pa
     letters framing it, every run is also read from each of its first :data:`_GLUE` + 1
     characters at each length a term may have.
     """
-    lengths = range(MIN_TERM_CHARS, MAX_TERM_CHARS + 1)
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         matched: set[str] = set()
         if wanted:
@@ -360,12 +402,8 @@ def _files_holding(root: Path, salt: str, wanted: set[str]) -> Iterator[tuple[Pa
                 data = tail + chunk
                 tail = data[-4 * MAX_TERM_CHARS :]
                 for raw in _BYTES.findall(data):
-                    for run in _RUN.findall(raw.decode("utf-8", "replace").lower()):
-                        for start in range(min(_GLUE + 1, len(run))):
-                            for size in lengths:
-                                if start + size > len(run):
-                                    break
-                                digest = salted(salt, run[start : start + size])
-                                if digest in wanted:
-                                    matched.add(digest)
+                    for piece in _pieces(raw.decode("utf-8", "replace")):
+                        digest = salted(salt, piece)
+                        if digest in wanted:
+                            matched.add(digest)
         yield path, len(matched)
