@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import membrain.cli as cli
@@ -15,6 +16,7 @@ from integration.served import Served, serving
 from membrain import AsyncRemoteMemory, ErasureReceipt, InputError, Memory, Scope
 from membrain.aio import AsyncMemory
 from membrain.remote import RemoteAccessError
+from membrain.server import create_app
 from membrain.server.keys import Access
 from membrain.testing import HashingEncoder
 
@@ -101,7 +103,7 @@ async def test_async_memory_purges_lists_and_verifies(tmp_path: Path) -> None:
         assert (await mem.verify_erasure(result.receipt)).ok
 
 
-def test_the_cli_exports_and_verifies_a_receipt(
+def test_the_cli_and_the_inspector_export_and_verify_a_receipt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("membrain.memory.default_dense_encoder", lambda: HashingEncoder(dim=64))
@@ -130,3 +132,19 @@ def test_the_cli_exports_and_verifies_a_receipt(
     out.write_text(json.dumps([exported, exported]))
     several = runner.invoke(cli.app, ["verify-erasure", str(out), "--path", str(store)])
     assert several.exit_code == 1 and "2 receipts" in several.output
+
+    # The inspector's receipts page lists it; its verify button shows the verdict.
+    with (
+        Memory(path=store, dense=HashingEncoder(dim=64)) as mem,
+        TestClient(create_app(mem, keys=None), base_url="http://localhost") as client,
+    ):
+        page = client.get("/ui/receipts", params={"dataset": "sara", "task": "assistant"})
+        assert page.status_code == 200 and f'data-receipt="{exported["id"]}"' in page.text
+        query = {"dataset": "sara", "verify": exported["id"]}
+        failed_page = client.get("/ui/receipts", params=query)
+        assert "Not erased" in failed_page.text and "stray.txt" in failed_page.text
+        (store / "stray.txt").unlink()
+        verified_page = client.get("/ui/receipts", params=query)
+        assert verified_page.status_code == 200 and "Verified" in verified_page.text
+        assert "zorblaxian" not in verified_page.text.lower()
+        assert client.get("/ui/receipts", params={**query, "verify": "nope"}).status_code == 404
