@@ -373,8 +373,9 @@ class AuditJournal:
         revised = self.backend.retrieve(Collection.ENTITIES, whole, revise)
         kept: list[str] = []
         for point in revised:  # what each keeps: its names, its versions without the facts'
-            entity = EntityVersion.model_validate
-            versions = [entity(v) for v in point.payload.get("versions") or ()]
+            versions = [
+                EntityVersion.model_validate(v) for v in point.payload.get("versions") or ()
+            ]
             kept += [point.payload.get("name", ""), *(point.payload.get("aliases") or ())]
             kept += [v.description for v in without_erased(versions, set(facts))]
         gone = {(c, p.id) for c, found in erased.items() for p in found}
