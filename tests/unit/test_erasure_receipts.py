@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from qdrant_client import QdrantClient
 from store_templates import EmptyStores
 
 from membrain import ErasureReceipt, InputError, Memory, NotFoundError, PurgeResult, Scope
 from membrain.api.erasure import ErasureKind, salted, terms
+from membrain.backends.client import QdrantClientBackend
 from membrain.testing import HashingEncoder
 
 SARA = Scope(dataset="sara", task="assistant")
@@ -164,3 +166,14 @@ def test_retention_erasures_get_receipts(store: Path) -> None:
         assert result.receipt.messages == result.message_ids
         assert str(result.receipt.by) == "system:retention"
         assert mem.verify_erasure(result.receipt).ok
+
+
+def test_a_store_without_local_files_checks_its_records_and_says_so() -> None:
+    backend = QdrantClientBackend(QdrantClient(location=":memory:"))
+    with Memory(backend=backend, dense=HashingEncoder(dim=64)) as mem:
+        mem.add(TURNS, scope=SARA)
+        receipt = purge_secret(mem)
+        assert receipt.term_hashes  # fingerprinted from the records all the same
+        check = mem.verify_erasure(receipt)
+    assert check.ok and check.files_checked == 0 and "not local" in check.note
+    assert "lexical" in check.checked
