@@ -380,6 +380,7 @@ def _files_holding(root: Path, salt: str, wanted: set[str]) -> Iterator[tuple[Pa
     letters framing it, every run is also read from each of its first :data:`_GLUE` + 1
     characters at each length a term may have.
     """
+    known: dict[str, str] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         matched: set[str] = set()
         if wanted:
@@ -389,7 +390,10 @@ def _files_holding(root: Path, salt: str, wanted: set[str]) -> Iterator[tuple[Pa
                 tail = data[-4 * MAX_TERM_CHARS :]
                 for raw in _BYTES.findall(data):
                     for piece in _pieces(raw.decode("utf-8", "replace")):
-                        digest = salted(salt, piece)
-                        if digest in wanted:
-                            matched.add(digest)
+                        found = known.get(piece)
+                        if found is None:  # each word hashed once per walk
+                            digest = salted(salt, piece)
+                            found = known[piece] = digest if digest in wanted else ""
+                        if found:
+                            matched.add(found)
         yield path, len(matched)
