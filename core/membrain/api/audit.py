@@ -74,6 +74,8 @@ class AuditAction(StrEnum):
     """A profile entry gained a version (its topic, subtopic and cited facts in the details)."""
     PROFILE_REMOVED = "profile_removed"
     """A profile entry was removed (a last version marks it)."""
+    ERASURE_RECEIPT = "erasure_receipt"
+    """An erasure finished: its receipt (ids and salted hashes), in the dataset's erasure log."""
 
 
 class _Record(BaseModel):

@@ -33,6 +33,7 @@ from membrain.api.audit import (
     ReviewPolicy,
 )
 from membrain.api.checks import MAX_REASON_CHARS
+from membrain.api.erasure import ErasureReceipt
 from membrain.api.errors import ConflictError, InputError, NotFoundError, ScopeError
 from membrain.api.models import Actor, ActorKind, Fact, FactStatus, Scope, Trust
 from membrain.backends.base import ScoredPoint, is_point_id
@@ -419,8 +420,10 @@ class Ledger:
         cause: Cause,
         *,
         sources: bool = False,
-    ) -> tuple[list[str], list[str], list[str]]:
+    ) -> tuple[list[str], list[str], list[str], ErasureReceipt | None]:
         """Erase facts and messages; the ids of the facts, messages and entities erased.
+
+        Also the erasure's receipt (None when every id was erased before).
 
         With ``sources`` the named facts' source messages go too; every fact derived from an
         erased message goes with it. Entities lose the description versions written from
@@ -459,7 +462,7 @@ class Ledger:
         named = list(dict.fromkeys(e for f in facts for e in f.entity_ids))
         dropped = self._entities_dropped(scope, named, set(erased))
         revise = [e for e in named if e not in dropped]
-        self.store.purge(
+        receipt = self.store.purge(
             scope, facts=erased, messages=messages, entities=dropped, revise=revise, cause=cause
         )
         for item in self.review_queue(scope):
@@ -467,7 +470,7 @@ class Ledger:
                 self._resolved(scope, item, False, Cause(cause.actor, "its facts were purged"))
         erased += [i for i in dict.fromkeys(fact_ids) if i in finished and i not in erased]
         messages += [i for i in dict.fromkeys(message_ids) if i in finished and i not in messages]
-        return erased, messages, dropped
+        return erased, messages, dropped, receipt
 
     def _purged_before(self, scope: Scope, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` an earlier purge of the scope erased (its audit event names them)."""
