@@ -14,6 +14,7 @@ from membrain import (
     MembrainSettings,
     Memory,
     NotFoundError,
+    RecalledFact,
     Scope,
 )
 from membrain.testing import HashingEncoder
@@ -103,6 +104,20 @@ def test_purging_a_fact_takes_it_out_of_every_trace(traced: Memory) -> None:
         assert gone not in recall.fact_ids
         assert [f.rank for f in recall.facts] == list(range(1, len(recall.facts) + 1))
     assert traced.recalls(gone, scope=SCOPE) == []
+
+
+def test_a_receipt_checks_the_trace_too(traced: Memory) -> None:
+    hits = traced.search("Where does Sara work?", scope=SCOPE, k=1, run="r")
+    receipt = traced.purge(hits[0].fact.id, scope=SCOPE).receipt
+    assert receipt is not None
+    check = traced.verify_erasure(receipt)
+    assert check.ok and "recalls" in check.checked, check.findings
+    (left,) = traced.trace("r", scope=SCOPE)  # a recall put back citing the erased fact
+    given = RecalledFact(fact_id=hits[0].fact.id, rank=1)
+    traced.store.put_recalls([left.model_copy(update={"facts": (given,)})])
+    failed = traced.verify_erasure(receipt)
+    assert not failed.ok
+    assert [(f.where, f.record) for f in failed.findings] == [("recalls", hits[0].fact.id)]
 
 
 def test_retention_erases_old_recalls_only(tmp_path: Path, empty_stores: object) -> None:

@@ -63,6 +63,7 @@ _CONTENT: dict[Collection, tuple[str, ...]] = {
     Collection.ENTITIES: ("name", "aliases", "versions"),
     Collection.PROFILE: ("text",),
     Collection.TREE: ("summary", "names", "terms"),
+    Collection.RECALLS: ("query",),
 }
 """The payload fields holding a record's content (ids, statuses and times are no content)."""
 _NO_CONTENT = frozenset(("id", "timestamp", "role", "source_id", "recorded_at", "fact_ids"))
@@ -348,6 +349,9 @@ def _left_by_id(
         for point in _points(backend, Collection.TREE, whole):
             members = entities & set(point.payload.get("members") or ())
             found += [ErasureFinding(where=TREE, record=i) for i in sorted(members)]
+        for point in _points(backend, Collection.RECALLS, whole):  # what agents were given
+            given = facts & set(point.payload.get("fact_ids") or ())
+            found += [ErasureFinding(where="recalls", record=i) for i in sorted(given)]
     return found
 
 
