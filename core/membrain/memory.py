@@ -21,7 +21,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +37,7 @@ from membrain.api.audit import (
 )
 from membrain.api.config import MembrainSettings, settings_for
 from membrain.api.errors import ConfigurationError, ConflictError, InputError, NotFoundError
+from membrain.api.expiry import DEFAULT_EXPIRY_GRACE, ExpiryRule, expiry_rules, message_expiry
 from membrain.api.metadata import metadata_filter
 from membrain.api.models import (
     Actor,
@@ -78,6 +79,7 @@ from membrain.extraction.prompts import Prompts
 from membrain.extraction.stated import StatedFacts
 from membrain.ingest import Ingestor, message_id
 from membrain.knowledge.entities import EntityResolver
+from membrain.knowledge.expiry import ExpirySweep
 from membrain.knowledge.facts import fact_id_of
 from membrain.knowledge.ledger import Ledger
 from membrain.knowledge.profiles import ProfileBook
@@ -146,6 +148,11 @@ class Memory(MemoryLike):
             ``benchmarks/train_reranker.py`` is loaded with ``Reranker.from_json``).
         profile_schema: The topics of the user profile (default
             :data:`~membrain.api.profile.DEFAULT_PROFILE_SCHEMA`).
+        expiry: When messages (and their facts) expire by their metadata: an
+            :class:`~membrain.api.expiry.ExpiryRule` or a list (the first match wins); an
+            add's own ``expires_at``/``ttl`` wins over them. Default: nothing expires.
+        expiry_grace: How long expired facts and messages are kept (audit, ``as_of``) before
+            :meth:`apply_retention` erases them (default 7 days).
 
     Example:
         >>> from membrain import Memory, Scope
@@ -176,12 +183,17 @@ class Memory(MemoryLike):
         keep_messages: timedelta | None = None,
         reranker: Reranker | None = None,
         profile_schema: ProfileSchema | None = None,
+        expiry: ExpiryRule | Sequence[ExpiryRule] | None = None,
+        expiry_grace: timedelta = DEFAULT_EXPIRY_GRACE,
     ) -> None:
         if batch_size < 1 or context_window < 0:
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
         if keep_messages is not None and keep_messages <= timedelta(0):
             raise ConfigurationError("keep_messages must be a positive duration or None")
         self.keep_messages = keep_messages
+        self.expiry = expiry_rules(expiry)
+        if expiry_grace < timedelta(0):
+            raise ConfigurationError("expiry_grace must not be negative")
         dense_encoder = as_dense_encoder(dense) if dense is not None else default_dense_encoder()
         self._backend = backend or open_backend(
             path, qdrant_url, qdrant_api_key, default=DEFAULT_PATH
@@ -210,6 +222,7 @@ class Memory(MemoryLike):
         self._resolver = EntityResolver(self._store, self._llm)
         self._ledger = Ledger(self._store, review)
         self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
+        self._expiry = ExpirySweep(self._store, self._ledger, expiry_grace)
         self._tree = EntityTree(self._store, llm=self._llm)
         # Relevance reads the packaged reranker's log-odds, which it was calibrated on; with
         # another reranker only the similarities (``membrain.retrieval.relevance``).
@@ -269,6 +282,8 @@ class Memory(MemoryLike):
             batch_size=settings.batch_size,
             context_window=settings.context_window,
             keep_messages=settings.keep_messages,
+            expiry=settings.expiry,
+            expiry_grace=settings.expiry_grace,
         )
 
     @property
@@ -324,8 +339,13 @@ class Memory(MemoryLike):
     # -- extraction --------------------------------------------------------------------------
     def _run_add(self, r: rq.AddRequest) -> AddResult:
         actor = Actor.parse(r.by, ActorKind.API) if r.by is not None else None
+        moment = now()
+        expires = [
+            message_expiry(m, at=moment, expires_at=r.expires_at, ttl=r.ttl, rules=self.expiry)
+            for m in r.messages
+        ]
         return self._ingestor.add(
-            r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor
+            r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor, expires=expires
         )
 
     def _run_extract_pending(self, r: rq.ExtractPendingRequest) -> AddResult:
@@ -539,6 +559,9 @@ class Memory(MemoryLike):
             status=MessageStatus.PROCESSED,
             recorded_at=now(),
             added_by=str(cause.actor) if agent else None,
+            expires_at=message_expiry(
+                message, at=moment, expires_at=r.expires_at, ttl=r.ttl, rules=self.expiry
+            ),
         )
         new_id = fact_id_of(scope, StatedFacts.id, (stored_id,), stated)
         # One change: announced first (the supersession's event, pending), then the message,
@@ -656,8 +679,9 @@ class Memory(MemoryLike):
 
     def _run_apply_retention(self, r: rq.ApplyRetentionRequest) -> PurgeResult:
         moment = utc(r.at) if r.at is not None else now()
+        expired = self._sweep_expired(r.scope, moment)
         if self.keep_messages is None:
-            return PurgeResult()
+            return expired
         try:
             cutoff = moment - self.keep_messages
         except OverflowError:
@@ -674,7 +698,35 @@ class Memory(MemoryLike):
             if old:
                 self._store.purge(target, messages=old, cause=cause)
                 erased.extend(old)
-        return PurgeResult(message_ids=tuple(erased))
+        kept = tuple(i for i in expired.message_ids if i not in erased)
+        return PurgeResult(expired.fact_ids, (*kept, *erased), expired.entity_ids)
+
+    def _sweep_expired(self, scope: Scope | None, moment: datetime) -> PurgeResult:
+        """Mark what expired by ``moment``; erase what expired longer than the grace before."""
+        scopes = [scope] if scope is not None else self._store.message_tenants()
+        facts: list[str] = []
+        messages: list[str] = []
+        entities: list[str] = []
+        for target in scopes:
+            self._expiry.mark(target, moment)
+            gone = self._expiry.erase(target, moment)
+            facts += gone[0]
+            messages += gone[1]
+            entities += gone[2]
+        return PurgeResult(tuple(facts), tuple(messages), tuple(entities))
+
+    def _run_expire(self, r: rq.ExpireRequest) -> list[str]:
+        moment = utc(r.at) if r.at is not None else now()
+        scopes = [r.scope] if r.scope is not None else self._store.message_tenants()
+        return [i for target in scopes for i in self._expiry.mark(target, moment)]
+
+    def extend_expiry(self, scope: Scope, fact_ids: Sequence[str], expires_at: datetime) -> int:
+        """Move the expiry of these current, expiring facts to ``expires_at``; how many moved.
+
+        For a store whose items' time to live restarts (the LangGraph store's
+        ``refresh_ttl``); audited as ``expiry_set``. Facts already expired are not revived.
+        """
+        return len(self._expiry.extend(scope, fact_ids, expires_at))
 
     def _run_delete_scope(self, r: rq.DeleteScopeRequest) -> Scope:
         self._store.delete_scope(r.scope, r.scope.bookkeeping())

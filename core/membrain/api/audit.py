@@ -74,6 +74,10 @@ class AuditAction(StrEnum):
     """A profile entry gained a version (its topic, subtopic and cited facts in the details)."""
     PROFILE_REMOVED = "profile_removed"
     """A profile entry was removed (a last version marks it)."""
+    EXPIRED = "expired"
+    """Facts or messages past their expiry were marked expired (ids only)."""
+    EXPIRY_SET = "expiry_set"
+    """The expiry of facts was moved (a refreshed time to live)."""
 
 
 class _Record(BaseModel):

@@ -38,6 +38,7 @@ from membrain.api.requests import (
     DismissFailedRequest,
     DisputeRequest,
     EntitiesRequest,
+    ExpireRequest,
     ExtractPendingRequest,
     FactsRequest,
     ForgetRequest,
@@ -450,6 +451,15 @@ OPERATIONS = OperationTable(
         list[Scope],
         Access.ADMIN,
         ("DELETE", "/dataset"),
+    ),
+    Operation(
+        "expire",
+        "Mark the facts past their expiry as expired.",
+        ExpireRequest,
+        list[str],
+        Access.WRITE,
+        ("POST", "/expire"),
+        cli="expire",
     ),
     Operation(
         "optimize",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin
 
 from pydantic import (
@@ -44,6 +44,7 @@ from membrain.api.checks import (
     unicode_text,
 )
 from membrain.api.errors import ConfigurationError, InputError, MembrainError
+from membrain.api.expiry import ExpiresAt, Ttl, one_expiry
 from membrain.api.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.api.metadata import metadata_filter
 from membrain.api.models import Actor, Message, RetrievalMode
@@ -453,6 +454,13 @@ class AddRequest(OperationRequest):
     assistant_name: str = Field(
         DEFAULT_ASSISTANT_NAME, description="The speaker of assistant messages that name none."
     )
+    expires_at: Annotated[ExpiresAt, Accepts("datetime | None")] = None
+    ttl: Annotated[Ttl, Accepts("timedelta | float | None")] = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> Self:
+        one_expiry(self.expires_at, self.ttl)
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -898,6 +906,13 @@ class UpdateRequest(OperationRequest):
     scope: ScopeField
     reason: Reason = ""
     by: By = None
+    expires_at: Annotated[ExpiresAt, Accepts("datetime | None")] = None
+    ttl: Annotated[Ttl, Accepts("timedelta | float | None")] = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> Self:
+        one_expiry(self.expires_at, self.ttl)
+        return self
 
 
 class ConfirmRequest(OperationRequest):
@@ -1104,4 +1119,22 @@ class OptimizeRequest(OperationRequest):
     """Build the search indexes now (useful after a bulk load)."""
 
 
-_ = (Iterable, Mapping, Sequence)  # named by the ``Accepts`` annotations
+class ExpireRequest(OperationRequest):
+    """Mark the active facts past their expiry ``expired``; returns their ids.
+
+    Reads leave out an expired fact at its ``expires_at`` already; this records it: one
+    audited ``expired`` event (actor ``system:expiry``, ids only) per batch of facts, finished
+    after a crash. :meth:`apply_retention` runs it too, then erases what expired longer ago
+    than the memory's ``expiry_grace``. Without ``scope``, every (dataset, task) of the store
+    (served: an admin key for every dataset).
+    """
+
+    scope: Annotated[
+        Scope | None,
+        BeforeValidator(_optional_scope),
+        Field(description="Only this scope's facts."),
+    ] = None
+    at: datetime | None = Field(None, description="The time expiries are compared to (now).")
+
+
+_ = (Iterable, Mapping, Sequence, timedelta)  # named by the ``Accepts`` annotations

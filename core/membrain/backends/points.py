@@ -121,6 +121,7 @@ DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
         "valid_start",
         "valid_end",
         "revised_at",
+        "expires",
     ),
     Collection.AUDIT: ("at",),
 }

@@ -124,6 +124,8 @@ _UPDATED_FACT_FIELDS = (
     "revised_at",
     "believed_until",
     "valid_end",
+    "expires_at",
+    "expires",
 )
 """The fields an update of a fact may change (its audit event carries their new values)."""
 
@@ -338,6 +340,7 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
                 "raw_output": payload.get("raw_output"),
                 "discarded": tuple(payload.get("discarded") or ()),
                 "added_by": payload.get("added_by"),
+                "expires_at": payload.get("expires_at"),
             },
             context={"stored": True},
         )
@@ -451,7 +454,7 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
 
     def iter_facts(self, scope: Scope, where: FactFilter | None = None) -> Iterator[Fact]:
         """Every fact of the scope that ``where`` admits (every fact when it is ``None``)."""
-        condition = where.where() if where is not None else None
+        condition = self.fact_condition(scope, where) if where is not None else None
         for point in self._scroll(Collection.FACTS, scope, condition):
             yield self._fact(scope, point)
 
@@ -468,12 +471,13 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
 
     def first_facts(self, scope: Scope, where: FactFilter, *, limit: int) -> list[Fact]:
         """At most ``limit`` facts ``where`` admits, in storage order (one round trip)."""
-        points, _ = self.backend.scroll(Collection.FACTS, scope, where=where.where(), limit=limit)
+        condition = self.fact_condition(scope, where)
+        points, _ = self.backend.scroll(Collection.FACTS, scope, where=condition, limit=limit)
         return [self._fact(scope, p) for p in points]
 
     def count_facts(self, scope: Scope, where: FactFilter | None = None) -> int:
         """How many facts of the scope ``where`` admits (all of them when it is ``None``)."""
-        condition = where.where() if where is not None else None
+        condition = self.fact_condition(scope, where) if where is not None else None
         return self.backend.count(Collection.FACTS, scope, where=condition)
 
     def query_facts(
