@@ -720,13 +720,10 @@ class Memory(MemoryLike):
         scopes = [r.scope] if r.scope is not None else self._store.message_tenants()
         return [i for target in scopes for i in self._expiry.mark(target, moment)]
 
-    def extend_expiry(self, scope: Scope, fact_ids: Sequence[str], expires_at: datetime) -> int:
-        """Move the expiry of these current, expiring facts to ``expires_at``; how many moved.
-
-        For a store whose items' time to live restarts (the LangGraph store's
-        ``refresh_ttl``); audited as ``expiry_set``. Facts already expired are not revived.
-        """
-        return len(self._expiry.extend(scope, fact_ids, expires_at))
+    def _run_extend_expiry(self, r: rq.ExtendExpiryRequest) -> list[str]:
+        ids = self._store.full_ids(Collection.FACTS, r.scope, list(r.fact_ids))
+        wanted = [i for i in ids if is_point_id(i)]
+        return [f.id for f in self._expiry.extend(r.scope, wanted, r.expires_at)]
 
     def _run_delete_scope(self, r: rq.DeleteScopeRequest) -> Scope:
         self._store.delete_scope(r.scope, r.scope.bookkeeping())

@@ -39,6 +39,7 @@ from membrain.api.requests import (
     DisputeRequest,
     EntitiesRequest,
     ExpireRequest,
+    ExtendExpiryRequest,
     ExtractPendingRequest,
     FactsRequest,
     ForgetRequest,
@@ -460,6 +461,14 @@ OPERATIONS = OperationTable(
         Access.WRITE,
         ("POST", "/expire"),
         cli="expire",
+    ),
+    Operation(
+        "extend_expiry",
+        "Move the expiry of current, expiring facts later (a refreshed time to live).",
+        ExtendExpiryRequest,
+        list[str],
+        Access.WRITE,
+        ("POST", "/expiry"),
     ),
     Operation(
         "optimize",

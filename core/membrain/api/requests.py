@@ -44,7 +44,7 @@ from membrain.api.checks import (
     unicode_text,
 )
 from membrain.api.errors import ConfigurationError, InputError, MembrainError
-from membrain.api.expiry import ExpiresAt, Ttl, one_expiry
+from membrain.api.expiry import ExpiresAt, Ttl, aware_expiry, one_expiry
 from membrain.api.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.api.metadata import metadata_filter
 from membrain.api.models import Actor, Message, RetrievalMode
@@ -1135,6 +1135,28 @@ class ExpireRequest(OperationRequest):
         Field(description="Only this scope's facts."),
     ] = None
     at: datetime | None = Field(None, description="The time expiries are compared to (now).")
+
+
+class ExtendExpiryRequest(OperationRequest):
+    """Move the expiry of current, expiring facts to ``expires_at``; the ids of those moved.
+
+    For items whose time to live restarts when read (the LangGraph store's ``refresh_ttl``).
+    Facts that never expire, and facts no longer current (expired, superseded, forgotten),
+    are left as they are: an expired fact is never revived. Audited as ``expiry_set``.
+
+    Raises:
+        InputError: ``expires_at`` is naive.
+    """
+
+    positional: ClassVar[tuple[str, ...]] = ("fact_ids", "expires_at")
+    fact_ids: Annotated[Ids, Field(description="The facts whose expiry moves.")]
+    expires_at: Annotated[
+        datetime,
+        BeforeValidator(aware_expiry),
+        Accepts("datetime"),
+        Field(description="The new expiry (an aware datetime)."),
+    ]
+    scope: ScopeField
 
 
 _ = (Iterable, Mapping, Sequence, timedelta)  # named by the ``Accepts`` annotations
