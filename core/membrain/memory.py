@@ -721,9 +721,14 @@ class Memory(MemoryLike):
         return [i for target in scopes for i in self._expiry.mark(target, moment)]
 
     def _run_extend_expiry(self, r: rq.ExtendExpiryRequest) -> list[str]:
-        ids = self._store.full_ids(Collection.FACTS, r.scope, list(r.fact_ids))
-        wanted = [i for i in ids if is_point_id(i)]
-        return [f.id for f in self._expiry.extend(r.scope, wanted, r.expires_at)]
+        facts = self._store.full_ids(Collection.FACTS, r.scope, list(r.fact_ids))
+        messages = self._store.full_ids(Collection.MESSAGES, r.scope, list(r.message_ids))
+        return self._expiry.extend(
+            r.scope,
+            [i for i in facts if is_point_id(i)],
+            r.expires_at,
+            message_ids=[i for i in messages if is_point_id(i)],
+        )
 
     def _run_delete_scope(self, r: rq.DeleteScopeRequest) -> Scope:
         self._store.delete_scope(r.scope, r.scope.bookkeeping())

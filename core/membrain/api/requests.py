@@ -1138,18 +1138,22 @@ class ExpireRequest(OperationRequest):
 
 
 class ExtendExpiryRequest(OperationRequest):
-    """Move the expiry of current, expiring facts to ``expires_at``; the ids of those moved.
+    """Move the expiry of expiring facts and messages to ``expires_at``; the ids of those moved.
 
-    For items whose time to live restarts when read (the LangGraph store's ``refresh_ttl``).
-    Facts that never expire, and facts no longer current (expired, superseded, forgotten),
-    are left as they are: an expired fact is never revived. Audited as ``expiry_set``.
+    For items whose time to live restarts when read (the LangGraph store's ``refresh_ttl``):
+    the messages named and every current fact citing them move. Records that never expire,
+    and facts no longer current (expired, superseded, forgotten), are left as they are: an
+    expired fact is never revived. Audited as ``expiry_set``.
 
     Raises:
         InputError: ``expires_at`` is naive.
     """
 
-    positional: ClassVar[tuple[str, ...]] = ("fact_ids", "expires_at")
-    fact_ids: Annotated[Ids, Field(description="The facts whose expiry moves.")]
+    positional: ClassVar[tuple[str, ...]] = ("expires_at",)
+    fact_ids: Annotated[Ids, Field(description="Facts whose expiry moves.")] = ()
+    message_ids: Annotated[
+        MessageIds, Field(description="Messages whose expiry moves, with their facts'.")
+    ] = ()
     expires_at: Annotated[
         datetime,
         BeforeValidator(aware_expiry),

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from membrain.api.audit import AuditAction, Cause
 from membrain.api.errors import InputError
-from membrain.api.models import Actor, ActorKind, Fact, FactStatus, MessageStatus, Scope, utc
+from membrain.api.models import Actor, ActorKind, FactStatus, MessageStatus, Scope, utc
 from membrain.knowledge.ledger import Ledger
 from membrain.records import FactFilter, RecordStore, is_current
 
@@ -79,19 +79,36 @@ class ExpirySweep:
             self._store.purge(scope, messages=messages, cause=cause)
         return facts, messages, entities
 
-    def extend(self, scope: Scope, fact_ids: Sequence[str], expires_at: datetime) -> list[Fact]:
-        """Move the expiry of these current facts to ``expires_at``; the facts changed.
+    def extend(
+        self,
+        scope: Scope,
+        fact_ids: Sequence[str],
+        expires_at: datetime,
+        *,
+        message_ids: Sequence[str] = (),
+    ) -> list[str]:
+        """Move the expiry of these current facts and messages to ``expires_at``; their ids.
 
-        Audited as ``expiry_set``. Facts no longer current (expired, superseded, ...) and
-        facts that never expire are left as they are: a refresh never revives a fact.
+        The facts cited from ``message_ids`` move too. Audited as ``expiry_set``. What never
+        expires, and facts no longer current (expired, superseded, ...), are left as they are:
+        a refresh never revives a fact.
         """
         when = utc(expires_at)
-        found = self._store.get_facts(scope, list(fact_ids))
+        cause = Cause(EXPIRY_ACTOR, "expiry extended")
+        messages = [
+            m.id
+            for m in self._store.get_messages(scope, list(message_ids))
+            if m.expires_at is not None and m.expires_at != when
+        ]
+        self._store.set_message_expiry(scope, messages, when, cause=cause)
+        found = {f.id: f for f in self._store.get_facts(scope, list(fact_ids))}
+        if message_ids:
+            where = FactFilter(sources=tuple(message_ids))
+            found.update((f.id, f) for f in self._store.iter_facts(scope, where))
         changed = [
             f.model_copy(update={"expires_at": when})
-            for f in found
+            for f in found.values()
             if is_current(f) and f.expires_at is not None and f.expires_at != when
         ]
-        cause = Cause(EXPIRY_ACTOR, "expiry extended")
         self._store.update_facts(scope, changed, action=AuditAction.EXPIRY_SET, cause=cause)
-        return changed
+        return [*messages, *(f.id for f in changed)]

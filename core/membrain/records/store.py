@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from membrain.api.audit import AuditAction, AuditEvent, Cause
@@ -302,6 +302,22 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
                 )
         for listener in self._listeners:
             listener.messages_marked(scope, ids, status)
+
+    def set_message_expiry(
+        self, scope: Scope, ids: Sequence[str], expires_at: datetime, *, cause: Cause | None = None
+    ) -> None:
+        """Move the expiry of messages (audited as ``expiry_set``, finished after a crash)."""
+        if not ids:
+            return
+        when = expires_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        redo = {
+            "kind": "set",
+            "collection": Collection.MESSAGES.value,
+            "fields": {str(point_uuid(i)): {"expires_at": when} for i in ids},
+        }
+        change = Change(AuditAction.EXPIRY_SET, tuple(ids), {"record": "message"}, redo)
+        with self._change(scope, cause, [change]):
+            self.backend.set_payload(Collection.MESSAGES, scope, ids, {"expires_at": when})
 
     def search_messages(
         self,
