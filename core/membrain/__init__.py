@@ -38,6 +38,7 @@ from membrain.api.errors import (
     ScopeError,
     StoreInUseError,
 )
+from membrain.api.expiry import ExpiryRule
 from membrain.api.models import (
     Actor,
     ActorKind,
@@ -126,6 +127,7 @@ __all__ = [
     "EntityVersion",
     "EntityView",
     "EvidenceHit",
+    "ExpiryRule",
     "ExtractionError",
     "Fact",
     "FactHistory",

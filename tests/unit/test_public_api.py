@@ -34,6 +34,7 @@ EXPECTED = {
     "EntityVersion",
     "EntityView",
     "EvidenceHit",
+    "ExpiryRule",
     "ExtractionError",
     "Fact",
     "FactStatus",
