@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -71,6 +72,9 @@ def positive_ttl(value: object) -> timedelta | None:
             value = timedelta(seconds=value)
         except (OverflowError, ValueError):
             raise InputError(f"ttl {value!r} seconds is out of range") from None
+    if isinstance(value, str):
+        with suppress(ValueError, OverflowError):
+            value = timedelta(seconds=float(value))  # seconds, as a command line gives them
     if isinstance(value, str):
         try:
             value = TypeAdapter(timedelta).validate_python(value)
