@@ -8,12 +8,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import membrain.cli as cli
 from integration.served import Served, serving
 from membrain import AsyncMemory, FactStatus, InputError, Memory, Scope
 from membrain.remote import RemoteAccessError
+from membrain.server import create_app
 from membrain.server.keys import Access
 from membrain.testing import HashingEncoder
 
@@ -108,3 +110,24 @@ def test_the_command_line_adds_with_a_ttl_and_sweeps(
         assert home.expires_at is not None and home.expires_at > NOW + timedelta(minutes=50)
     again = runner.invoke(cli.app, ["expire", "--path", str(path)], env=env)
     assert again.exit_code == 0 and "0 facts expired" in again.output
+
+
+def test_the_inspector_shows_expiries_and_marks_expired_facts(tmp_path: Path) -> None:
+    scope = Scope(dataset="sara", task="inspector")
+    with Memory(tmp_path / "ui", dense=HashingEncoder(dim=64)) as mem:
+        mem.add([_said("My door code is 4417.")], scope=scope, expires_at=PAST)
+        mem.add([_said("I live in Porto.")], scope=scope, ttl=3600)
+        facts = mem.facts(scope=scope, include_inactive=True)
+        code = next(f for f in facts if "4417" in f.text)
+        home = next(f for f in facts if "Porto" in f.text)
+        where = {"dataset": "sara", "task": "inspector"}
+        with TestClient(create_app(mem, keys=None), base_url="http://localhost") as client:
+            gone = client.get("/ui/fact", params={**where, "id": code.id}).text
+            live = client.get("/ui/fact", params={**where, "id": home.id}).text
+            listed = client.get("/ui/scope", params=where).text
+            mem.expire(scope=scope)
+            swept = client.get("/ui/scope", params=where).text
+    assert "expired at" in gone and "expires at" not in gone
+    assert "expires at" in live and "expired at" not in live
+    assert 'class="badge status-expired"' in listed  # active, past its expiry: marked
+    assert "fact-row status-expired" in swept  # marked expired by the sweep

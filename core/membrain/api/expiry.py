@@ -35,10 +35,10 @@ from pydantic import (
     field_validator,
 )
 
-from membrain.api.checks import utc
+from membrain.api.checks import now, utc
 from membrain.api.errors import ConfigurationError, InputError
 from membrain.api.metadata import check_metadata
-from membrain.api.models import Message
+from membrain.api.models import Fact, Message
 
 __all__ = [
     "DEFAULT_EXPIRY_GRACE",
@@ -49,6 +49,7 @@ __all__ = [
     "expiry_rules",
     "one_expiry",
     "fact_expiry",
+    "has_expired",
     "message_expiry",
     "positive_ttl",
 ]
@@ -203,6 +204,12 @@ def fact_expiry(sources: Iterable[datetime | None]) -> datetime | None:
     if not ends or any(end is None for end in ends):
         return None
     return max(end for end in ends if end is not None)
+
+
+def has_expired(fact: Fact, at: datetime | None = None) -> bool:
+    """Whether ``fact`` is past its expiry at ``at`` (default now), whatever its status."""
+    moment = utc(at) if at is not None else now()
+    return fact.expires_at is not None and fact.expires_at <= moment
 
 
 def _plus(moment: datetime, span: timedelta) -> datetime:
