@@ -79,21 +79,23 @@ OPERATIONS = (
     "apply_retention",
     "delete_scope",
     "delete_dataset",
+    "expire",
     "optimize",
     "import",
 )
 """The rows, by the name of the operation of :data:`membrain.api.operations.OPERATIONS` each kills
 (every one that changes the store), in the table's order; then ``import``, which is no operation
 of a memory (:func:`membrain.files.transfer.import_scope`)."""
-LABELS = {"add": "ingest", "delete_scope": "delete"}
+LABELS = {"add": "ingest", "delete_scope": "delete", "expire": "expiry-sweep"}
 """How the report shows a row whose name there differs from the operation's."""
 ALIASES = {label: name for name, label in LABELS.items()}
 """Row names ``--ops`` and ``--replay`` also take: the labels."""
 ERASURES = ("purge", "apply_retention", "delete_scope", "delete_dataset")
 """Operations whose content must leave the store's files: their trials scan them."""
-PREPARED = ("extract_pending", "retry_failed", "dismiss_failed", "confirm", "resolve")
+PREPARED = ("extract_pending", "retry_failed", "dismiss_failed", "confirm", "resolve", "expire")
 """Operations whose trials start from the base brought further first (:func:`prepare`):
-messages stored without extraction, messages whose extraction failed, open disputes."""
+messages stored without extraction, messages whose extraction failed, open disputes, facts
+past their expiry."""
 REVIEWER = "reviewer:ana"
 BATCH_SIZE = 3
 """Messages per extraction batch: an ``add`` of a few messages runs several batches."""
@@ -305,6 +307,8 @@ def make_plan(
         return plan_review(op, rng, active)
     if op == "apply_retention":
         return plan_retention(rng, workload)
+    if op == "expire":
+        return plan_expire(rng, active)
     if op == "optimize":
         return {}
     raise ValueError(f"unknown operation {op!r}")
@@ -374,6 +378,8 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
         resolve_open(mem, plan)
     elif op == "apply_retention":
         run_retention(mem, plan)
+    elif op == "expire":
+        mem.expire(scope=MAIN, at=datetime.fromisoformat(plan["at"]))
     elif op == "optimize":
         mem.optimize()
     else:
@@ -530,6 +536,28 @@ def prepare(path: Path, op: str, plan: Plan) -> None:
         groups = plan.get("disputed", []) + [facts for facts, _ in plan.get("items", [])]
         for facts in groups:
             mem.dispute(facts, scope=MAIN, reason="not what I said", by=REVIEWER)
+        if op == "expire":
+            give_expiries(mem, plan)
+
+
+EXPIRED_BY = datetime(2024, 6, 1, tzinfo=UTC)
+"""When the facts an ``expire`` trial sweeps expired (before the sweep's time)."""
+
+
+def plan_expire(rng: random.Random, active: Sequence[str]) -> Plan:
+    """2-8 active facts past their expiry (given by :func:`prepare`), swept at a later time."""
+    chosen = rng.sample(sorted(active), rng.randint(2, min(8, len(active))))
+    return {"facts": chosen, "at": (EXPIRED_BY + timedelta(days=rng.randint(1, 9))).isoformat()}
+
+
+def give_expiries(mem: Memory, plan: Plan) -> None:
+    """Give the plan's facts an expiry before its sweep (written as the record store writes)."""
+    facts = mem.facts(scope=MAIN, ids=plan["facts"])
+    ended = [
+        f.model_copy(update={"expires_at": EXPIRED_BY - timedelta(minutes=n)})
+        for n, f in enumerate(facts)
+    ]
+    mem.store.update_facts(MAIN, ended, action=AuditAction.EXPIRY_SET)
 
 
 # -- updates, datasets and the profile --------------------------------------------------------
@@ -844,6 +872,7 @@ _AUDITED = (
     "dismissed",
     "review_requested",
     "review_resolved",
+    "expired",
 )
 """Actions of the changes :attr:`StoreState.audited` lists (an import's carried events aside:
 they record changes of the exported store, not of this one). A resolved review is listed by
@@ -1218,6 +1247,8 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
         ids, scope = [plan["fact"]], MAIN
     elif op == "resolve":
         ids, scope = [f for facts, accept in plan["items"] if not accept for f in facts], MAIN
+    elif op == "expire":
+        ids, scope = list(plan["facts"]), MAIN
     elif op.startswith("profile_") or op in _NOTHING_RETIRED:
         ids, scope = [], MAIN  # no fact leaves the reads: the records are compared
     else:
@@ -1250,7 +1281,7 @@ def damage(lexical: Path, kind: str, rng: random.Random) -> None:
 
 # -- audit ------------------------------------------------------------------------------------
 SCOPE_DELETED = "scope deleted"
-_STATUS_EVENTS = ("forgotten", "superseded", "retracted")
+_STATUS_EVENTS = ("forgotten", "superseded", "retracted", "expired")
 _TRUST_EVENTS = ("confirmed", "disputed")
 _MESSAGE_EVENTS = ("processed", "dismissed")
 
