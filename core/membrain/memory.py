@@ -37,7 +37,13 @@ from membrain.api.audit import (
 )
 from membrain.api.config import MembrainSettings, settings_for
 from membrain.api.errors import ConfigurationError, ConflictError, InputError, NotFoundError
-from membrain.api.expiry import DEFAULT_EXPIRY_GRACE, ExpiryRule, expiry_rules, message_expiry
+from membrain.api.expiry import (
+    DEFAULT_EXPIRY_GRACE,
+    ExpiryRule,
+    expiry_rules,
+    has_expired,
+    message_expiry,
+)
 from membrain.api.metadata import metadata_filter
 from membrain.api.models import (
     Actor,
@@ -452,7 +458,10 @@ class Memory(MemoryLike):
         found = self._store.search_messages(
             r.scope, r.query, using=r.paths, limit=r.k, candidates=max(r.k, CANDIDATES)
         )
-        return [EvidenceHit(message=m.message, score=score) for m, score in found]
+        # an expired message is out of current reads, as its facts are
+        return [
+            EvidenceHit(message=m.message, score=score) for m, score in found if not has_expired(m)
+        ]
 
     def _run_facts(self, r: rq.FactsRequest) -> list[Fact]:
         scope = r.scope

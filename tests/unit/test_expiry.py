@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import membrain.api.expiry as expiry_module
 import membrain.records.filters as filters_module
 from membrain import (
     ConfigurationError,
@@ -49,6 +50,7 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     made = Clock()
     monkeypatch.setattr(filters_module, "now", made)
+    monkeypatch.setattr(expiry_module, "now", made)
     return made
 
 
@@ -91,6 +93,7 @@ def test_an_expired_fact_leaves_current_reads_at_its_expiry_and_stays_in_the_pas
     (message,) = [m for m in mem.messages(scope=SCOPE) if "4417" in m.message.text]
     assert message.expires_at == ends
     assert any("4417" in t for t in _texts(mem.search("door code", scope=SCOPE)))
+    assert any("4417" in h.message.text for h in mem.search_messages("door code", scope=SCOPE))
 
     clock.at = ends  # expires_at <= the read's time: gone from every current read
     assert not any("4417" in t for t in _texts(mem.search("door code", scope=SCOPE)))
@@ -98,6 +101,7 @@ def test_an_expired_fact_leaves_current_reads_at_its_expiry_and_stays_in_the_pas
         assert not any("4417" in t for t in _texts(mem.search("code", scope=SCOPE, mode=mode)))
     assert "4417" not in mem.context("What is the door code?", scope=SCOPE).text
     assert [f.id for f in mem.facts(scope=SCOPE) if f.id == code.id] == []
+    assert not any("4417" in h.message.text for h in mem.search_messages("code", scope=SCOPE))
     assert any("Porto" in t for t in _texts(mem.search("Where does Sara live?", scope=SCOPE)))
     # before its expiry, as_of still sees it; get and history always do
     before = mem.search("door code", scope=SCOPE, as_of=ends - timedelta(minutes=1))

@@ -38,7 +38,7 @@ from pydantic import (
 from membrain.api.checks import now, utc
 from membrain.api.errors import ConfigurationError, InputError
 from membrain.api.metadata import check_metadata
-from membrain.api.models import Fact, Message
+from membrain.api.models import Fact, Message, StoredMessage
 
 __all__ = [
     "DEFAULT_EXPIRY_GRACE",
@@ -206,10 +206,10 @@ def fact_expiry(sources: Iterable[datetime | None]) -> datetime | None:
     return max(end for end in ends if end is not None)
 
 
-def has_expired(fact: Fact, at: datetime | None = None) -> bool:
-    """Whether ``fact`` is past its expiry at ``at`` (default now), whatever its status."""
+def has_expired(record: Fact | StoredMessage, at: datetime | None = None) -> bool:
+    """Whether a fact or message is past its expiry at ``at`` (default now), whatever its status."""
     moment = utc(at) if at is not None else now()
-    return fact.expires_at is not None and fact.expires_at <= moment
+    return record.expires_at is not None and record.expires_at <= moment
 
 
 def _plus(moment: datetime, span: timedelta) -> datetime:

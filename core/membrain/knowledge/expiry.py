@@ -70,10 +70,8 @@ class ExpirySweep:
             facts, _, entities = self._ledger.purge(scope, fact_ids, (), cause)
         messages = [
             m.id
-            for m in self._store.iter_messages(scope)
-            if m.expires_at is not None
-            and m.expires_at <= cutoff
-            and m.status is not MessageStatus.PENDING
+            for m in self._store.messages_expired_by(scope, cutoff)
+            if m.status is not MessageStatus.PENDING
         ]
         if messages:
             self._store.purge(scope, messages=messages, cause=cause)

@@ -257,6 +257,11 @@ class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, Profi
         found = [self._message(scope, p) for p in self._scroll(Collection.MESSAGES, scope, where)]
         return sorted(found, key=lambda m: (m.message.timestamp, m.message.source_id or "", m.id))
 
+    def messages_expired_by(self, scope: Scope, moment: datetime) -> list[StoredMessage]:
+        """The scope's messages whose expiry is at or before ``moment`` (one filtered read)."""
+        where = {"expires_at": TimeRange(lte=moment)}
+        return [self._message(scope, p) for p in self._scroll(Collection.MESSAGES, scope, where)]
+
     def message_tenants(self) -> list[Scope]:
         """The (dataset, task) scopes holding messages (for maintenance such as retention)."""
         return self.backend.tenants(Collection.MESSAGES)
