@@ -1,18 +1,24 @@
-"""Expiry on every surface: a served memory (RemoteMemory), AsyncMemory and the command line."""
+"""Expiry on every surface: a served memory (RemoteMemory), AsyncMemory, the command line, the
+inspector and the MCP add tool."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from typer.testing import CliRunner
 
 import membrain.cli as cli
 from integration.served import Served, serving
+from integration.test_mcp_server import call as mcp_call
 from membrain import AsyncMemory, FactStatus, InputError, Memory, Scope
 from membrain.remote import RemoteAccessError
 from membrain.server import create_app
@@ -131,3 +137,34 @@ def test_the_inspector_shows_expiries_and_marks_expired_facts(tmp_path: Path) ->
     assert "expires at" in live and "expired at" not in live
     assert 'class="badge status-expired"' in listed  # active, past its expiry: marked
     assert "fact-row status-expired" in swept  # marked expired by the sweep
+
+
+async def test_the_mcp_add_tool_takes_an_expiry(tmp_path: Path) -> None:
+    scope = Scope(dataset="sara", task="mcp")
+    store = tmp_path / "store"
+    Memory(store, dense=HashingEncoder(dim=64)).close()
+    where = ["--dataset", scope.dataset, "--task", scope.task, "--test-encoder"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "membrain.server.mcp", "--path", str(store), *where],
+        env=dict(os.environ),  # this checkout's code (PYTHONPATH) in the server too
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        refused = await session.call_tool(
+            "add_memory", {"text": "My door code is 4417.", "expires_in_seconds": 0}
+        )
+        assert refused.is_error
+        added = await mcp_call(
+            session,
+            "add_memory",
+            text="My door code is 4417.",
+            speaker="Sara",
+            expires_in_seconds=3600,
+        )
+        assert added["fact_ids"]
+    with Memory(store, dense=HashingEncoder(dim=64)) as mem:
+        assert len(mem.messages(scope=scope)) == 1  # the refused call wrote nothing
+        (fact,) = mem.facts(scope=scope, ids=added["fact_ids"])
+        assert fact.expires_at is not None
+        assert NOW + timedelta(minutes=50) < fact.expires_at < NOW + timedelta(hours=2)
