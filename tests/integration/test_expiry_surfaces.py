@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 import membrain.cli as cli
 from integration.served import Served, serving
-from integration.test_mcp_server import call as mcp_call
 from membrain import AsyncMemory, FactStatus, InputError, Memory, Scope
 from membrain.remote import RemoteAccessError
 from membrain.server import create_app
@@ -155,13 +154,10 @@ async def test_the_mcp_add_tool_takes_an_expiry(tmp_path: Path) -> None:
             "add_memory", {"text": "My door code is 4417.", "expires_in_seconds": 0}
         )
         assert refused.is_error
-        added = await mcp_call(
-            session,
-            "add_memory",
-            text="My door code is 4417.",
-            speaker="Sara",
-            expires_in_seconds=3600,
-        )
+        arguments = {"text": "My door code is 4417.", "speaker": "Sara", "expires_in_seconds": 3600}
+        answered = await session.call_tool("add_memory", arguments)
+        assert not answered.is_error and answered.structured_content is not None
+        added = answered.structured_content
         assert added["fact_ids"]
     with Memory(store, dense=HashingEncoder(dim=64)) as mem:
         assert len(mem.messages(scope=scope)) == 1  # the refused call wrote nothing
