@@ -25,6 +25,7 @@ from membrain import (
     Scope,
 )
 from membrain.api.expiry import fact_expiry
+from membrain.backends.base import Collection
 from membrain.testing import HashingEncoder, files_holding
 
 SCOPE = Scope(dataset="sara", task="expiry")
@@ -209,3 +210,15 @@ def test_update_takes_an_expiry_and_extend_expiry_moves_it(mem: Memory, clock: C
     assert mem.facts(scope=SCOPE) == []
     # an expired fact is never revived
     assert mem.extend_expiry(later + HOUR, fact_ids=[new.id], scope=SCOPE) == []
+
+
+def test_facts_stored_before_expiries_existed_stay_current(tmp_path: Path) -> None:
+    path = tmp_path / "old"
+    with Memory(path, dense=HashingEncoder(64)) as mem:
+        mem.add([_said("I live in Porto."), _said("I adopted a cat named Miso.")], scope=SCOPE)
+        ids = sorted(f.id for f in mem.facts(scope=SCOPE))
+        # as an older version wrote them: no derived ``expires`` field
+        mem.store.backend.set_payload(Collection.FACTS, SCOPE, ids, {"expires": None})
+    with Memory(path, dense=HashingEncoder(64)) as mem:
+        assert sorted(f.id for f in mem.facts(scope=SCOPE)) == ids
+        assert any("Miso" in t for t in _texts(mem.search("cat", scope=SCOPE)))
