@@ -6,7 +6,9 @@ Usage (from the repository root)::
         [--modes fast expand deep] [--warmup 10] [--seed 0] [--json OUT]
 
 A mode ending in ``-fused`` (``expand-fused``) runs with ``rerank=False``: time it beside the
-same mode to get the reranker's cost as a ratio measured in one run.
+same mode to get the reranker's cost as a ratio measured in one run. A mode ending in
+``-traced`` (``fast-traced``) runs with the recall trace on (``Memory(trace_recalls=True)``):
+time it beside the same mode for the trace's cost.
 
 What it does:
 
@@ -496,13 +498,23 @@ IN_ENCODER, TEXTS = ":in_encoder", ":texts"
 """The most a mode's p50 may be, as a multiple of the floor (embedding p50 + raw query p50)."""
 UNRERANKED = "-fused"
 """Suffix of a mode timed with the reranker off (``expand-fused``), for a same-run ratio."""
+TRACED = "-traced"
+"""Suffix of a mode timed with the recall trace on (``fast-traced``), for a same-run ratio."""
 
 
 def _search(mem: Memory, mode: str, question: str) -> Any:
+    traced = mode.endswith(TRACED)
+    mode = mode.removesuffix(TRACED)
     # ``rerank`` is passed only to turn the reranker off: a store of code before it times too.
     off: dict[str, Any] = {"rerank": False} if mode.endswith(UNRERANKED) else {}
     plain = mode.removesuffix(UNRERANKED)
-    return mem.search(question, scope=SCOPE, mode=plain, k=K, reference=REFERENCE, **off)
+    if traced:  # the recall trace on for this search only, under one run
+        mem.trace_recalls = True
+        off["run"] = "search-latency"
+    try:
+        return mem.search(question, scope=SCOPE, mode=plain, k=K, reference=REFERENCE, **off)
+    finally:
+        mem.trace_recalls = False
 
 
 class QueryTimer(WrappedEncoder):
@@ -846,8 +858,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--modes",
         nargs="+",
         default=["fast", "expand", "deep"],
-        choices=[*(m.value for m in RetrievalMode), *(m.value + UNRERANKED for m in RetrievalMode)],
-        help=f"retrieval modes to time; a mode ending in {UNRERANKED} runs with rerank=False",
+        choices=[
+            m.value + suffix
+            for m in RetrievalMode
+            for suffix in ("", UNRERANKED, TRACED, UNRERANKED + TRACED)
+        ],
+        help=f"retrieval modes to time; a mode ending in {UNRERANKED} runs with rerank=False, "
+        f"one ending in {TRACED} with the recall trace on",
     )
     parser.add_argument("--warmup", type=int, default=10, help="untimed searches per mode")
     parser.add_argument("--seed", type=int, default=0, help="generator seed")

@@ -27,6 +27,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from langchain_membrain._runs import run_of
 from membrain import ConfigurationError, InputError, MemoryHit, RetrievalMode, Scope, ScopeError
 from membrain.api.metadata import metadata_filter
 from membrain.binding import ScopeBinding
@@ -218,11 +219,13 @@ class MembrainRetriever(BaseRetriever):
         return self._binding.resolve(values or {}, source=_SOURCE, hint=_HINT)
 
     # -- search -----------------------------------------------------------------------------
-    def _search(self, query: str, scope: Scope, options: dict[str, Any]) -> list[Document]:
+    def _search(
+        self, query: str, scope: Scope, options: dict[str, Any], run: dict[str, Any]
+    ) -> list[Document]:
         chosen = {**self.search_kwargs, **_checked(options, "the call")}
         k = chosen.get("k") or self.k
         mode = RetrievalMode.parse(chosen.get("mode") or self.mode)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(run)
         if chosen.get("filter") is not None:
             extra["filters"] = chosen["filter"]
         if chosen.get("min_relevance") is not None:
@@ -254,15 +257,25 @@ class MembrainRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
         scope = self.scope_for(_RUN_VALUES.get())
+        run = _run(run_manager)
         with llm_callbacks(run_manager.get_child()):  # MemBrain's model calls: child runs
-            return self._search(query, scope, options)
+            return self._search(query, scope, options, run)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
         scope = self.scope_for(_RUN_VALUES.get())
+        run = _run(run_manager)
         with llm_callbacks(run_manager.get_child()):  # copied into the worker thread
-            return await asyncio.to_thread(self._search, query, scope, options)
+            return await asyncio.to_thread(self._search, query, scope, options, run)
+
+
+def _run(manager: CallbackManagerForRetrieverRun | AsyncCallbackManagerForRetrieverRun) -> Any:
+    """The run a retrieval serves (:mod:`langchain_membrain._runs`), for the recall trace."""
+    config = {"configurable": _RUN_VALUES.get(), "metadata": manager.metadata}
+    return run_of(
+        config, run_id=manager.run_id, parent_run_id=manager.parent_run_id, tags=manager.tags
+    )
 
 
 def _parts(scope: Scope) -> tuple[str | None, str | None, str | None]:

@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
+from langchain_membrain._runs import run_of
 from membrain import (
     Actor,
     ActorKind,
@@ -165,7 +166,7 @@ def create_memory_tools(
     ) -> tuple[str, list[dict[str, Any]]]:
         scope = scope_of(config)
         try:
-            hits = memory.search(query, scope=scope, mode=mode, k=limit)
+            hits = memory.search(query, scope=scope, mode=mode, k=limit, **run_of(config))
         except InputError as exc:
             raise ToolException(str(exc)) from exc
         return format_hits(hits), [hit.model_dump(mode="json") for hit in hits]

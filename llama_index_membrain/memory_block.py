@@ -126,6 +126,12 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
         default=None, ge=0, le=1, description="Relevance floor of the facts (None: context's)."
     )
     replies: int = Field(default=3, ge=0, description="Earlier assistant replies quoted.")
+    run: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The run the block's reads serve, recorded by a memory that traces recalls.",
+    )
 
     _contexts: OrderedDict[str, tuple[Context, str]] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -149,6 +155,7 @@ class MembrainMemoryBlock(BaseMemoryBlock[str]):
             "k": self.k,
             "profile_ratio": self.profile_ratio,
             "min_relevance": self.min_relevance,
+            "run": self.run,
         }
         if isinstance(self.memory, Memory):
             return await AsyncMemory(self.memory).context(question, **arguments)

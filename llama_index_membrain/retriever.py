@@ -145,6 +145,8 @@ class MembrainRetriever(BaseRetriever):
         k: How many facts per query (instead of ``similarity_top_k``).
         min_relevance: Only facts at least this relevant (0-1; default every fact).
         mode: Retrieval mode (``"fast"``, ``"expand"``, ``"deep"``, ``"auto"``).
+        run: The run its searches serve, recorded by a memory that traces recalls
+            (``memory.trace(run=...)``).
         callback_manager: LlamaIndex callback manager.
         verbose: LlamaIndex verbose flag.
 
@@ -178,6 +180,7 @@ class MembrainRetriever(BaseRetriever):
         k: int | None = None,
         min_relevance: float | None = None,
         mode: RetrievalMode | str = RetrievalMode.EXPAND,
+        run: str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -200,6 +203,9 @@ class MembrainRetriever(BaseRetriever):
         self.min_relevance = min_relevance
         self._filters = membrain_filters(filters)
         self.mode = RetrievalMode.parse(mode)
+        if run is not None and not 1 <= len(run) <= 256:
+            raise ConfigurationError("run is a name of 1 to 256 characters")
+        self.run = run
         self._amemory = AsyncMemory.from_memory(sync) if isinstance(sync, Memory) else None
 
     @property
@@ -217,6 +223,8 @@ class MembrainRetriever(BaseRetriever):
             arguments["filters"] = self._filters
         if self.min_relevance is not None:
             arguments["min_relevance"] = float(self.min_relevance)
+        if self.run is not None:
+            arguments["run"] = self.run
         return arguments
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

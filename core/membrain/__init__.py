@@ -63,6 +63,7 @@ from membrain.api.models import (
     Trust,
 )
 from membrain.api.profile import ContextRecipe, ProfileEntry, ProfileSchema
+from membrain.api.recalls import Recall, RecalledFact
 from membrain.api.results import AddResult, EvidenceHit, PurgeResult
 from membrain.remote import AsyncRemoteMemory, MemoryLike, RemoteAccessError, RemoteMemory
 
@@ -149,6 +150,8 @@ __all__ = [
     "ProfileEntry",
     "ProfileSchema",
     "PurgeResult",
+    "Recall",
+    "RecalledFact",
     "RecordListener",
     "RetrievalMode",
     "ReviewItem",

@@ -63,6 +63,7 @@ from membrain.api.models import (
 from membrain.api.operations import OPERATIONS
 from membrain.api.path_names import BOOLEAN, ENTITY_TREE
 from membrain.api.profile import DEFAULT_PROFILE_SCHEMA, ProfileEntry, ProfileSchema
+from membrain.api.recalls import Recall
 from membrain.api.results import AddResult, EvidenceHit, PurgeResult
 from membrain.api.surface import MemoryLike
 from membrain.backends import open_backend
@@ -89,6 +90,7 @@ from membrain.knowledge.expiry import ExpirySweep
 from membrain.knowledge.facts import fact_id_of
 from membrain.knowledge.ledger import Ledger
 from membrain.knowledge.profiles import ProfileBook
+from membrain.knowledge.recall_log import RecallLog
 from membrain.records import FactFilter, LexicalSync, RecordStore
 from membrain.records.journal import Change
 from membrain.records.store import id_prefix
@@ -154,6 +156,10 @@ class Memory(MemoryLike):
             ``benchmarks/train_reranker.py`` is loaded with ``Reranker.from_json``).
         profile_schema: The topics of the user profile (default
             :data:`~membrain.api.profile.DEFAULT_PROFILE_SCHEMA`).
+        trace_recalls: Record what each ``search`` and ``context`` gives (the recall trace,
+            :mod:`membrain.api.recalls`): read back with :meth:`trace` and :meth:`recalls`.
+        keep_recalls: How long recalls are kept (``None``: until their facts are purged);
+            :meth:`apply_retention` erases older ones.
         expiry: When messages (and their facts) expire by their metadata: an
             :class:`~membrain.api.expiry.ExpiryRule` or a list (the first match wins); an
             add's own ``expires_at``/``ttl`` wins over them. Default: nothing expires.
@@ -189,6 +195,8 @@ class Memory(MemoryLike):
         keep_messages: timedelta | None = None,
         reranker: Reranker | None = None,
         profile_schema: ProfileSchema | None = None,
+        trace_recalls: bool = False,
+        keep_recalls: timedelta | None = None,
         expiry: ExpiryRule | Sequence[ExpiryRule] | None = None,
         expiry_grace: timedelta = DEFAULT_EXPIRY_GRACE,
     ) -> None:
@@ -196,7 +204,11 @@ class Memory(MemoryLike):
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
         if keep_messages is not None and keep_messages <= timedelta(0):
             raise ConfigurationError("keep_messages must be a positive duration or None")
+        if keep_recalls is not None and keep_recalls <= timedelta(0):
+            raise ConfigurationError("keep_recalls must be a positive duration or None")
         self.keep_messages = keep_messages
+        self.trace_recalls = trace_recalls
+        self.keep_recalls = keep_recalls
         self.expiry = expiry_rules(expiry)
         if expiry_grace < timedelta(0):
             raise ConfigurationError("expiry_grace must not be negative")
@@ -228,6 +240,7 @@ class Memory(MemoryLike):
         self._resolver = EntityResolver(self._store, self._llm)
         self._ledger = Ledger(self._store, review)
         self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
+        self._recall_log = RecallLog(self._store)
         self._expiry = ExpirySweep(self._store, self._ledger, expiry_grace)
         self._tree = EntityTree(self._store, llm=self._llm)
         # Relevance reads the packaged reranker's log-odds, which it was calibrated on; with
@@ -288,6 +301,8 @@ class Memory(MemoryLike):
             batch_size=settings.batch_size,
             context_window=settings.context_window,
             keep_messages=settings.keep_messages,
+            trace_recalls=settings.trace_recalls,
+            keep_recalls=settings.keep_recalls,
             expiry=settings.expiry,
             expiry_grace=settings.expiry_grace,
         )
@@ -309,6 +324,7 @@ class Memory(MemoryLike):
         """Drain the background writers (``drain_timeout`` s in all), then release the store."""
         for hook in self.before_close:
             hook(self, drain_timeout)
+        self._recall_log.close(drain_timeout)
         release_lexical_index(self._lexical)
         self._backend.close()
 
@@ -383,6 +399,14 @@ class Memory(MemoryLike):
 
     # -- reading -----------------------------------------------------------------------------
     def _run_search(self, r: rq.SearchRequest) -> SearchResult:
+        found = self._search(r)
+        if self.trace_recalls:
+            self._recall_log.note(
+                r.scope, "search", r.query, found.hits, run=r.run, tags=r.run_tags
+            )
+        return found
+
+    def _search(self, r: rq.SearchRequest) -> SearchResult:
         scope, k, skip = r.scope, r.k, r.exclude_paths
         ctx = SearchContext.for_question(
             r.query,
@@ -442,7 +466,7 @@ class Memory(MemoryLike):
             valid_at=r.valid_at,
             filters=r.filters,
         )
-        found = self._run_search(search).hits
+        found = self._search(search).hits
         floor = r.min_relevance
         if floor is None and self._relevance.calibrated(self._store.dense.name):
             floor = rq.CONTEXT_MIN_RELEVANCE
@@ -450,6 +474,10 @@ class Memory(MemoryLike):
         context = assemble_context(
             r.query, hits, max_tokens=r.max_tokens, profile_tokens=share, profile=entries
         )
+        if self.trace_recalls:  # what the context holds, not every candidate
+            self._recall_log.note(
+                r.scope, "context", r.query, context.hits, run=r.run, tags=r.run_tags
+            )
         # No hit: the note says so when the floor left out what the search found (an empty
         # memory keeps an empty text).
         return context if hits else nothing_relevant(context, note=bool(found))
@@ -519,6 +547,15 @@ class Memory(MemoryLike):
             ) from None
         start = utc(r.since) if r.since is not None else None
         return self._store.iter_audit(r.scope, targets=r.targets, actions=wanted, since=start)
+
+    def _run_trace(self, r: rq.TraceRequest) -> list[Recall]:
+        return self._recall_log.trace(r.scope, r.run)
+
+    def _run_recalls(self, r: rq.RecallsRequest) -> list[Recall]:
+        (whole,) = self._fact_ids(r.scope, r.fact_id)
+        if not is_point_id(whole) and id_prefix(whole) is not None:
+            raise NotFoundError(f"no fact with id {r.fact_id} in scope {r.scope.key!r}")
+        return self._recall_log.recalls(r.scope, whole)
 
     def _run_profile(self, r: rq.ProfileRequest) -> list[ProfileEntry]:
         wanted = None if r.topics is None else as_ids(r.topics, "topics")
@@ -681,6 +718,7 @@ class Memory(MemoryLike):
         if not fact_ids and not ids:
             raise InputError("purge needs fact ids or message ids")
         cause = Cause.of(r.by, ActorKind.API, r.reason)
+        self._recall_log.flush()  # recalls queued before the purge lose its facts too
         facts, erased, entities = self._ledger.purge(
             scope, fact_ids, ids, cause, sources=messages is True
         )
@@ -688,6 +726,7 @@ class Memory(MemoryLike):
 
     def _run_apply_retention(self, r: rq.ApplyRetentionRequest) -> PurgeResult:
         moment = utc(r.at) if r.at is not None else now()
+        self._drop_old_recalls(r.scope, moment)
         expired = self._sweep_expired(r.scope, moment)
         if self.keep_messages is None:
             return expired
@@ -713,6 +752,7 @@ class Memory(MemoryLike):
     def _sweep_expired(self, scope: Scope | None, moment: datetime) -> PurgeResult:
         """Mark what expired by ``moment``; erase what expired longer than the grace before."""
         scopes = [scope] if scope is not None else self._store.message_tenants()
+        self._recall_log.flush()  # recalls queued before the erasure lose its facts too
         facts: list[str] = []
         messages: list[str] = []
         entities: list[str] = []
@@ -739,11 +779,24 @@ class Memory(MemoryLike):
             message_ids=[i for i in messages if is_point_id(i)],
         )
 
+    def _drop_old_recalls(self, scope: Scope | None, moment: datetime) -> None:
+        if self.keep_recalls is None:
+            return
+        try:
+            cutoff = moment - self.keep_recalls
+        except OverflowError:
+            raise InputError(f"{moment.isoformat()} minus the retention is before year 1") from None
+        scopes = [scope] if scope is not None else self._store.recall_tenants()
+        if self._recall_log.drop_before(scopes, cutoff):
+            self._store.erase_recalls()
+
     def _run_delete_scope(self, r: rq.DeleteScopeRequest) -> Scope:
+        self._recall_log.flush()  # queued recalls of the scope go with it
         self._store.delete_scope(r.scope, r.scope.bookkeeping())
         return r.scope
 
     def _run_delete_dataset(self, r: rq.DeleteDatasetRequest) -> list[Scope]:
+        self._recall_log.flush()
         every = self._store.scopes(r.dataset, every=True)
         if every:
             self._store.delete_scope(*every)

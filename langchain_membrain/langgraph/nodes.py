@@ -44,6 +44,7 @@ from typing import Any, Protocol, TypeAlias
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from langchain_membrain._runs import run_of
 from membrain import ConfigurationError, MemoryLike, Message, RetrievalMode, Role, Scope
 from membrain.background import BackgroundWriter, check_writer, flush_scope, schedule_extraction
 from membrain.binding import CLOCK, DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, ScopeBinding
@@ -365,6 +366,7 @@ def make_recall_node(
             mode=mode,
             profile_ratio=profile_ratio,
             min_relevance=min_relevance,
+            **run_of(config),
         )
         if context.nothing_relevant and not context.profile:
             return {key: ""}  # nothing to recall: no note saying so in the prompt

@@ -194,3 +194,26 @@ def test_the_search_page_shows_relevance_and_takes_a_minimum(
     assert "nothing relevant" in nothing.text
     for odd in ("abc", "nan", "7"):  # not a number: no minimum; out of range: clamped
         assert search_page(client, q=question, min_relevance=odd).status_code == 200
+
+
+# -- the recall trace --------------------------------------------------------------------------
+def test_a_fact_page_lists_its_runs_and_a_run_page_what_it_was_told(tmp_path: Path) -> None:
+    with Memory(tmp_path / "store", dense=HashingEncoder(dim=64), trace_recalls=True) as mem:
+        mem.add(CHAT, scope=SARA)
+        hits = mem.search("Where does Sara live?", scope=SARA, k=2, run="thread-<9>")
+        mem.search("Anything else?", scope=SARA, k=1, run="other")
+        first = hits[0].fact
+        scoped = {"dataset": SARA.dataset, "task": SARA.task}
+        with TestClient(create_app(mem, keys=None), base_url="http://localhost") as client:
+            fact_html = client.get("/ui/fact", params={**scoped, "id": first.id}).text
+            run = client.get("/ui/run", params={**scoped, "id": "thread-<9>"})
+            nameless = client.get("/ui/run", params={**scoped, "id": " "})
+    assert "Runs it was given to" in fact_html
+    assert "thread-&lt;9&gt;" in fact_html and "<9>" not in fact_html  # escaped
+    assert "/ui/run?dataset=sara&amp;task=assistant&amp;id=thread-%3C9%3E" in fact_html
+    assert run.status_code == 200 and secured(run)
+    assert "Where does Sara live?" in run.text and "Anything else?" not in run.text
+    shown = [h.fact.id for h in hits]
+    positions = [run.text.index(f"id={fact_id}") for fact_id in shown]
+    assert positions == sorted(positions)  # in the order they were given
+    assert nameless.status_code == 400

@@ -22,7 +22,7 @@ from membrain.testing import HashingEncoder
 
 SCOPE = Scope(dataset="sara", task="assistant")
 OTHER = Scope(dataset="okabe", task="assistant")
-TOOLS = {"search_memory", "add_memory", "get_context", "forget_memory"}
+TOOLS = {"search_memory", "add_memory", "get_context", "forget_memory", "trace_memory"}
 
 
 def _okabes_memory(store: Path) -> None:
@@ -41,7 +41,7 @@ def _okabes_memory(store: Path) -> None:
 
 
 @asynccontextmanager
-async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
+async def served(tmp_path: Path, *, traced: bool = False) -> AsyncIterator[ClientSession]:
     """A client of a server subprocess that owns a store holding another user's memory.
 
     A context manager, not a fixture: the SDK's client must be entered and exited in one task.
@@ -62,6 +62,7 @@ async def served(tmp_path: Path) -> AsyncIterator[ClientSession]:
             "--test-encoder",
         ],
         cwd=str(Path(__file__).resolve().parents[2]),
+        env={**os.environ, "MEMBRAIN_TRACE_RECALLS": "true"} if traced else None,
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
@@ -111,6 +112,21 @@ async def test_add_search_context_forget(tmp_path: Path) -> None:
         assert forgotten == [{"id": miso[0]["id"], "status": "forgotten"}]
         again = await call(session, "search_memory", query="What is the cat called?")
         assert all("Miso" not in hit["text"] for hit in again)
+
+
+async def test_trace_lists_what_the_session_was_told(tmp_path: Path) -> None:
+    async with served(tmp_path, traced=True) as session:
+        await call(session, "add_memory", text="I adopted a cat named Miso.", speaker="Sara")
+        assert await call(session, "trace_memory") == []
+        found = await call(session, "search_memory", query="What is the cat called?", limit=2)
+        await session.call_tool("get_context", {"query": "Tell me about the cat."})
+        told = await call(session, "trace_memory")
+        assert [r["query"] for r in told] == ["What is the cat called?", "Tell me about the cat."]
+        assert told[0]["fact_ids"] == [hit["id"] for hit in found]
+        assert told[0]["facts"] == [hit["text"] for hit in found]
+        assert [r["query"] for r in await call(session, "trace_memory", limit=1)] == [
+            "Tell me about the cat."
+        ]
 
 
 async def test_question_is_still_accepted_for_query(tmp_path: Path) -> None:

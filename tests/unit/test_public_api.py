@@ -19,6 +19,8 @@ EXPECTED = {
     "ProfileEntry",
     "ProfileSchema",
     "PurgeResult",
+    "Recall",
+    "RecalledFact",
     "ReviewItem",
     "ReviewKind",
     "ReviewPolicy",

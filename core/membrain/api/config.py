@@ -59,6 +59,13 @@ class MembrainSettings(BaseSettings):
     that, from every index and the store's files. The facts extracted from them stay and then
     cite evidence that no longer exists.
     """
+    trace_recalls: bool = False
+    """Record what each read gives an agent (``MEMBRAIN_TRACE_RECALLS=true``): the recall trace
+    that :meth:`membrain.Memory.trace` and :meth:`membrain.Memory.recalls` read."""
+    keep_recalls: timedelta | None = None
+    """How long recalls are kept: ``None`` (the default) keeps them until their facts are purged;
+    a duration (``MEMBRAIN_KEEP_RECALLS=P90D``) makes :meth:`membrain.Memory.apply_retention`
+    erase older ones."""
     writer_idle_seconds: float = Field(default=5.0, gt=0)
     """Seconds a scope stays quiet before the background writer extracts it.
 

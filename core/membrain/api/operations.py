@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 from membrain.api.audit import AuditEvent, FactHistory, ReviewItem
 from membrain.api.models import Context, Entity, Fact, SearchResult, StoredMessage
 from membrain.api.profile import ProfileEntry
+from membrain.api.recalls import Recall
 from membrain.api.requests import (
     AddRequest,
     ApplyRetentionRequest,
@@ -54,6 +55,7 @@ from membrain.api.requests import (
     ProfilePutRequest,
     ProfileRequest,
     PurgeRequest,
+    RecallsRequest,
     ResolveRequest,
     RetryFailedRequest,
     ReviewQueueRequest,
@@ -61,6 +63,7 @@ from membrain.api.requests import (
     SearchMessagesRequest,
     SearchRequest,
     SupersedeRequest,
+    TraceRequest,
     UpdateRequest,
 )
 from membrain.api.results import AddResult, EvidenceHit, PurgeResult
@@ -387,6 +390,25 @@ OPERATIONS = OperationTable(
         Access.READ,
         ("GET", "/audit"),
         cli="audit",
+    ),
+    Operation(
+        "trace",
+        "What a run was told: the facts each read gave it, in order, with their sources.",
+        TraceRequest,
+        list[Recall],
+        Access.READ,
+        ("GET", "/trace"),
+        cli="trace",
+        mcp="trace_memory",
+    ),
+    Operation(
+        "recalls",
+        "Which runs were given a fact, and at which rank.",
+        RecallsRequest,
+        list[Recall],
+        Access.READ,
+        ("GET", "/recalls"),
+        cli="recalls",
     ),
     Operation(
         "profile",

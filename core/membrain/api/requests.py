@@ -27,6 +27,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
     TypeAdapter,
     ValidationError,
     WrapValidator,
@@ -50,6 +51,7 @@ from membrain.api.metadata import metadata_filter
 from membrain.api.models import Actor, Message, RetrievalMode
 from membrain.api.path_names import current_names
 from membrain.api.profile import MAX_PROFILE_TEXT
+from membrain.api.recalls import MAX_RUN_CHARS, RunName, RunTags
 from membrain.api.scope import Scope, dataset_part
 
 __all__ = [
@@ -83,6 +85,7 @@ __all__ = [
     "ProfileHistoryRequest",
     "ProfilePutRequest",
     "ProfileRequest",
+    "RecallsRequest",
     "PurgeRequest",
     "ResolveRequest",
     "RetryFailedRequest",
@@ -91,6 +94,7 @@ __all__ = [
     "SearchMessagesRequest",
     "SearchRequest",
     "SupersedeRequest",
+    "TraceRequest",
     "UpdateRequest",
 ]
 
@@ -594,6 +598,8 @@ class SearchRequest(OperationRequest):
     )
     filters: Filters = None
     min_relevance: MinRelevance = None
+    run: RunName = None
+    run_tags: RunTags = ()
 
 
 class ContextRequest(OperationRequest):
@@ -637,6 +643,8 @@ class ContextRequest(OperationRequest):
         description="The share of the budget the user profile may open with.",
     )
     min_relevance: ContextMinRelevance = None
+    run: RunName = None
+    run_tags: RunTags = ()
 
     @model_validator(mode="after")
     def _one_share(self) -> Self:
@@ -800,6 +808,34 @@ class AuditRequest(OperationRequest):
     targets: Annotated[
         MessageIds, Accepts("Sequence[str]"), Field(description="Only events about these ids.")
     ] = ()
+
+
+class TraceRequest(OperationRequest):
+    """What a run was told: the recalls recorded under ``run``, oldest first.
+
+    Each :class:`~membrain.api.recalls.Recall` lists the facts a read gave, in the order it
+    gave them, each with the fact as stored now and the messages it cites that are still kept.
+    Recalls are recorded by a memory made with ``trace_recalls=True`` (none otherwise).
+    """
+
+    positional: ClassVar[tuple[str, ...]] = ("run",)
+    run: Annotated[str, StringConstraints(min_length=1, max_length=MAX_RUN_CHARS)] = Field(
+        description="The run's name, as the reads gave it."
+    )
+    scope: ScopeField
+
+
+class RecallsRequest(OperationRequest):
+    """The recalls that gave a fact to an agent, oldest first: which runs used it, and how.
+
+    Raises:
+        NotFoundError: an id prefix names no fact of ``scope``.
+        InputError: ``fact_id`` is neither an id nor an id prefix.
+    """
+
+    positional: ClassVar[tuple[str, ...]] = ("fact_id",)
+    fact_id: str = Field(description="The fact's id or a unique prefix of 8+ hex digits.")
+    scope: ScopeField
 
 
 class ProfileRequest(OperationRequest):

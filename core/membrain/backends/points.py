@@ -99,6 +99,8 @@ class Collection(StrEnum):
     """The append-only audit log of every mutation (:mod:`membrain.api.audit`)."""
     PROFILE = "profile"
     """Versions of the user profile's entries (:mod:`membrain.api.profile`), append-only."""
+    RECALLS = "recalls"
+    """What reads gave agents (:mod:`membrain.api.recalls`), when a memory traces them."""
 
 
 INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
@@ -108,6 +110,7 @@ INDEXED_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.TREE: ("level", "parent", "children"),
     Collection.AUDIT: ("action", "targets", "state"),
     Collection.PROFILE: ("topic", "subtopic", "fact_ids"),
+    Collection.RECALLS: ("run", "fact_ids"),
 }
 """Keyword payload fields indexed per collection, besides ``tenant`` and ``session``."""
 
@@ -124,6 +127,7 @@ DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
         "expires",
     ),
     Collection.AUDIT: ("at",),
+    Collection.RECALLS: ("at",),
 }
 """Datetime payload fields indexed per collection (time-aware search filters on them)."""
 

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from membrain.api.errors import ConfigurationError, InputError, NotFoundError
 from membrain.api.models import Fact, FactStatus, MemoryHit, Message, RetrievalMode, Scope
+from membrain.api.recalls import Recall
 from membrain.cli.common import (
     DatasetOption,
     JsonOption,
@@ -47,7 +48,9 @@ __all__ = [
     "ingest",
     "scopes",
     "search",
+    "recalls",
     "show",
+    "trace",
 ]
 
 
@@ -160,12 +163,15 @@ def search(
     k: Annotated[int, typer.Option("--k", "-k", help="Number of facts.")] = 5,
     path: PathOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
+    run: Annotated[
+        str | None, typer.Option(help="The run this search serves (for the recall trace).")
+    ] = None,
 ) -> None:
     """Search the facts of a dataset and task."""
     with failures():
         scope = Scope(dataset=dataset, task=task, session=session)
         with open_memory(path) as memory:
-            hits = memory.search(question, scope=scope, mode=mode, k=k)
+            hits = memory.search(question, scope=scope, mode=mode, k=k, run=run)
         if as_json:
             sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits], indent=2) + "\n")
         else:
@@ -441,3 +447,62 @@ def audit(
             )
         if not events and not as_json:
             out.print("  (no events)")
+
+
+def _print_recalls(recalls: Sequence[Recall], as_json: bool, *, about: str | None = None) -> None:
+    for recall in recalls:
+        if as_json:
+            sys.stdout.write(recall.model_dump_json() + "\n")
+            continue
+        run = f" run {recall.run}" if recall.run else ""
+        out.print(
+            f"{recall.at:%Y-%m-%dT%H:%M:%SZ} {recall.operation}{run}: {recall.query}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for given in recall.facts:
+            if about is not None and not given.fact_id.startswith(about):
+                continue
+            text = given.fact.text if given.fact is not None else "(no longer stored)"
+            cites = ", ".join(m.source_id or "?" for m in given.sources) or "no kept source"
+            out.print(
+                f"  {given.rank}. [{given.relevance:.2f}] {text}  ({given.fact_id[:8]}; {cites})",
+                highlight=False,
+                soft_wrap=True,
+            )
+    if not recalls and not as_json:
+        out.print("  (no recalls)")
+
+
+@app.command()
+def trace(
+    run: Annotated[str, typer.Argument(help="The run (a thread id, a run id) the reads served.")],
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    path: PathOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print recalls as JSON lines.")] = False,
+) -> None:
+    """What a run was told: each read's facts in the order given, with their sources."""
+    with failures():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with open_memory(path) as memory:
+            found = memory.trace(run, scope=scope)
+        _print_recalls(found, as_json)
+
+
+@app.command()
+def recalls(
+    fact_id: Annotated[str, typer.Argument(help="The fact id or a unique prefix.")],
+    dataset: DatasetOption,
+    task: TaskOption,
+    session: SessionOption = None,
+    path: PathOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print recalls as JSON lines.")] = False,
+) -> None:
+    """Which runs were given a fact, when, and at which rank."""
+    with failures():
+        scope = Scope(dataset=dataset, task=task, session=session)
+        with open_memory(path) as memory:
+            found = memory.recalls(fact_id, scope=scope)
+        _print_recalls(found, as_json, about=fact_id.strip().lower())

@@ -99,6 +99,7 @@ class AuditJournal:
     backend: Backend
     _listeners: list[RecordListener]
     _profile_citing: Callable[[Scope, Sequence[str]], list[str]]
+    _unrecall: Callable[[Scope, Sequence[str]], bool]
     _ticks: MonotonicClock
     _finishers: dict[str, Finisher]
     exclusive: bool = False
@@ -394,6 +395,7 @@ class AuditJournal:
         self.backend.delete(Collection.FACTS, scope, facts)
         self.backend.delete(Collection.MESSAGES, scope, messages)
         self.backend.delete(Collection.ENTITIES, scope.without_session(), entities)
+        recalled = self._unrecall(scope, facts)
         for listener in self._listeners:
             listener.records_purged(scope, facts=facts, messages=messages, entities=entities)
         touched = [Collection.MESSAGES] if messages else []
@@ -401,6 +403,8 @@ class AuditJournal:
             touched += [Collection.FACTS, Collection.ENTITIES, Collection.TREE]
         if profiles:
             touched.append(Collection.PROFILE)
+        if recalled:
+            touched.append(Collection.RECALLS)
         self._erase(touched)
         self._commit(scope, events)
 

@@ -48,6 +48,7 @@ from membrain.records.filters import (
 from membrain.records.journal import AuditJournal, Change, created, record_scope, without_erased
 from membrain.records.profiles import ProfileRecords
 from membrain.records.ranked import RankedReads, Vector
+from membrain.records.recalls import RecallRecords
 from membrain.records.tree import TreeNode, TreeRecords
 
 __all__ = ["FactFilter", "RecordStore", "ScoredFact", "TreeNode", "id_prefix"]
@@ -138,7 +139,9 @@ def _fields(payload: dict[str, Any], *dropped: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in (*_SCOPE_KEYS, *dropped)}
 
 
-class RecordStore(RankedReads, EntityNameReads, TreeRecords, AuditJournal, ProfileRecords):
+class RecordStore(
+    RankedReads, EntityNameReads, TreeRecords, AuditJournal, ProfileRecords, RecallRecords
+):
     """Typed access to the MemBrain collections of one backend (see the module docstring).
 
     Args:

@@ -537,12 +537,22 @@ def _routes(inspector: Inspector) -> APIRouter:  # noqa: C901 - one closure per 
             sources=sources,
             entities=entities,
             trust_note=trust_note(fact) if fact else "",
+            recalls=_call(memory.recalls, history.fact_id, scope=scope),
             open_items=[
                 item
                 for item in _call(memory.review_queue, scope=scope)
                 if history.fact_id in item.fact_ids or item.old == history.fact_id
             ],
         )
+
+    @router.get("/run")
+    def run_page(request: Request, dataset: str = "", task: str = "", id: str = "") -> Response:  # noqa: A002
+        viewer = inspector.require(request)
+        scope = inspector.scope(viewer, dataset, task)
+        if not id.strip():
+            raise PageError(400, "name a run")
+        recalls = _call(memory.trace, id, scope=scope)
+        return inspector.render(request, "run.html", viewer, scope=scope, run=id, recalls=recalls)
 
     @router.get("/review")
     def review_page(

@@ -3,9 +3,10 @@
 One tool per operation of :data:`membrain.api.operations.OPERATIONS` that names one (``mcp``):
 ``search_memory``, ``add_memory``, ``get_context`` and ``forget_memory``, written for a model
 (few arguments, a compact answer); an operation declared with a tool and no such writing gets
-one made from its request. The scope is fixed when the server starts (``--dataset --task
-[--session]``): no tool takes a dataset or a task, so the model an agent host drives can read
-and write this memory and no other.
+one made from its request. The reads are recorded under one run per server (``mcp-`` and an
+id) by a memory that traces recalls; ``trace_memory`` lists what that run was told. The scope
+is fixed when the server starts (``--dataset --task [--session]``): no tool takes a dataset or
+a task, so the model an agent host drives can read and write this memory and no other.
 
 Run it over stdio (what desktop agent hosts launch) or streamable HTTP::
 
@@ -23,6 +24,7 @@ import functools
 import inspect
 import os
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -52,7 +54,15 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
-__all__ = ["AddedMemory", "FoundFact", "ForgetOutcome", "build_server", "main", "run"]
+__all__ = [
+    "AddedMemory",
+    "FoundFact",
+    "ForgetOutcome",
+    "Recalled",
+    "build_server",
+    "main",
+    "run",
+]
 
 DEFAULT_PORT = 9575
 API_KEY_VARIABLE = "MEMBRAIN_API_KEY"
@@ -71,6 +81,15 @@ Long-term memory of one user, kept across conversations: facts stated in earlier
 conversations, each with when it was said and the message it came from. Search it before \
 answering anything that may depend on what the user told you before; add what the user says \
 about themselves, their plans and their preferences; forget facts the user asks you to drop."""
+
+
+class Recalled(BaseModel):
+    """One read ``trace_memory`` lists."""
+
+    query: str = Field(description="What was asked.")
+    at: str = Field(description="When (ISO 8601, UTC).")
+    facts: list[str] = Field(description="The facts given, in order, as sentences.")
+    fact_ids: list[str] = Field(description="Their ids, in the same order.")
 
 
 class FoundFact(BaseModel):
@@ -133,6 +152,14 @@ and things they are about, in time order, each citing its source, within a token
 Call it once at the start of a task that needs background on the user, instead of several \
 searches. Returns plain text (empty of facts when nothing relevant is known)."""
 
+TRACE = """\
+What this session was told from long-term memory: each search or briefing, oldest first, with \
+the facts it returned in order.
+
+Call it when the user asks what you knew or relied on earlier in this session, or to check \
+which memories an answer was based on. It lists only what the memory recorded: nothing when \
+the memory does not trace recalls."""
+
 FORGET = """\
 Forget facts in long-term memory, by the ids search_memory returned.
 
@@ -145,9 +172,14 @@ the request first."""
 
 
 def build_server(
-    memory: MemoryLike, *, scope: Scope, k: int = 5, max_tokens: int = 1500
+    memory: MemoryLike,
+    *,
+    scope: Scope,
+    k: int = 5,
+    max_tokens: int = 1500,
+    run: str | None = None,
 ) -> MCPServer[object]:
-    """An MCP server whose four tools read and write ``scope`` of ``memory``.
+    """An MCP server whose tools read and write ``scope`` of ``memory``.
 
     The caller keeps ownership of ``memory`` (it closes it). Tool calls run one at a time.
 
@@ -157,6 +189,8 @@ def build_server(
         scope: The only scope the tools use; no tool argument can change it.
         k: Facts ``search_memory`` returns unless the model asks for another number.
         max_tokens: Budget of ``get_context`` unless the model asks for another one.
+        run: The run the reads serve, which a memory tracing recalls records them under
+            (``trace(run)``); default ``mcp-`` and a new id per server (one agent session).
 
     Raises:
         MissingDependencyError: the ``mcp`` package is not installed.
@@ -166,6 +200,7 @@ def build_server(
     if not 1 <= k <= MAX_LIMIT or max_tokens < 1:
         raise ConfigurationError(f"k must be 1-{MAX_LIMIT} and max_tokens >= 1")
     server = server_class("membrain", instructions=INSTRUCTIONS, log_level="WARNING")
+    run_name = run or f"mcp-{uuid.uuid4().hex[:12]}"
     lock = threading.Lock()  # the SDK runs sync tools in worker threads
 
     @contextmanager
@@ -193,7 +228,11 @@ def build_server(
     ) -> list[FoundFact]:
         with calling():
             hits = memory.search(
-                _query(query, question), scope=scope, k=limit, min_relevance=min_relevance
+                _query(query, question),
+                scope=scope,
+                k=limit,
+                min_relevance=min_relevance,
+                run=run_name,
             )
         return [_found(hit) for hit in hits]
 
@@ -256,6 +295,7 @@ def build_server(
                 scope=scope,
                 max_tokens=max_tokens or budget,
                 min_relevance=min_relevance,
+                run=run_name,
             )
         return found.text
 
@@ -269,6 +309,21 @@ def build_server(
             facts = memory.forget(fact_ids, scope=scope, by=actor_for(memory, AGENT), reason=reason)
         return [ForgetOutcome(id=fact.id, status=fact.status.value) for fact in facts]
 
+    def trace_memory(
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="The latest reads.")] = 10,
+    ) -> list[Recalled]:
+        with calling():
+            recalls = memory.trace(run_name, scope=scope)[-limit:]
+        return [
+            Recalled(
+                query=r.query,
+                at=r.at.isoformat(),
+                facts=[render_fact(f.fact.text, {}) for f in r.facts if f.fact is not None],
+                fact_ids=[f.fact_id for f in r.facts if f.fact is not None],
+            )
+            for r in recalls
+        ]
+
     budget = max_tokens
     read_only = tool_annotations(readOnlyHint=True, openWorldHint=False)
     changes = tool_annotations(readOnlyHint=False, destructiveHint=True)
@@ -278,6 +333,7 @@ def build_server(
         "add": (add_memory, ADD, tool_annotations(readOnlyHint=False, idempotentHint=True)),
         "context": (get_context, CONTEXT, read_only),
         "forget": (forget_memory, FORGET, changes),
+        "trace": (trace_memory, TRACE, read_only),
     }
     for op in OPERATIONS:
         if op.mcp is None:
