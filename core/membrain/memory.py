@@ -771,7 +771,7 @@ class Memory(MemoryLike):
 
     def _run_extend_expiry(self, r: rq.ExtendExpiryRequest) -> list[str]:
         facts = self._store.full_ids(Collection.FACTS, r.scope, list(r.fact_ids))
-        messages = self._store.full_ids(Collection.MESSAGES, r.scope, list(r.message_ids))
+        messages = self._message_ids(r.scope, r.message_ids) if r.message_ids else ()
         return self._expiry.extend(
             r.scope,
             [i for i in facts if is_point_id(i)],

@@ -1188,7 +1188,8 @@ class ExtendExpiryRequest(OperationRequest):
     positional: ClassVar[tuple[str, ...]] = ("expires_at",)
     fact_ids: Annotated[Ids, Field(description="Facts whose expiry moves.")] = ()
     message_ids: Annotated[
-        MessageIds, Field(description="Messages whose expiry moves, with their facts'.")
+        MessageIds,
+        Field(description="Messages (stored or source ids) whose expiry moves, with their facts'."),
     ] = ()
     expires_at: Annotated[
         datetime,
