@@ -41,8 +41,12 @@ but ``read``), then ``import``, which is no operation of a memory; ``add`` is sh
    expiry of 2-8 facts given one in the future first;
    ``optimize`` builds the indexes; ``import`` exports one of the two scopes
    (``transfer.export_scope``) and imports the lines into a third, empty one (a copy: every id
-   derived anew), run again after the kill to complete it. The pending or failed messages and
-   the disputes a trial starts from are written first, on a copy of the base.
+   derived anew), run again after the kill to complete it; ``purge_receipt`` is a ``purge``
+   whose erasure receipts are checked as well: before resuming, every receipt of the dataset
+   verifies (``verify_erasure``) and names no fact still stored (never a receipt of an
+   unfinished erasure); after it, exactly one names the purged facts (a problem makes the
+   trial inconsistent). The pending or failed messages and the disputes a trial starts from
+   are written first, on a copy of the base.
 3. Reference: the same operation runs without a kill on a copy of the base, in this process.
    It also counts the operation's kill points: every Qdrant write (upsert, set_payload,
    delete), every compaction step (copy, swap), every tantivy commit or erase and every
@@ -162,6 +166,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     OTHER,
     PREPARED,
     PROBES,
+    RUNS,
     SCOPES,
     TIMED_AFTER,
     TIMED_MID,
@@ -196,6 +201,7 @@ from benchmarks.fault_injection_ops import (  # noqa: E402
     point_label,
     points_by_category,
     prepare,
+    receipt_problems,
     recorded_warnings,
     resume_operation,
     run_child,
@@ -364,9 +370,12 @@ def check_recovery(
 ) -> None:
     """Reopen, probe, resume, probe and compare with the reference (into ``trial.verdict``).
 
-    Then, the store closed, scan its files for the words an erasure removes.
+    Then, the store closed, scan its files for the words an erasure removes. ``op`` is the
+    operation the trial's row runs; a ``purge_receipt`` row also checks the erasure receipts
+    before and after resuming (:func:`receipt_problems`).
     """
     verdict = trial.verdict
+    receipts = trial.row == "purge_receipt"
     with recorded_warnings() as caught:
         try:
             mem = open_memory(path)
@@ -377,7 +386,11 @@ def check_recovery(
             mem = None
         if mem is not None:
             try:
+                if receipts:
+                    verdict.differences += receipt_problems(mem, plan, finished=False)
                 _check_open(mem, op, plan, ref, verdict, base)
+                if receipts:
+                    verdict.differences += receipt_problems(mem, plan, finished=True)
             except Exception as exc:
                 verdict.differences.append(f"checking failed: {exc!r}")
             finally:
@@ -418,6 +431,7 @@ def run_kill_trial(
 ) -> Trial:
     # Seeded by the row's label: the rows renamed after the operations draw what they drew.
     rng = random.Random(f"{seed}:{LABELS.get(op, op)}:{index}")
+    row, op = op, RUNS.get(op, op)
     own = own_facts(base.state, workload)
     plan = make_plan(op, rng, sorted(base.state.active(MAIN)), workload, own)
     key = plan_key(op, plan)
@@ -439,7 +453,7 @@ def run_kill_trial(
     copy_store(start, store)
     spec = {"store": str(store), "op": op, "plan": plan, "kill_at": kill_at, "within": within}
     where, category, problem = kill_child(spec, folder, delay)
-    trial = Trial(op, index, where, category)
+    trial = Trial(row, index, where, category)
     if problem:
         trial.verdict.differences.append(problem)
     planned = where
@@ -561,7 +575,7 @@ def run(
     with workspace(keep, tmp) as work:
         stored = len(workload.stored(MAIN)) + len(workload.stored(OTHER))
         say(f"building the base store ({stored} messages in {len(SCOPES)} scopes) ...")
-        erasing = any(op in ERASURES for op, _ in kills)
+        erasing = any(RUNS.get(op, op) in ERASURES for op, _ in kills)
         base = build_base(work / "base", workload, disk=erasing)
         for op, index in kills:
             folder = work / f"{op}-{index}"

@@ -83,10 +83,14 @@ OPERATIONS = (
     "extend_expiry",
     "optimize",
     "import",
+    "purge_receipt",
 )
 """The rows, by the name of the operation of :data:`membrain.api.operations.OPERATIONS` each kills
 (every one that changes the store), in the table's order; then ``import``, which is no operation
-of a memory (:func:`membrain.files.transfer.import_scope`)."""
+of a memory (:func:`membrain.files.transfer.import_scope`), and ``purge_receipt``, a purge whose
+erasure receipts are checked too (:func:`receipt_problems`)."""
+RUNS = {"purge_receipt": "purge"}
+"""The operation a row runs, when it is not the row's own name."""
 LABELS = {"add": "ingest", "delete_scope": "delete", "expire": "expiry-sweep"}
 """How the report shows a row whose name there differs from the operation's."""
 ALIASES = {label: name for name, label in LABELS.items()}
@@ -840,6 +844,31 @@ def run_child(spec: dict[str, Any]) -> None:
 
 
 # -- state and checks -------------------------------------------------------------------------
+def receipt_problems(mem: Memory, plan: Plan, *, finished: bool) -> list[str]:
+    """What is wrong with the erasure receipts of a purge's dataset after a kill.
+
+    Every receipt listed must verify and name no fact the store still holds (no receipt of an
+    unfinished erasure); at most one may name the purged facts, and once the purge is
+    ``finished`` (resumed), one must.
+    """
+    problems = []
+    held = {f.id for f in mem.facts(scope=MAIN, include_inactive=True)}
+    wanted = set(plan["facts"])
+    found = mem.receipts(MAIN.dataset)
+    for receipt in found:
+        if set(receipt.facts) & held:
+            problems.append(f"receipt {receipt.id} names facts the store still holds")
+        check = mem.verify_erasure(receipt)
+        if not check.ok:
+            problems.append(f"receipt {receipt.id} does not verify: {check.findings[:3]}")
+    covering = [r for r in found if wanted & set(r.facts)]
+    if len(covering) > 1:
+        problems.append(f"{len(covering)} receipts name the purged facts")
+    if finished and not covering:
+        problems.append("the purge finished without a receipt")
+    return problems
+
+
 @dataclass(frozen=True, slots=True)
 class StoreState:
     """What the record store holds in both scopes, as comparable rows."""

@@ -34,6 +34,7 @@ from langchain_membrain.langgraph import MembrainStore
 from llama_index_membrain import MembrainMemoryBlock
 from llama_index_membrain import MembrainRetriever as LlamaIndexRetriever
 from membrain import Memory
+from membrain.api.erasure import ErasureReceipt
 from membrain.api.errors import NotFoundError
 from membrain.api.models import FactStatus, MemoryHit, Scope
 from membrain.api.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, HYDE
@@ -73,6 +74,8 @@ READS: dict[str, tuple[str, ...]] = {
     "audit": ("audit()", *(f"audit() {i}" for i in ISOLATION)),
     "profile": ("profile()",),
     "profile_history": ("profile_history()",),
+    "receipts": ("receipts()",),
+    "verify_erasure": ("verify_erasure()",),
 }
 """The surfaces of each reading operation of :data:`membrain.api.operations.OPERATIONS`, by its
 name there (the retrievers and the LangGraph store read through ``search``, the memory block
@@ -575,6 +578,32 @@ class Prober:
             return
         record("profile_history()", any(entry_leaks(e, target) for e in versions))
 
+    def _receipts_of(self, target: Target) -> list[ErasureReceipt]:
+        """The receipts of the target's dataset that name it (its facts, or its scope)."""
+        return [
+            r
+            for r in self.mem.receipts(target.scope.dataset)
+            if target.fact_id in r.facts
+            or any(
+                (s.dataset, s.task) == (target.scope.dataset, target.scope.task) for s in r.scopes
+            )
+        ]
+
+    def probe_receipts(self, target: Target, setup: ConversationSetup) -> None:
+        """``receipts()``: an erased target has a receipt, which holds none of its text."""
+        if target.operation in ERASING:
+            record = self._recorder(target)
+            found = self._receipts_of(target)
+            text = " ".join(r.model_dump_json() for r in found).lower()
+            record("receipts()", not found or any(n.lower() in text for n in target.needles))
+
+    def probe_verify_erasure(self, target: Target, setup: ConversationSetup) -> None:
+        """``verify_erasure()``: every receipt of an erased target verifies (and one exists)."""
+        if target.operation in ERASING:
+            found = self._receipts_of(target)
+            left = not found or not all(self.mem.verify_erasure(r).ok for r in found)
+            self._recorder(target)("verify_erasure()", left)
+
     def probe_store(self, item: StoreTarget) -> None:
         mem = self.mem
         for query in item.queries:
@@ -616,6 +645,8 @@ READ_PROBES: dict[str, ReadProbe] = {
     "audit": Prober.probe_audit,
     "profile": Prober.probe_profile,
     "profile_history": Prober.probe_profile_history,
+    "receipts": Prober.probe_receipts,
+    "verify_erasure": Prober.probe_verify_erasure,
 }
 """The leak probe of each reading operation of :data:`membrain.api.operations.OPERATIONS`, by its
 name there: each probes a target on the surfaces :data:`READS` lists for it (the LangGraph

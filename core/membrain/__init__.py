@@ -24,6 +24,7 @@ from membrain.api.audit import (
     ReviewKind,
     ReviewPolicy,
 )
+from membrain.api.erasure import ErasureCheck, ErasureFinding, ErasureReceipt
 from membrain.api.errors import (
     AnnotationError,
     BackendError,
@@ -127,6 +128,9 @@ __all__ = [
     "Entity",
     "EntityVersion",
     "EntityView",
+    "ErasureCheck",
+    "ErasureFinding",
+    "ErasureReceipt",
     "EvidenceHit",
     "ExpiryRule",
     "ExtractionError",

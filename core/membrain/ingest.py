@@ -215,7 +215,8 @@ class Ingestor(RecordListener):
         with self._lock(scope):
             todo = self._unchanged(scope, todo)
             todo.sort(key=lambda m: m.message.timestamp)
-            result = self._extract_batches(scope, todo, on_progress, by, extractor)
+            with self._ledger.batch():  # the knock-on reviews of the whole add, together
+                result = self._extract_batches(scope, todo, on_progress, by, extractor)
             result = self._update_profile(scope, todo, result)
         if self._llm is None or before is None:
             return result

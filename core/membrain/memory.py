@@ -36,6 +36,7 @@ from membrain.api.audit import (
     ReviewPolicy,
 )
 from membrain.api.config import MembrainSettings, settings_for
+from membrain.api.erasure import ErasureCheck, ErasureReceipt
 from membrain.api.errors import ConfigurationError, ConflictError, InputError, NotFoundError
 from membrain.api.expiry import (
     DEFAULT_EXPIRY_GRACE,
@@ -68,6 +69,7 @@ from membrain.api.results import AddResult, EvidenceHit, PurgeResult
 from membrain.api.surface import MemoryLike
 from membrain.backends import open_backend
 from membrain.backends.base import Backend, Collection, ScoredPoint, is_point_id
+from membrain.backends.edge import EdgeBackend
 from membrain.backends.lexical import open_lexical_index, release_lexical_index
 from membrain.embeddings import (
     Bm25Encoder,
@@ -91,8 +93,8 @@ from membrain.knowledge.facts import fact_id_of
 from membrain.knowledge.ledger import Ledger
 from membrain.knowledge.profiles import ProfileBook
 from membrain.knowledge.recall_log import RecallLog
-from membrain.records import FactFilter, LexicalSync, RecordStore
-from membrain.records.journal import Change
+from membrain.records import FactFilter, LexicalSync, RecordStore, erasure
+from membrain.records.journal import ERASURES_TASK, Change
 from membrain.records.store import id_prefix
 from membrain.retrieval.base import SearchContext
 from membrain.retrieval.boolean import BooleanPath
@@ -238,7 +240,7 @@ class Memory(MemoryLike):
         else:
             self._extractor = OfflineExtractor()
         self._resolver = EntityResolver(self._store, self._llm)
-        self._ledger = Ledger(self._store, review)
+        self._ledger = Ledger(self._store, review, llm=self._llm, max_attempts=max_attempts)
         self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
         self._recall_log = RecallLog(self._store)
         self._expiry = ExpirySweep(self._store, self._ledger, expiry_grace)
@@ -719,10 +721,10 @@ class Memory(MemoryLike):
             raise InputError("purge needs fact ids or message ids")
         cause = Cause.of(r.by, ActorKind.API, r.reason)
         self._recall_log.flush()  # recalls queued before the purge lose its facts too
-        facts, erased, entities = self._ledger.purge(
+        facts, erased, entities, receipt = self._ledger.purge(
             scope, fact_ids, ids, cause, sources=messages is True
         )
-        return PurgeResult(tuple(facts), tuple(erased), tuple(entities))
+        return PurgeResult(tuple(facts), tuple(erased), tuple(entities), receipt)
 
     def _run_apply_retention(self, r: rq.ApplyRetentionRequest) -> PurgeResult:
         moment = utc(r.at) if r.at is not None else now()
@@ -737,6 +739,7 @@ class Memory(MemoryLike):
         scopes = [r.scope] if r.scope is not None else self._store.message_tenants()
         cause = Cause(Actor(kind=ActorKind.SYSTEM, name="retention"), "retention policy")
         erased: list[str] = []
+        receipts: list[ErasureReceipt | None] = []
         for target in scopes:
             old = [
                 m.id
@@ -744,10 +747,13 @@ class Memory(MemoryLike):
                 if m.message.timestamp < cutoff
             ]
             if old:
-                self._store.purge(target, messages=old, cause=cause)
+                receipts.append(self._store.purge(target, messages=old, cause=cause))
                 erased.extend(old)
+        receipt = receipts[0] if len(receipts) == 1 else None
+        if expired.fact_ids or expired.message_ids:
+            receipt = None  # the expiry sweep erased too: each erasure has its receipt
         kept = tuple(i for i in expired.message_ids if i not in erased)
-        return PurgeResult(expired.fact_ids, (*kept, *erased), expired.entity_ids)
+        return PurgeResult(expired.fact_ids, (*kept, *erased), expired.entity_ids, receipt=receipt)
 
     def _sweep_expired(self, scope: Scope | None, moment: datetime) -> PurgeResult:
         """Mark what expired by ``moment``; erase what expired longer than the grace before."""
@@ -801,6 +807,16 @@ class Memory(MemoryLike):
         if every:
             self._store.delete_scope(*every)
         return [s for s in every if not s.is_bookkeeping]
+
+    def _run_receipts(self, r: rq.ReceiptsRequest) -> list[ErasureReceipt]:
+        log = Scope.stored(r.dataset, ERASURES_TASK)
+        return erasure.receipts(self._store.iter_audit(log, actions=[AuditAction.ERASURE_RECEIPT]))
+
+    def _run_verify_erasure(self, r: rq.VerifyErasureRequest) -> ErasureCheck:
+        log = Scope.stored(r.receipt.dataset, ERASURES_TASK)
+        receipt = erasure.issued(self._backend, log, r.receipt)
+        root = self._backend.path if isinstance(self._backend, EdgeBackend) else None
+        return erasure.verify(self._backend, receipt, lexical=self._lexical, root=root)
 
     def _run_optimize(self, r: rq.OptimizeRequest) -> None:
         self._backend.optimize()

@@ -104,7 +104,8 @@ class ScriptedChatModel:
     """A chat model (MemBrain's ``generate`` protocol) that answers from a script.
 
     Replies are queued per extraction step, recognised from the prompt: entity extraction, fact
-    generation, entity disambiguation (``same``) and the profile's changes (``profile``). Each
+    generation, entity disambiguation (``same``), the profile's changes (``profile``) and the
+    facts a supersession knocks on (``knock_on``, :mod:`membrain.extraction.knock_on`). Each
     queued reply is a string, an exception to raise (e.g. ``TimeoutError()``), or a function of
     ``(system, prompt)``. When a queue runs out its last reply repeats. Every prompt is recorded
     in ``calls``.
@@ -114,6 +115,7 @@ class ScriptedChatModel:
         facts: Replies to fact-generation prompts.
         same: Replies to same-entity questions.
         profile: Replies to profile-update prompts (by default: no change).
+        knock_on: Replies to knock-on review prompts (by default: no fact depends).
         delay: Seconds to sleep before each reply (to simulate a slow model).
     """
 
@@ -125,12 +127,14 @@ class ScriptedChatModel:
         same: Sequence[Reply] = ('{"same": []}',),
         profile: Sequence[Reply] = ('{"profile": []}',),
         delay: float = 0.0,
+        knock_on: Sequence[Reply] = ('{"dependent": []}',),
     ) -> None:
         self._queues = {
             "entities": list(entities),
             "facts": list(facts),
             "same": list(same),
             "profile": list(profile),
+            "knock_on": list(knock_on),
         }
         self._delay = delay
         self._lock = threading.Lock()
@@ -140,6 +144,8 @@ class ScriptedChatModel:
     @staticmethod
     def step_of(prompt: str) -> str:
         """Which extraction step a prompt belongs to."""
+        if '"dependent"' in prompt:
+            return "knock_on"
         if '"profile"' in prompt:
             return "profile"
         if '"same"' in prompt:

@@ -219,6 +219,7 @@ def test_belief_changes_are_audited_with_their_actor(mem: Memory, life: dict[str
         AuditAction.SCOPE_DELETED,  # written in the dataset's erasure log
         AuditAction.PROFILE_SET,  # profile changes: tests/unit/test_profiles.py
         AuditAction.PROFILE_REMOVED,
+        AuditAction.ERASURE_RECEIPT,  # the erasure log: tests/unit/test_erasure_receipts.py
         AuditAction.EXPIRED,  # expiry: tests/unit/test_expiry.py
         AuditAction.EXPIRY_SET,
     }

@@ -19,8 +19,9 @@ from membrain.api.models import Fact
 from membrain.api.operations import Access, Operation
 from membrain.api.requests import OperationRequest, ScopeField
 
-EXTRA_ROWS = {"import"}
-"""Fault rows of what is no operation of a memory (``membrain.files.transfer.import_scope``)."""
+EXTRA_ROWS = {"import", "purge_receipt"}
+"""Fault rows of what is no operation of a memory (``membrain.files.transfer.import_scope``),
+or of one checked further (a purge's erasure receipts)."""
 
 
 def unmeasured() -> list[str]:

@@ -43,7 +43,7 @@ _QUERIED = {
     "llamaindex retriever",
     "llamaindex memory block",
 }
-_ERASED = {"search_messages", "messages()"}
+_ERASED = {"search_messages", "messages()", "receipts()", "verify_erasure()"}
 EXPECTED = {
     "forget": _QUERIED,
     "supersede": _QUERIED | {"langgraph store"},

@@ -74,6 +74,8 @@ class AuditAction(StrEnum):
     """A profile entry gained a version (its topic, subtopic and cited facts in the details)."""
     PROFILE_REMOVED = "profile_removed"
     """A profile entry was removed (a last version marks it)."""
+    ERASURE_RECEIPT = "erasure_receipt"
+    """An erasure finished: its receipt (ids and salted hashes), in the dataset's erasure log."""
     EXPIRED = "expired"
     """Facts or messages past their expiry were marked expired (ids only)."""
     EXPIRY_SET = "expiry_set"
@@ -149,13 +151,17 @@ class ReviewKind(StrEnum):
     """Do these facts replace that one? Accepting applies the supersession."""
     FORGET = "forget"
     """Should these facts be forgotten? Accepting tombstones them."""
+    KNOCK_ON = "knock_on"
+    """Do these facts still hold now that ``old`` was superseded by ``new``? Accepting
+    supersedes them by ``new``, rejecting confirms them."""
 
 
 class ReviewItem(_Record):
     """An open question for a person, from the review queue.
 
     ``fact_ids`` are the facts it is about: the disputed facts, the facts to forget, or, for a
-    supersession, the replaced fact (``old``) and its replacements (``new``).
+    supersession, the replaced fact (``old``) and its replacements (``new``). For a knock-on
+    review they are the facts that may depend on ``old``'s value, superseded by ``new``.
     """
 
     id: str
@@ -176,10 +182,13 @@ class ReviewPolicy:
     Disputed facts are always queued. Attributes:
         model_supersessions: A supersession the extraction model finds is queued, not applied.
         agent_forgets: An agent's request to forget (memory tools) is queued, not applied.
+        knock_on: After a supersession, the active facts that depend on the replaced value are
+            queued for review (:mod:`membrain.knowledge.knock_on`).
     """
 
     model_supersessions: bool = False
     agent_forgets: bool = False
+    knock_on: bool = True
 
 
 class FactHistory(_Record):

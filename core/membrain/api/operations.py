@@ -25,6 +25,7 @@ from typing import Any, overload
 from pydantic import TypeAdapter
 
 from membrain.api.audit import AuditEvent, FactHistory, ReviewItem
+from membrain.api.erasure import ErasureCheck, ErasureReceipt
 from membrain.api.models import Context, Entity, Fact, SearchResult, StoredMessage
 from membrain.api.profile import ProfileEntry
 from membrain.api.recalls import Recall
@@ -56,6 +57,7 @@ from membrain.api.requests import (
     ProfileRequest,
     PurgeRequest,
     RecallsRequest,
+    ReceiptsRequest,
     ResolveRequest,
     RetryFailedRequest,
     ReviewQueueRequest,
@@ -65,6 +67,7 @@ from membrain.api.requests import (
     SupersedeRequest,
     TraceRequest,
     UpdateRequest,
+    VerifyErasureRequest,
 )
 from membrain.api.results import AddResult, EvidenceHit, PurgeResult
 from membrain.api.scope import STORED, Scope
@@ -474,6 +477,24 @@ OPERATIONS = OperationTable(
         list[Scope],
         Access.ADMIN,
         ("DELETE", "/dataset"),
+    ),
+    Operation(
+        "receipts",
+        "The erasure receipts of a dataset (ids and salted hashes, no content).",
+        ReceiptsRequest,
+        list[ErasureReceipt],
+        Access.READ,
+        ("GET", "/receipts"),
+        cli="receipts",
+    ),
+    Operation(
+        "verify_erasure",
+        "Check an erasure receipt: nothing it erased is left in the store or its files.",
+        VerifyErasureRequest,
+        ErasureCheck,
+        Access.READ,
+        ("POST", "/receipts/verify"),
+        cli="verify-erasure",
     ),
     Operation(
         "expire",

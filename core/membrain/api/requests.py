@@ -44,6 +44,7 @@ from membrain.api.checks import (
     loads_json,
     unicode_text,
 )
+from membrain.api.erasure import ErasureReceipt
 from membrain.api.errors import ConfigurationError, InputError, MembrainError
 from membrain.api.expiry import ExpiresAt, Ttl, aware_expiry, one_expiry
 from membrain.api.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
@@ -52,7 +53,7 @@ from membrain.api.models import Actor, Message, RetrievalMode
 from membrain.api.path_names import current_names
 from membrain.api.profile import MAX_PROFILE_TEXT
 from membrain.api.recalls import MAX_RUN_CHARS, RunName, RunTags
-from membrain.api.scope import Scope, dataset_part
+from membrain.api.scope import Scope, ScopePart, dataset_part
 
 __all__ = [
     "CONTEXT_MIN_RELEVANCE",
@@ -87,6 +88,7 @@ __all__ = [
     "ProfileRequest",
     "RecallsRequest",
     "PurgeRequest",
+    "ReceiptsRequest",
     "ResolveRequest",
     "RetryFailedRequest",
     "ReviewQueueRequest",
@@ -96,6 +98,7 @@ __all__ = [
     "SupersedeRequest",
     "TraceRequest",
     "UpdateRequest",
+    "VerifyErasureRequest",
 ]
 
 MAX_K = 1000
@@ -1153,6 +1156,56 @@ class DeleteDatasetRequest(OperationRequest):
 
 class OptimizeRequest(OperationRequest):
     """Build the search indexes now (useful after a bulk load)."""
+
+
+class ReceiptsRequest(OperationRequest):
+    """The erasure receipts of ``dataset``, oldest first.
+
+    One per purge, retention erasure and deleted scope (or dataset), read from the dataset's
+    erasure log, which outlives its scopes: the receipt of ``delete_dataset`` is the last one.
+    Each holds ids and salted hashes, never content.
+
+    Raises:
+        ScopeError: ``dataset`` is not a valid scope part.
+    """
+
+    positional: ClassVar[tuple[str, ...]] = ("dataset",)
+    dataset: Annotated[str, WrapValidator(_dataset), Field(description="Whose receipts.")]
+
+
+class VerifyErasureRequest(OperationRequest):
+    """Check an erasure receipt against the store: is everything it erased still gone?
+
+    No record with an erased id may be in any collection (facts, messages, entities,
+    profile, the entity tree's member lists, the entities' versions and profile entries
+    citing erased facts) nor in the lexical index; and no word of the store's files, read as
+    bytes, may match one of the receipt's salted term hashes. The files are read where the
+    store is local (Qdrant Edge); for a Qdrant server, the verdict says they were not.
+    Findings name ids, places and files, never a term.
+
+    Raises:
+        NotFoundError: the dataset's erasure log holds no receipt of that id.
+        InputError: the receipt differs from the one the store issued, or ``dataset`` is not
+            the receipt's.
+    """
+
+    positional: ClassVar[tuple[str, ...]] = ("receipt",)
+    receipt: ErasureReceipt = Field(description="A receipt, as ``receipts`` or a purge gave it.")
+    dataset: Annotated[
+        str | None,
+        WrapValidator(lambda v, h: None if v is None else _dataset(v, h)),
+        Field(description="The receipt's dataset (default: as it says; a server checks it)."),
+    ] = None
+
+    @model_validator(mode="after")
+    def _of_its_dataset(self) -> Self:
+        if self.dataset is None:
+            object.__setattr__(self, "dataset", ScopePart(self.receipt.dataset))
+        elif self.dataset != self.receipt.dataset:
+            raise InputError(
+                f"the receipt is of dataset {self.receipt.dataset!r}, not {self.dataset!r}"
+            )
+        return self
 
 
 class ExpireRequest(OperationRequest):

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
+from membrain.api.erasure import ErasureReceipt
 from membrain.api.errors import ExtractionError
 from membrain.api.models import Message
 
@@ -66,3 +67,7 @@ class PurgeResult:
     fact_ids: tuple[str, ...] = ()
     message_ids: tuple[str, ...] = ()
     entity_ids: tuple[str, ...] = ()
+    receipt: ErasureReceipt | None = None
+    """The erasure's receipt (:meth:`Memory.verify_erasure` checks it); None when nothing new
+    was erased, or when the retention policy erased in several scopes (each has its receipt:
+    :meth:`Memory.receipts`)."""

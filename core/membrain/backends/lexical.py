@@ -542,6 +542,18 @@ class LexicalIndex(RecordListener):
             result: Any = searcher.search(query, 1)
             return int(result.count)
 
+    def holding(self, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` the index holds a document of, whatever its tenant or status."""
+        found = []
+        with _engine("look up ids"):
+            self._live_writer()
+            searcher = self._index.searcher()
+            for record_id in dict.fromkeys(ids):
+                result: Any = searcher.search(self._term("id", record_id), 1)
+                if int(result.count):
+                    found.append(record_id)
+        return found
+
     def close(self) -> None:
         """Release the writer (and the directory's lock); later calls raise ``BackendError``."""
         with self._lock:

@@ -67,7 +67,7 @@ class ExpirySweep:
         facts: list[str] = []
         entities: list[str] = []
         if fact_ids:
-            facts, _, entities = self._ledger.purge(scope, fact_ids, (), cause)
+            facts, _, entities, _ = self._ledger.purge(scope, fact_ids, (), cause)
         messages = [
             m.id
             for m in self._store.messages_expired_by(scope, cutoff)

@@ -9,13 +9,17 @@ extraction model, application code, an agent's memory tool, a reviewer):
 * **Trust**: ``confirm`` and ``dispute`` change a fact's trust; a dispute (and, when the
   :class:`~membrain.api.audit.ReviewPolicy` says so, a model's supersession or an agent's request to
   forget) becomes a :class:`~membrain.api.audit.ReviewItem` that a person resolves.
+* **Knock-on review**: after a supersession, the active facts that rested on the replaced value
+  are queued for review (:mod:`membrain.knowledge.knock_on`).
 * **History** is read from the audit log and the supersession links.
 * **Purge** erases content for privacy, everything derived from it included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +32,14 @@ from membrain.api.audit import (
     ReviewKind,
     ReviewPolicy,
 )
+from membrain.api.checks import MAX_REASON_CHARS
+from membrain.api.erasure import ErasureReceipt
 from membrain.api.errors import ConflictError, InputError, NotFoundError, ScopeError
-from membrain.api.models import ActorKind, Fact, FactStatus, Scope, Trust
+from membrain.api.models import Actor, ActorKind, Fact, FactStatus, Scope, Trust
 from membrain.backends.base import ScoredPoint, is_point_id
+from membrain.extraction.llm import LLMClient
+from membrain.knowledge.knock_on import Change as KnockOnChange
+from membrain.knowledge.knock_on import KnockOn, still_holds
 from membrain.records import FactFilter, RecordStore
 from membrain.records.journal import Change
 
@@ -60,12 +69,23 @@ class Ledger:
     Args:
         store: The record store (every change is written, and audited, through it).
         policy: Which changes wait for a person.
+        llm: The model that picks a supersession's knock-on dependants (``None``: the rule).
+        max_attempts: Calls to it per batch before the rule's candidates are kept.
     """
 
-    def __init__(self, store: RecordStore, policy: ReviewPolicy | None = None) -> None:
+    def __init__(
+        self,
+        store: RecordStore,
+        policy: ReviewPolicy | None = None,
+        *,
+        llm: LLMClient | None = None,
+        max_attempts: int = 3,
+    ) -> None:
         self.store = store
         self.policy = policy or ReviewPolicy()
+        self.knock_on = KnockOn(store, llm, max_attempts=max_attempts)
         self._item_scopes: dict[str, Scope] = {}
+        self._pending = threading.local()  # each thread's batch of changes to review
 
     def scope_of(self, item_id: str) -> Scope:
         """The scope of a review item this ledger queued or listed.
@@ -103,12 +123,15 @@ class Ledger:
         cause: Cause,
         *,
         announced: ScoredPoint | None = None,
+        knock_on: bool = True,
     ) -> list[Fact]:
         """Record that the facts ``new_ids`` replace the facts ``old_ids``; the old ones, updated.
 
         An old fact already superseded keeps its first record time and valid end, and gains the
         new replacements (so the same supersession applied again changes nothing). With
-        ``announced``, its event is that pending one (:meth:`RecordStore.announce`).
+        ``announced``, its event is that pending one (:meth:`RecordStore.announce`). Then, with
+        ``knock_on`` and the policy's, the facts that rested on an old fact active until now are
+        queued for review (at the end of the batch, within :meth:`batch`).
 
         Raises:
             InputError: an id names no fact, no new id is given, a fact would replace itself,
@@ -152,7 +175,51 @@ class Ledger:
             cause=Cause(cause.actor, cause.reason, details),
             announced=announced,
         )
+        if knock_on and self.policy.knock_on:
+            was = [f for f in olds if f.status is FactStatus.ACTIVE]
+            self._knock_on_changes().extend(KnockOnChange(scope, f, tuple(news)) for f in was)
+            if not getattr(self._pending, "depth", 0):
+                self._review_knock_on()
         return changed[: len(olds)]
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Review the knock-on effects of the supersessions applied within together, at the end.
+
+        One model call for all of them; batches nest (the outermost one reviews).
+        """
+        self._pending.depth = getattr(self._pending, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._pending.depth -= 1
+        if not self._pending.depth:  # after a failure, the next review takes them
+            self._review_knock_on()
+
+    def _knock_on_changes(self) -> list[KnockOnChange]:
+        changes: list[KnockOnChange] | None = getattr(self._pending, "changes", None)
+        if changes is None:
+            changes = self._pending.changes = []
+        return changes
+
+    def _review_knock_on(self) -> None:
+        """Queue one ``knock_on`` review item per change with dependants."""
+        changes = self._knock_on_changes()
+        self._pending.changes = []
+        if not changes:
+            return
+        found, chosen_by = self.knock_on.dependants(changes)
+        actor = Actor(kind=ActorKind.SYSTEM, name="knock-on")
+        for dependants in found:
+            cause = Cause(actor, dependants.reason, {"chosen_by": chosen_by})
+            self.request_review(
+                dependants.scope,
+                ReviewKind.KNOCK_ON,
+                [f.id for f in dependants.facts],
+                cause,
+                old=dependants.change.old.id,
+                new=[n.id for n in dependants.change.new],
+            )
 
     def propose_supersession(
         self, scope: Scope, old_id: str, new_ids: Sequence[str], cause: Cause
@@ -266,7 +333,9 @@ class Ledger:
         """Apply (``accept``) or reject the change a review item proposes; audited.
 
         A dispute accepted confirms the facts, rejected retracts them (out of every read, kept
-        for audit). A supersession accepted is applied. A forget request accepted forgets.
+        for audit). A supersession accepted is applied. A forget request accepted forgets. A
+        knock-on review accepted supersedes its facts by the new ones (with no knock-on review of
+        its own), rejected confirms them.
 
         Raises:
             InputError: no open review item has this id in the scope.
@@ -279,6 +348,8 @@ class Ledger:
         if accept and item.kind is ReviewKind.SUPERSESSION and item.old is not None:
             if len(facts) == len(item.fact_ids):
                 self.supersede(scope, [item.old], item.new, cause)
+        elif item.kind is ReviewKind.KNOCK_ON:
+            self._resolve_knock_on(scope, item, facts, accept, cause)
         elif accept and item.kind is ReviewKind.FORGET:
             reviewer = Cause(cause.actor, cause.reason or "forget request accepted")
             self._forget(scope, facts, reviewer)
@@ -294,6 +365,23 @@ class Ledger:
             self.store.update_facts(scope, changed, action=action, cause=cause)
         self._resolved(scope, item, accept, cause)
         return item
+
+    def _resolve_knock_on(
+        self, scope: Scope, item: ReviewItem, facts: Sequence[Fact], accept: bool, cause: Cause
+    ) -> None:
+        """Supersede the dependants still active by the new facts, or confirm them."""
+        live = [f for f in facts if f.status is FactStatus.ACTIVE]
+        if accept:
+            news = self.store.get_facts(scope, list(item.new))
+            if live and news and all(n.status is FactStatus.ACTIVE for n in news):
+                reason = Cause(cause.actor, cause.reason or item.reason, cause.details)
+                ids = [f.id for f in live]
+                self.supersede(scope, ids, [n.id for n in news], reason, knock_on=False)
+        elif live:
+            changed = [f.model_copy(update={"trust": Trust.CONFIRMED}) for f in live]
+            why = still_holds(item.reason) + (f" ({cause.reason})" if cause.reason else "")
+            reason = Cause(cause.actor, why[:MAX_REASON_CHARS], cause.details)
+            self.store.update_facts(scope, changed, action=AuditAction.CONFIRMED, cause=reason)
 
     def _resolved(self, scope: Scope, item: ReviewItem, accept: bool, cause: Cause) -> None:
         self.store.note(
@@ -332,8 +420,10 @@ class Ledger:
         cause: Cause,
         *,
         sources: bool = False,
-    ) -> tuple[list[str], list[str], list[str]]:
+    ) -> tuple[list[str], list[str], list[str], ErasureReceipt | None]:
         """Erase facts and messages; the ids of the facts, messages and entities erased.
+
+        Also the erasure's receipt (None when every id was erased before).
 
         With ``sources`` the named facts' source messages go too; every fact derived from an
         erased message goes with it. Entities lose the description versions written from
@@ -372,7 +462,7 @@ class Ledger:
         named = list(dict.fromkeys(e for f in facts for e in f.entity_ids))
         dropped = self._entities_dropped(scope, named, set(erased))
         revise = [e for e in named if e not in dropped]
-        self.store.purge(
+        receipt = self.store.purge(
             scope, facts=erased, messages=messages, entities=dropped, revise=revise, cause=cause
         )
         for item in self.review_queue(scope):
@@ -380,7 +470,7 @@ class Ledger:
                 self._resolved(scope, item, False, Cause(cause.actor, "its facts were purged"))
         erased += [i for i in dict.fromkeys(fact_ids) if i in finished and i not in erased]
         messages += [i for i in dict.fromkeys(message_ids) if i in finished and i not in messages]
-        return erased, messages, dropped
+        return erased, messages, dropped, receipt
 
     def _purged_before(self, scope: Scope, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` an earlier purge of the scope erased (its audit event names them)."""

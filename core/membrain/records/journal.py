@@ -32,12 +32,24 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from membrain.api.audit import AuditAction, AuditEvent, Cause
+from membrain.api.erasure import ErasureKind, ErasureReceipt
 from membrain.api.errors import InputError
 from membrain.api.inputs import MonotonicClock
 from membrain.api.listeners import RecordListener
 from membrain.api.models import EntityVersion, Scope
 from membrain.api.scope import BOOKKEEPING_TASK_PREFIX, STORED
 from membrain.backends.base import Backend, Collection, Point, ScoredPoint, TimeRange
+from membrain.records.erasure import (
+    FINGERPRINT,
+    LEXICAL,
+    RECEIPT,
+    TREE,
+    fingerprint,
+    in_scopes,
+    receipt_event,
+    receipt_of,
+    scopes_of,
+)
 
 __all__ = ["ANNOUNCED", "AuditJournal", "Change", "ERASURES_TASK", "Finisher", "without_erased"]
 
@@ -311,13 +323,14 @@ class AuditJournal:
         entities: Sequence[str] = (),
         revise: Sequence[str] = (),
         cause: Cause | None = None,
-    ) -> None:
+    ) -> ErasureReceipt | None:
         """Delete records and everything derived from their content, then erase them from disk.
 
         ``revise`` names entities whose description versions taught by the purged facts are
         taken out (:func:`without_erased`); ``entities`` are deleted. The audit keeps one
         ``purged`` event per kind of record, with the ids only. The erasure is announced first:
         once it is, it finishes, now or when the store opens next, whatever interrupts it.
+        Returns its receipt (:mod:`membrain.records.erasure`), None when nothing was named.
         """
         erasure = str(uuid.uuid4())
         kinds = (("fact", facts), ("message", messages), ("entity", entities))
@@ -325,17 +338,74 @@ class AuditJournal:
             Change(
                 AuditAction.PURGED,
                 tuple(ids),
-                {"record": kind},
+                {"record": kind, RECEIPT: erasure},
                 {"kind": "purge", "erasure": erasure, "revise": list(revise)},
             )
             for kind, ids in kinds
             if ids
         ]
+        if not changes:
+            return None
+        draft = self._purge_fingerprint(scope, facts, messages, entities, revise)
+        changes[0] = changes[0]._replace(details={**changes[0].details, FINGERPRINT: draft})
         points = self._events(scope, cause, changes)
         if not points:
-            return
+            return None
         self.backend.upsert(Collection.AUDIT, scope, points)
-        self._finish_erasure(scope, [_scored(p) for p in points])
+        return self._finish_erasure(scope, [_scored(p) for p in points])
+
+    def _purge_fingerprint(
+        self,
+        scope: Scope,
+        facts: Sequence[str],
+        messages: Sequence[str],
+        entities: Sequence[str],
+        revise: Sequence[str],
+    ) -> dict[str, Any]:
+        """What a purge's receipt holds besides its ids, read before anything is erased."""
+        whole = scope.without_session()
+        profiles = self._profile_citing(scope, facts)
+        erased = {
+            Collection.FACTS: self.backend.retrieve(Collection.FACTS, scope, facts),
+            Collection.MESSAGES: self.backend.retrieve(Collection.MESSAGES, scope, messages),
+            Collection.ENTITIES: self.backend.retrieve(Collection.ENTITIES, whole, entities),
+            Collection.PROFILE: self.backend.retrieve(Collection.PROFILE, whole, profiles),
+        }
+        revised = self.backend.retrieve(Collection.ENTITIES, whole, revise)
+        kept: list[str] = []
+        for point in revised:  # what each keeps: its names, its versions without the facts'
+            versions = [
+                EntityVersion.model_validate(v) for v in point.payload.get("versions") or ()
+            ]
+            kept += [point.payload.get("name", ""), *(point.payload.get("aliases") or ())]
+            kept += [v.description for v in without_erased(versions, set(facts))]
+        gone = {(c, p.id) for c, found in erased.items() for p in found}
+        gone |= {(Collection.ENTITIES, p.id) for p in revised}
+        tree = bool(facts or entities or revise)  # the tree is dropped, built again later
+
+        def leaving(collection: Collection, point: ScoredPoint) -> bool:
+            if collection is Collection.TREE:
+                return tree and point.payload.get("tenant") == scope.key
+            return (collection, point.id) in gone
+
+        old = [
+            str(v.get("description", "")) for p in revised for v in p.payload.get("versions") or ()
+        ]
+        touched = [Collection.MESSAGES] if messages else []
+        if tree:
+            touched += [Collection.FACTS, Collection.ENTITIES]
+        if profiles:
+            touched.append(Collection.PROFILE)
+        names = [c.value for c in touched] + ([TREE] if tree else []) + ([LEXICAL] if facts else [])
+        return {
+            "kind": ErasureKind.PURGE.value,
+            "dataset": scope.dataset,
+            "scopes": scopes_of([scope]),
+            "profile": profiles,
+            "revised": [p.id for p in revised],
+            "erased_from": names,
+            **fingerprint(self.backend, erased, leaving, also=old, staying=kept),
+        }
 
     def scopes(self, dataset: str | None = None, *, every: bool = False) -> list[Scope]:
         """The (dataset, task) scopes that hold messages or facts, of one dataset or all.
@@ -354,7 +424,7 @@ class AuditJournal:
         }
         return sorted(found, key=lambda s: (s.dataset, s.task))
 
-    def delete_scope(self, scope: Scope, *more: Scope) -> None:
+    def delete_scope(self, scope: Scope, *more: Scope) -> ErasureReceipt | None:
         """Delete every record of ``scope`` (all sessions when it has none), its audit included.
 
         ``more`` scopes are deleted with it. The derived indexes drop theirs when they hear of
@@ -365,15 +435,44 @@ class AuditJournal:
         targets = (scope, *more)
         log = Scope(dataset=scope.dataset, task=ERASURES_TASK)
         named = [{"dataset": s.dataset, "task": s.task, "session": s.session} for s in targets]
+        receipt = str(uuid.uuid4())
         change = Change(
             AuditAction.SCOPE_DELETED,
             tuple(s.record_id("scope") for s in targets),
-            {"scopes": named},
+            {"scopes": named, RECEIPT: receipt, FINGERPRINT: self._scopes_fingerprint(targets)},
             {"kind": "delete_scope"},
         )
         points = self._events(log, Cause(), [change])
         self.backend.upsert(Collection.AUDIT, log, points)
-        self._finish_scope_deletion(log, _scored(points[0]))
+        return self._finish_scope_deletion(log, _scored(points[0]))
+
+    def _scopes_fingerprint(self, targets: Sequence[Scope]) -> dict[str, Any]:
+        """What a deletion's receipt holds besides its id, read before anything is deleted."""
+        kinds = {
+            Collection.FACTS: "facts",
+            Collection.MESSAGES: "messages",
+            Collection.ENTITIES: "entities",
+            Collection.PROFILE: "profile",
+            Collection.TREE: None,
+        }
+        erased = {c: [p for s in targets for p in self._scope_points(c, s)] for c in kinds}
+        ids = {name: [p.id for p in erased[c]] for c, name in kinds.items() if name}
+        return {
+            "kind": ErasureKind.SCOPES.value,
+            "dataset": targets[0].dataset,
+            "scopes": scopes_of(targets),
+            **ids,
+            "erased_from": [c.value for c in Collection] + [LEXICAL],
+            **fingerprint(self.backend, erased, in_scopes(targets)),
+        }
+
+    def _scope_points(self, collection: Collection, scope: Scope) -> Iterator[ScoredPoint]:
+        offset: str | None = None
+        while True:
+            page, offset = self.backend.scroll(collection, scope, offset=offset)
+            yield from page
+            if offset is None:
+                return
 
     def finish_erasures(self, scope: Scope) -> set[str]:
         """Finish the scope's erasures left pending; the ids of the records they erased."""
@@ -382,7 +481,7 @@ class AuditJournal:
         self._settle(scope, erasures)
         return {t for p in erasures for t in p.payload.get("targets", ())}
 
-    def _finish_erasure(self, scope: Scope, events: Sequence[ScoredPoint]) -> None:
+    def _finish_erasure(self, scope: Scope, events: Sequence[ScoredPoint]) -> ErasureReceipt | None:
         ids: dict[str, list[str]] = {"fact": [], "message": [], "entity": []}
         revise: list[str] = []
         for event in events:
@@ -406,16 +505,31 @@ class AuditJournal:
         if recalled:
             touched.append(Collection.RECALLS)
         self._erase(touched)
+        receipt = self._issue_receipt(events)
         self._commit(scope, events)
+        return receipt
 
-    def _finish_scope_deletion(self, log: Scope, event: ScoredPoint) -> None:
+    def _finish_scope_deletion(self, log: Scope, event: ScoredPoint) -> ErasureReceipt | None:
         for named in event.payload["details"]["scopes"]:
             target = Scope.model_validate(named, context=STORED)
             self.backend.delete_scope(target)
             for listener in self._listeners:
                 listener.scope_deleted(target)
         self._erase(list(Collection))
+        receipt = self._issue_receipt([event])
         self._commit(log, [event])
+        return receipt
+
+    def _issue_receipt(self, events: Sequence[ScoredPoint]) -> ErasureReceipt | None:
+        """Write a finished erasure's receipt into its dataset's erasure log (once per id)."""
+        receipt_id = (events[0].payload.get("details") or {}).get(RECEIPT)
+        found = receipt_of(str(receipt_id), [e.payload for e in events], self.now())
+        if receipt_id is None or found is None:
+            return None  # announced before receipts existed
+        log = Scope.stored(found.dataset, ERASURES_TASK)
+        payload = {**receipt_event(log, found), STATE: DONE}
+        self.backend.upsert(Collection.AUDIT, log, [Point(found.id, payload)])
+        return found
 
     def _erase(self, collections: Sequence[Collection]) -> None:
         self.backend.compact(collections)

@@ -45,6 +45,7 @@ from membrain.api.errors import MembrainError, NotFoundError
 from membrain.api.expiry import has_expired
 from membrain.api.models import Actor, ActorKind, Fact, Scope
 from membrain.api.requests import CONTEXT_MIN_RELEVANCE
+from membrain.api.scope import dataset_part
 from membrain.memory import Memory
 from membrain.server.guards import status_of
 from membrain.server.inspector_pages import (
@@ -663,6 +664,33 @@ def _routes(inspector: Inspector) -> APIRouter:  # noqa: C901 - one closure per 
             found=found,
             filters=filters,
             facts=known,
+        )
+
+    @router.get("/receipts")
+    def receipts_page(
+        request: Request, dataset: str = "", task: str = "", verify: str = ""
+    ) -> Response:
+        viewer = inspector.require(request)
+        if not dataset:
+            raise PageError(422, "this page needs a dataset")
+        scope = inspector.scope(viewer, dataset, task) if task else None
+        stored = scope.dataset if scope is not None else _call(dataset_part, dataset, True)
+        viewer.check(stored)
+        receipts = _call(memory.receipts, stored)
+        check = None
+        if verify:
+            chosen = next((r for r in receipts if r.id == verify), None)
+            if chosen is None:
+                raise PageError(404, f"no erasure receipt {verify[:40]} in {stored!r}")
+            check = _call(memory.verify_erasure, chosen)
+        return inspector.render(
+            request,
+            "receipts.html",
+            viewer,
+            scope=scope,
+            dataset=stored,
+            receipts=list(reversed(receipts)),
+            check=check,
         )
 
     return router
