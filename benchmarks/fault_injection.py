@@ -36,6 +36,9 @@ but ``read``), then ``import``, which is no operation of a memory; ``add`` is sh
    extracted messages said before a time that 2 or more of them (of one scope, or of both) and
    not all precede; ``delete_scope`` deletes one of the two scopes (the other must stay
    intact); ``delete_dataset`` deletes one of the two datasets (the other must stay intact);
+   ``expire`` (row ``expiry-sweep``: a kill during the expiry sweep) marks ``expired`` 2-8
+   facts given an expiry in the past first (on a copy of the base); ``extend_expiry`` moves the
+   expiry of 2-8 facts given one in the future first;
    ``optimize`` builds the indexes; ``import`` exports one of the two scopes
    (``transfer.export_scope``) and imports the lines into a third, empty one (a copy: every id
    derived anew), run again after the kill to complete it; ``purge_receipt`` is a ``purge``

@@ -79,6 +79,8 @@ OPERATIONS = (
     "apply_retention",
     "delete_scope",
     "delete_dataset",
+    "expire",
+    "extend_expiry",
     "optimize",
     "import",
     "purge_receipt",
@@ -89,15 +91,24 @@ of a memory (:func:`membrain.files.transfer.import_scope`), and ``purge_receipt`
 erasure receipts are checked too (:func:`receipt_problems`)."""
 RUNS = {"purge_receipt": "purge"}
 """The operation a row runs, when it is not the row's own name."""
-LABELS = {"add": "ingest", "delete_scope": "delete"}
+LABELS = {"add": "ingest", "delete_scope": "delete", "expire": "expiry-sweep"}
 """How the report shows a row whose name there differs from the operation's."""
 ALIASES = {label: name for name, label in LABELS.items()}
 """Row names ``--ops`` and ``--replay`` also take: the labels."""
 ERASURES = ("purge", "apply_retention", "delete_scope", "delete_dataset")
 """Operations whose content must leave the store's files: their trials scan them."""
-PREPARED = ("extract_pending", "retry_failed", "dismiss_failed", "confirm", "resolve")
+PREPARED = (
+    "extract_pending",
+    "retry_failed",
+    "dismiss_failed",
+    "confirm",
+    "resolve",
+    "expire",
+    "extend_expiry",
+)
 """Operations whose trials start from the base brought further first (:func:`prepare`):
-messages stored without extraction, messages whose extraction failed, open disputes."""
+messages stored without extraction, messages whose extraction failed, open disputes, facts
+past their expiry."""
 REVIEWER = "reviewer:ana"
 BATCH_SIZE = 3
 """Messages per extraction batch: an ``add`` of a few messages runs several batches."""
@@ -309,6 +320,8 @@ def make_plan(
         return plan_review(op, rng, active)
     if op == "apply_retention":
         return plan_retention(rng, workload)
+    if op in ("expire", "extend_expiry"):
+        return plan_expire(rng, active)
     if op == "optimize":
         return {}
     raise ValueError(f"unknown operation {op!r}")
@@ -378,6 +391,10 @@ def run_operation(mem: Memory, op: str, plan: Plan) -> None:
         resolve_open(mem, plan)
     elif op == "apply_retention":
         run_retention(mem, plan)
+    elif op == "expire":
+        mem.expire(scope=MAIN, at=datetime.fromisoformat(plan["at"]))
+    elif op == "extend_expiry":
+        mem.extend_expiry(EXTENDED_TO, fact_ids=plan["facts"], scope=MAIN)
     elif op == "optimize":
         mem.optimize()
     else:
@@ -534,6 +551,32 @@ def prepare(path: Path, op: str, plan: Plan) -> None:
         groups = plan.get("disputed", []) + [facts for facts, _ in plan.get("items", [])]
         for facts in groups:
             mem.dispute(facts, scope=MAIN, reason="not what I said", by=REVIEWER)
+        if op in ("expire", "extend_expiry"):
+            give_expiries(mem, plan, EXPIRED_BY if op == "expire" else EXPIRES_LATER)
+
+
+EXPIRED_BY = datetime(2024, 6, 1, tzinfo=UTC)
+"""When the facts an ``expire`` trial sweeps expired (before the sweep's time)."""
+EXPIRES_LATER = datetime(2090, 1, 1, tzinfo=UTC)
+"""When the facts an ``extend_expiry`` trial moves expire before it (still current)."""
+EXTENDED_TO = datetime(2095, 1, 1, tzinfo=UTC)
+"""Where an ``extend_expiry`` trial moves them."""
+
+
+def plan_expire(rng: random.Random, active: Sequence[str]) -> Plan:
+    """2-8 active facts past their expiry (given by :func:`prepare`), swept at a later time."""
+    chosen = rng.sample(sorted(active), rng.randint(2, min(8, len(active))))
+    return {"facts": chosen, "at": (EXPIRED_BY + timedelta(days=rng.randint(1, 9))).isoformat()}
+
+
+def give_expiries(mem: Memory, plan: Plan, ends: datetime) -> None:
+    """Give the plan's facts an expiry (``ends``, a minute apart; as the record store writes)."""
+    facts = mem.facts(scope=MAIN, ids=plan["facts"])
+    ended = [
+        f.model_copy(update={"expires_at": ends - timedelta(minutes=n)})
+        for n, f in enumerate(facts)
+    ]
+    mem.store.update_facts(MAIN, ended, action=AuditAction.EXPIRY_SET)
 
 
 # -- updates, datasets and the profile --------------------------------------------------------
@@ -833,7 +876,8 @@ class StoreState:
     messages: dict[str, tuple[str, str, str]]
     """Stored id -> (scope, source id, status)."""
     facts: dict[str, tuple[Any, ...]]
-    """Fact id -> (scope, status, text, sources, supersedes, superseded_by, valid_to, trust)."""
+    """Fact id -> (scope, status, text, sources, supersedes, superseded_by, valid_to, trust,
+    expires_at)."""
     entities: dict[str, tuple[Any, ...]]
     """Entity id -> (scope, name, aliases, description versions)."""
     audited: frozenset[tuple[str, str]]
@@ -873,6 +917,8 @@ _AUDITED = (
     "dismissed",
     "review_requested",
     "review_resolved",
+    "expired",
+    "expiry_set",
 )
 """Actions of the changes :attr:`StoreState.audited` lists (an import's carried events aside:
 they record changes of the exported store, not of this one). A resolved review is listed by
@@ -917,7 +963,8 @@ def snapshot(mem: Memory) -> StoreState:
                 for ids in (f.sources, f.supersedes, f.superseded_by)
             )
             row = (scope.key, f.status.value, f.text, sources, supersedes, superseded_by)
-            facts[rename.get(f.id, f.id)] = (*row, valid_to, f.trust.value)
+            expires = f.expires_at.isoformat() if f.expires_at else ""
+            facts[rename.get(f.id, f.id)] = (*row, valid_to, f.trust.value, expires)
             texts[rename.get(f.id, f.id)] = f.text
             words.append(f.text)
         for e in mem.entities(scope=scope):
@@ -1225,7 +1272,14 @@ def _sample(ids: Sequence[str], key: str) -> list[str]:
     return random.Random(key).sample(sorted(ids), min(PROBES, len(ids)))
 
 
-_NOTHING_RETIRED = ("dismiss_failed", "confirm", "dispute", "apply_retention", "optimize")
+_NOTHING_RETIRED = (
+    "dismiss_failed",
+    "confirm",
+    "dispute",
+    "apply_retention",
+    "optimize",
+    "extend_expiry",
+)
 """Operations that neither retire a fact nor create one (retention erases messages only)."""
 
 
@@ -1247,6 +1301,8 @@ def select_probes(op: str, plan: Plan, base: StoreState, done: StoreState) -> li
         ids, scope = [plan["fact"]], MAIN
     elif op == "resolve":
         ids, scope = [f for facts, accept in plan["items"] if not accept for f in facts], MAIN
+    elif op == "expire":
+        ids, scope = list(plan["facts"]), MAIN
     elif op.startswith("profile_") or op in _NOTHING_RETIRED:
         ids, scope = [], MAIN  # no fact leaves the reads: the records are compared
     else:
@@ -1279,7 +1335,7 @@ def damage(lexical: Path, kind: str, rng: random.Random) -> None:
 
 # -- audit ------------------------------------------------------------------------------------
 SCOPE_DELETED = "scope deleted"
-_STATUS_EVENTS = ("forgotten", "superseded", "retracted")
+_STATUS_EVENTS = ("forgotten", "superseded", "retracted", "expired")
 _TRUST_EVENTS = ("confirmed", "disputed")
 _MESSAGE_EVENTS = ("processed", "dismissed")
 
@@ -1304,6 +1360,8 @@ def audited_changes(op: str, plan: Plan, before: StoreState, after: StoreState) 
             needed.append(f"{row[1]} {i}")
         if old is not None and row[7] != old[7] and row[7] in _TRUST_EVENTS:
             needed.append(f"{row[7]} {i}")
+        if old is not None and row[8:] != old[8:]:
+            needed.append(f"expiry_set {i}")
     needed += [f"purged {i}" for i in before.facts.keys() - after.facts.keys()]
     needed += [f"stored {i}" for i in after.messages.keys() - before.messages.keys()]
     needed += [f"purged {i}" for i in before.messages.keys() - after.messages.keys()]

@@ -39,6 +39,7 @@ from membrain.api.errors import (
     ScopeError,
     StoreInUseError,
 )
+from membrain.api.expiry import ExpiryRule
 from membrain.api.models import (
     Actor,
     ActorKind,
@@ -131,6 +132,7 @@ __all__ = [
     "ErasureFinding",
     "ErasureReceipt",
     "EvidenceHit",
+    "ExpiryRule",
     "ExtractionError",
     "Fact",
     "FactHistory",

@@ -19,6 +19,7 @@ from typing import Any
 
 from membrain.api.audit import AuditAction, Cause, ReviewKind
 from membrain.api.errors import ConflictError, ExtractionError, InputError, MembrainError
+from membrain.api.expiry import fact_expiry
 from membrain.api.listeners import RecordListener
 from membrain.api.metadata import merged
 from membrain.api.models import (
@@ -141,11 +142,13 @@ class Ingestor(RecordListener):
         *,
         extract: bool,
         by: Actor | None = None,
+        expires: Sequence[datetime | None] = (),
     ) -> AddResult:
         """Store the new messages as pending evidence, then extract the unprocessed ones.
 
         With ``extract=False`` the messages are only stored (for a background writer). ``by``
         is who adds them: an agent's facts are ``derived`` and carry it as their author.
+        ``expires``: when each new message expires, position by position (none: never).
         """
         ids = [message_id(scope, m) for m in incoming]
         stored_by = Cause(by or Actor(kind=ActorKind.API))
@@ -155,7 +158,8 @@ class Ingestor(RecordListener):
             known = {m.id: m for m in self._store.get_messages(scope, ids)}
             _check_reused_ids(ids, incoming, known)
             fresh: dict[str, StoredMessage] = {}
-            for stored_id, message in zip(ids, incoming, strict=True):
+            ends = list(expires) or [None] * len(ids)
+            for stored_id, message, end in zip(ids, incoming, ends, strict=True):
                 if stored_id not in known and stored_id not in fresh:
                     fresh[stored_id] = StoredMessage(
                         id=stored_id,
@@ -163,6 +167,7 @@ class Ingestor(RecordListener):
                         message=message.model_copy(update={"id": stored_id}),
                         recorded_at=now(),
                         added_by=str(by) if by is not None and by.kind is ActorKind.AGENT else None,
+                        expires_at=end,
                     )
             self._store.put_messages(scope, list(fresh.values()), cause=stored_by)
             # A store written before changes were announced may hold a message without its
@@ -387,6 +392,7 @@ class Ingestor(RecordListener):
         self._participants_cache[entity_scope.key] = tuple(speakers)
         facts = _authored(facts, {m.id: m.added_by for m in batch})
         facts = _with_metadata(facts, {m.id: m.message.metadata for m in batch})
+        facts = _expiring(facts, {m.id: m.expires_at for m in batch})
         self._store.put_entities(entity_scope, entities, cause=run.cause)
         self._store.put_facts(scope, facts, speakers, cause=run.cause)
         self._record_changes(scope, extracted, facts, run)
@@ -618,6 +624,15 @@ def _with_metadata(facts: list[Fact], metadata: dict[str, dict[str, Any]]) -> li
     for fact in facts:
         carried = merged(metadata.get(s) or {} for s in fact.sources)
         out.append(fact.model_copy(update={"metadata": carried}) if carried else fact)
+    return out
+
+
+def _expiring(facts: list[Fact], expires: dict[str, datetime | None]) -> list[Fact]:
+    """Facts expiring with the messages they cite (the latest, when every one expires)."""
+    out = []
+    for fact in facts:
+        end = fact_expiry(expires.get(s) for s in fact.sources)
+        out.append(fact.model_copy(update={"expires_at": end}) if end is not None else fact)
     return out
 
 

@@ -38,6 +38,13 @@ from membrain.api.audit import (
 from membrain.api.config import MembrainSettings, settings_for
 from membrain.api.erasure import ErasureCheck, ErasureReceipt
 from membrain.api.errors import ConfigurationError, ConflictError, InputError, NotFoundError
+from membrain.api.expiry import (
+    DEFAULT_EXPIRY_GRACE,
+    ExpiryRule,
+    expiry_rules,
+    has_expired,
+    message_expiry,
+)
 from membrain.api.metadata import metadata_filter
 from membrain.api.models import (
     Actor,
@@ -81,6 +88,7 @@ from membrain.extraction.prompts import Prompts
 from membrain.extraction.stated import StatedFacts
 from membrain.ingest import Ingestor, message_id
 from membrain.knowledge.entities import EntityResolver
+from membrain.knowledge.expiry import ExpirySweep
 from membrain.knowledge.facts import fact_id_of
 from membrain.knowledge.ledger import Ledger
 from membrain.knowledge.profiles import ProfileBook
@@ -154,6 +162,11 @@ class Memory(MemoryLike):
             :mod:`membrain.api.recalls`): read back with :meth:`trace` and :meth:`recalls`.
         keep_recalls: How long recalls are kept (``None``: until their facts are purged);
             :meth:`apply_retention` erases older ones.
+        expiry: When messages (and their facts) expire by their metadata: an
+            :class:`~membrain.api.expiry.ExpiryRule` or a list (the first match wins); an
+            add's own ``expires_at``/``ttl`` wins over them. Default: nothing expires.
+        expiry_grace: How long expired facts and messages are kept (audit, ``as_of``) before
+            :meth:`apply_retention` erases them (default 7 days).
 
     Example:
         >>> from membrain import Memory, Scope
@@ -186,6 +199,8 @@ class Memory(MemoryLike):
         profile_schema: ProfileSchema | None = None,
         trace_recalls: bool = False,
         keep_recalls: timedelta | None = None,
+        expiry: ExpiryRule | Sequence[ExpiryRule] | None = None,
+        expiry_grace: timedelta = DEFAULT_EXPIRY_GRACE,
     ) -> None:
         if batch_size < 1 or context_window < 0:
             raise ConfigurationError("batch_size must be >= 1 and context_window >= 0")
@@ -196,6 +211,9 @@ class Memory(MemoryLike):
         self.keep_messages = keep_messages
         self.trace_recalls = trace_recalls
         self.keep_recalls = keep_recalls
+        self.expiry = expiry_rules(expiry)
+        if expiry_grace < timedelta(0):
+            raise ConfigurationError("expiry_grace must not be negative")
         dense_encoder = as_dense_encoder(dense) if dense is not None else default_dense_encoder()
         self._backend = backend or open_backend(
             path, qdrant_url, qdrant_api_key, default=DEFAULT_PATH
@@ -225,6 +243,7 @@ class Memory(MemoryLike):
         self._ledger = Ledger(self._store, review, llm=self._llm, max_attempts=max_attempts)
         self._profiles = ProfileBook(self._store, profile_schema or DEFAULT_PROFILE_SCHEMA)
         self._recall_log = RecallLog(self._store)
+        self._expiry = ExpirySweep(self._store, self._ledger, expiry_grace)
         self._tree = EntityTree(self._store, llm=self._llm)
         # Relevance reads the packaged reranker's log-odds, which it was calibrated on; with
         # another reranker only the similarities (``membrain.retrieval.relevance``).
@@ -286,6 +305,8 @@ class Memory(MemoryLike):
             keep_messages=settings.keep_messages,
             trace_recalls=settings.trace_recalls,
             keep_recalls=settings.keep_recalls,
+            expiry=settings.expiry,
+            expiry_grace=settings.expiry_grace,
         )
 
     @property
@@ -342,8 +363,13 @@ class Memory(MemoryLike):
     # -- extraction --------------------------------------------------------------------------
     def _run_add(self, r: rq.AddRequest) -> AddResult:
         actor = Actor.parse(r.by, ActorKind.API) if r.by is not None else None
+        moment = now()
+        expires = [
+            message_expiry(m, at=moment, expires_at=r.expires_at, ttl=r.ttl, rules=self.expiry)
+            for m in r.messages
+        ]
         return self._ingestor.add(
-            r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor
+            r.scope, list(r.messages), r.on_progress, extract=r.extract, by=actor, expires=expires
         )
 
     def _run_extract_pending(self, r: rq.ExtractPendingRequest) -> AddResult:
@@ -462,7 +488,10 @@ class Memory(MemoryLike):
         found = self._store.search_messages(
             r.scope, r.query, using=r.paths, limit=r.k, candidates=max(r.k, CANDIDATES)
         )
-        return [EvidenceHit(message=m.message, score=score) for m, score in found]
+        # an expired message is out of current reads, as its facts are
+        return [
+            EvidenceHit(message=m.message, score=score) for m, score in found if not has_expired(m)
+        ]
 
     def _run_facts(self, r: rq.FactsRequest) -> list[Fact]:
         scope = r.scope
@@ -578,6 +607,9 @@ class Memory(MemoryLike):
             status=MessageStatus.PROCESSED,
             recorded_at=now(),
             added_by=str(cause.actor) if agent else None,
+            expires_at=message_expiry(
+                message, at=moment, expires_at=r.expires_at, ttl=r.ttl, rules=self.expiry
+            ),
         )
         new_id = fact_id_of(scope, StatedFacts.id, (stored_id,), stated)
         # One change: announced first (the supersession's event, pending), then the message,
@@ -697,8 +729,9 @@ class Memory(MemoryLike):
     def _run_apply_retention(self, r: rq.ApplyRetentionRequest) -> PurgeResult:
         moment = utc(r.at) if r.at is not None else now()
         self._drop_old_recalls(r.scope, moment)
+        expired = self._sweep_expired(r.scope, moment)
         if self.keep_messages is None:
-            return PurgeResult()
+            return expired
         try:
             cutoff = moment - self.keep_messages
         except OverflowError:
@@ -717,7 +750,40 @@ class Memory(MemoryLike):
                 receipts.append(self._store.purge(target, messages=old, cause=cause))
                 erased.extend(old)
         receipt = receipts[0] if len(receipts) == 1 else None
-        return PurgeResult(message_ids=tuple(erased), receipt=receipt)
+        if expired.fact_ids or expired.message_ids:
+            receipt = None  # the expiry sweep erased too: each erasure has its receipt
+        kept = tuple(i for i in expired.message_ids if i not in erased)
+        return PurgeResult(expired.fact_ids, (*kept, *erased), expired.entity_ids, receipt=receipt)
+
+    def _sweep_expired(self, scope: Scope | None, moment: datetime) -> PurgeResult:
+        """Mark what expired by ``moment``; erase what expired longer than the grace before."""
+        scopes = [scope] if scope is not None else self._store.message_tenants()
+        self._recall_log.flush()  # recalls queued before the erasure lose its facts too
+        facts: list[str] = []
+        messages: list[str] = []
+        entities: list[str] = []
+        for target in scopes:
+            self._expiry.mark(target, moment)
+            gone = self._expiry.erase(target, moment)
+            facts += gone[0]
+            messages += gone[1]
+            entities += gone[2]
+        return PurgeResult(tuple(facts), tuple(messages), tuple(entities))
+
+    def _run_expire(self, r: rq.ExpireRequest) -> list[str]:
+        moment = utc(r.at) if r.at is not None else now()
+        scopes = [r.scope] if r.scope is not None else self._store.message_tenants()
+        return [i for target in scopes for i in self._expiry.mark(target, moment)]
+
+    def _run_extend_expiry(self, r: rq.ExtendExpiryRequest) -> list[str]:
+        facts = self._store.full_ids(Collection.FACTS, r.scope, list(r.fact_ids))
+        messages = self._message_ids(r.scope, r.message_ids) if r.message_ids else ()
+        return self._expiry.extend(
+            r.scope,
+            [i for i in facts if is_point_id(i)],
+            r.expires_at,
+            message_ids=[i for i in messages if is_point_id(i)],
+        )
 
     def _drop_old_recalls(self, scope: Scope | None, moment: datetime) -> None:
         if self.keep_recalls is None:

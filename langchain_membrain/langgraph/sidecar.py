@@ -98,6 +98,7 @@ CREATE TABLE IF NOT EXISTS items (
     vectors TEXT,
     ttl REAL,
     expires_at REAL,
+    core_expires_at REAL,
     UNIQUE (ns, key)
 );
 CREATE INDEX IF NOT EXISTS items_source ON items (source_id);
@@ -167,10 +168,11 @@ def connect(location: str) -> sqlite3.Connection:
     return conn
 
 
-_COLUMNS = {"vectors": "TEXT", "ttl": "REAL", "expires_at": "REAL"}
+_COLUMNS = {"vectors": "TEXT", "ttl": "REAL", "expires_at": "REAL", "core_expires_at": "REAL"}
 """Columns added after layout 1 (a file without them gets them, empty, when opened): the
-items' embedded fields (``vectors``, JSON ``{path: vector}``), their TTL in minutes and the
-time (Unix seconds) they expire at."""
+items' embedded fields (``vectors``, JSON ``{path: vector}``), their TTL in minutes, the
+time (Unix seconds) they expire at, and the time their text's facts expire at in the memory
+(``core_expires_at``; empty for an item put before the memory kept expiries)."""
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:

@@ -47,9 +47,16 @@ TTL
 ---
 ``put(..., ttl=minutes)`` and ``ttl=TTLConfig`` (``default_ttl``, ``refresh_on_read``,
 ``sweep_interval_minutes``) as LangGraph's SQL stores take them; ``get``/``search`` with
-``refresh_ttl`` restart an item's TTL. An expired item is invisible to every read at once;
+``refresh_ttl`` restart an item's TTL. An expired item is invisible to every read at once.
+The item's text is added to the memory with the same expiry (``Memory.add(expires_at=...)``),
+so the facts extracted from it leave every search of the memory when the item expires, by the
+memory's own expiry (:mod:`membrain.api.expiry`). A refresh moves the facts' expiry
+(``Memory.extend_expiry``, audited) only when the item's new expiry passes it, and then half a
+TTL ahead: a hot item costs one write per half TTL, not one per read.
 :meth:`MembrainStore.sweep_ttl` (or the thread :meth:`~MembrainStore.start_ttl_sweeper` starts)
-deletes it and forgets the facts extracted from it, audited with :data:`EXPIRED_REASON`.
+deletes the expired items, brings their facts' expiry back to the item's and runs the memory's
+sweep (``Memory.expire``: the facts are marked ``expired``, audited). Items put before the
+memory kept expiries have their facts forgotten instead, with :data:`EXPIRED_REASON`.
 
 Namespace to scope
 ------------------
@@ -203,7 +210,16 @@ LIVE = "(expires_at IS NULL OR expires_at > ?)"
 LIVE_I = "(i.expires_at IS NULL OR i.expires_at > ?)"
 
 EXPIRED_REASON = "the store item expired (its TTL ran out)"
-"""The audit reason of the facts forgotten when an expired item is swept."""
+"""The audit reason of the facts forgotten when an expired item put before the memory kept
+expiries is swept."""
+
+REFRESH_SLACK = 0.5
+"""How far ahead of an item's refreshed expiry its facts' expiry is moved, in TTLs."""
+
+
+def _moment(clock: float) -> datetime:
+    """A Unix time as an aware datetime."""
+    return datetime.fromtimestamp(clock, UTC)
 
 
 def _best_cosine(query: np.ndarray, vectors: list[list[float]]) -> float:
@@ -575,14 +591,40 @@ class MembrainStore(BaseStore):
         return SearchItem(**self._fields(row), score=score)
 
     def _refresh(self, keys: Sequence[tuple[str, str]]) -> None:
-        """Restart the TTL of these items (``(ns, key)`` as stored) from now."""
-        if keys:
-            with self._conn:
-                self._conn.executemany(
-                    "UPDATE items SET expires_at = ? + ttl * 60 "
-                    "WHERE ns = ? AND key = ? AND ttl IS NOT NULL",
-                    [(_now(), ns, key) for ns, key in keys],
-                )
+        """Restart the TTL of these items (``(ns, key)`` as stored) from now.
+
+        The facts of an item whose new expiry passes theirs get an expiry half a TTL ahead.
+        """
+        if not keys:
+            return
+        clock = _now()
+        with self._conn:
+            self._conn.executemany(
+                "UPDATE items SET expires_at = ? + ttl * 60 "
+                "WHERE ns = ? AND key = ? AND ttl IS NOT NULL",
+                [(clock, ns, key) for ns, key in keys],
+            )
+            behind = []
+            for ns, key in keys:
+                row = self._conn.execute(
+                    "SELECT source_id, expires_at, ttl FROM items WHERE ns = ? AND key = ? "
+                    "AND ttl IS NOT NULL AND source_id IS NOT NULL "
+                    "AND core_expires_at IS NOT NULL AND core_expires_at < expires_at",
+                    (ns, key),
+                ).fetchone()
+                if row is not None:
+                    behind.append((ns, key, row[0], row[1] + row[2] * 60 * REFRESH_SLACK))
+            self._conn.executemany(
+                "UPDATE items SET core_expires_at = ? WHERE ns = ? AND key = ?",
+                [(ahead, ns, key) for ns, key, _, ahead in behind],
+            )
+        for ns, _, source_id, ahead in behind:
+            self._move_expiry(self._scope_for(ns_of(ns)), [source_id], ahead)
+
+    def _move_expiry(self, scope: Scope, source_ids: Sequence[str], clock: float) -> None:
+        """Move the expiry of these item texts' messages and facts in the memory."""
+        if source_ids:
+            self.memory.extend_expiry(_moment(clock), message_ids=list(source_ids), scope=scope)
 
     def _get(self, op: GetOp) -> Item | None:
         row = self._conn.execute(
@@ -826,6 +868,8 @@ class MembrainStore(BaseStore):
     def _apply(self, puts: Mapping[tuple[tuple[str, ...], str], PutOp], actor: Actor) -> None:
         rows: list[tuple[str, str, str | None, str | None, str | None, float | None]] = []
         messages: dict[Scope, list[Message]] = {}
+        expiring: dict[tuple[Scope, float | None], list[Message]] = {}
+        clock = _now()
         previous = self._sources(puts)
         stored_puts = [op for op in puts.values() if op.value is not None]
         vectors = dict(
@@ -851,22 +895,32 @@ class MembrainStore(BaseStore):
                     json.dumps([list(namespace), key, text, speaker]).encode(), digest_size=16
                 ).hexdigest()
                 source_id = f"lgstore-{digest}"
-                messages.setdefault(self._scope_for(namespace), []).append(
-                    Message(
-                        speaker=speaker,
-                        text=text,
-                        timestamp=CLOCK.next(),
-                        role=Role.USER,
-                        source_id=source_id,
-                    )
+                said = Message(
+                    speaker=speaker,
+                    text=text,
+                    timestamp=CLOCK.next(),
+                    role=Role.USER,
+                    source_id=source_id,
                 )
+                messages.setdefault(self._scope_for(namespace), []).append(said)
+                ends = None if op.ttl is None else clock + op.ttl * 60
+                expiring.setdefault((self._scope_for(namespace), ends), []).append(said)
             rows.append((ns_text(namespace), key, value_json, source_id, vectors[id(op)], op.ttl))
         # MemBrain first: a crash in between leaves an unreferenced message, never an item
         # whose text is missing from the index.
-        for scope, batch in messages.items():
-            self.memory.add(batch, scope=scope, extract=False, by=actor_for(self.memory, actor))
+        # The text expires with the item: a text stored already (the same value put again) has
+        # its expiry moved.
+        for (scope, ends), batch in expiring.items():
+            added = self.memory.add(
+                batch,
+                scope=scope,
+                extract=False,
+                by=actor_for(self.memory, actor),
+                expires_at=None if ends is None else _moment(ends),
+            )
+            if added.messages_skipped and ends is not None:
+                self._move_expiry(scope, [m.source_id or "" for m in batch], ends)
         now = datetime.now(UTC).isoformat()
-        clock = _now()
         with self._lock, self._conn:
             for ns, key, stored, ref, embedded, ttl in rows:
                 if stored is None:
@@ -879,11 +933,12 @@ class MembrainStore(BaseStore):
                 )
                 self._conn.execute(
                     "INSERT INTO items (ns, key, value, created_at, updated_at, source_id, "
-                    "vectors, ttl, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "vectors, ttl, expires_at, core_expires_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, "
                     "updated_at = excluded.updated_at, source_id = excluded.source_id, "
                     "vectors = excluded.vectors, ttl = excluded.ttl, "
-                    "expires_at = excluded.expires_at, "
+                    "expires_at = excluded.expires_at, core_expires_at = excluded.core_expires_at, "
                     # an expired item put again is a new item
                     "created_at = CASE WHEN items.expires_at IS NOT NULL "
                     "AND items.expires_at <= ? THEN excluded.created_at ELSE items.created_at END",
@@ -896,6 +951,7 @@ class MembrainStore(BaseStore):
                         ref,
                         embedded,
                         ttl,
+                        None if ttl is None else clock + ttl * 60,
                         None if ttl is None else clock + ttl * 60,
                         clock,
                     ),
@@ -952,24 +1008,34 @@ class MembrainStore(BaseStore):
     def sweep_ttl(self) -> int:
         """Delete the items whose TTL ran out; the number deleted.
 
-        Expired items are invisible to every read at once; sweeping removes them, and forgets
-        the facts extracted from their text (audited, by the store's actor, with
-        :data:`EXPIRED_REASON`), as a delete does.
+        Expired items are invisible to every read at once, and so are the facts extracted from
+        their text (they expire with the item in the memory); sweeping removes the items and
+        runs the memory's sweep for their scopes (the facts are marked ``expired``, audited).
         """
         clock = _now()
         with self._lock, self._conn:
             expired = self._conn.execute(
-                "SELECT id, ns, source_id FROM items WHERE expires_at IS NOT NULL "
-                "AND expires_at <= ?",
+                "SELECT id, ns, source_id, expires_at, core_expires_at FROM items "
+                "WHERE expires_at IS NOT NULL AND expires_at <= ?",
                 (clock,),
             ).fetchall()
             self._conn.executemany("DELETE FROM items WHERE id = ?", [(r[0],) for r in expired])
         retired: dict[Scope, list[str]] = {}
-        for _, ns, source_id in expired:
-            if source_id:
-                retired.setdefault(self._scope_for(ns_of(ns)), []).append(source_id)
+        swept: set[Scope] = set()
+        for _, ns, source_id, ends, core_ends in expired:
+            scope = self._scope_for(ns_of(ns))
+            if not source_id:
+                continue
+            if core_ends is None:  # put before the memory kept expiries
+                retired.setdefault(scope, []).append(source_id)
+                continue
+            if core_ends > ends:  # moved ahead by a refresh: back to the item's own
+                self._move_expiry(scope, [source_id], ends)
+            swept.add(scope)
         if retired:
             self._retire(retired, self._actor, EXPIRED_REASON)
+        for scope in swept:
+            self.memory.expire(scope=scope, at=_moment(clock))
         return len(expired)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -21,7 +22,6 @@ from langchain_membrain.langgraph import (
     scope_for_namespace,
     user_scope,
 )
-from langchain_membrain.langgraph.store import EXPIRED_REASON
 from membrain import ConfigurationError, InputError, Memory, Scope
 from membrain.background import BackgroundWriter
 from membrain.remote import RemoteAccessError
@@ -33,7 +33,7 @@ class Clock:
     """The store's clock, moved by hand."""
 
     def __init__(self) -> None:
-        self.now = 1_000_000.0
+        self.now = time.time()  # the memory's expiries are times: the store's clock starts now
 
     def __call__(self) -> float:
         return self.now
@@ -55,7 +55,7 @@ def memory(tmp_path: Path) -> Iterator[Memory]:
         yield mem
 
 
-def test_an_expired_item_is_invisible_at_once_and_its_facts_forgotten_when_swept(
+def test_an_expired_item_is_invisible_at_once_and_its_facts_expire_when_swept(
     memory: Memory, clock: Clock
 ) -> None:
     ns = ("memories", "sara")
@@ -85,9 +85,12 @@ def test_an_expired_item_is_invisible_at_once_and_its_facts_forgotten_when_swept
         assert store.sweep_ttl() == 0
         current = {f.id for f in memory.facts(scope=scope)}
         assert not current & {f.id for f in miso}
-        forgotten = memory.audit(scope=scope, actions=["forgotten"])
-        assert {f.id for f in miso} <= {t for e in forgotten for t in e.targets}
-        assert {e.reason for e in forgotten} == {EXPIRED_REASON}
+        # the memory's own expiry: the facts are marked expired (audited), not forgotten
+        expired = memory.audit(scope=scope, actions=["expired"])
+        assert {f.id for f in miso} <= {t for e in expired for t in e.targets}
+        assert not memory.audit(scope=scope, actions=["forgotten"])
+        kept = memory.facts(scope=scope, ids=[f.id for f in miso], include_inactive=True)
+        assert {f.status.value for f in kept} == {"expired"}
         assert store.get(ns, "home") is not None
         # put again after expiry: a new item
         store.put(ns, "pet", {"text": "I adopted a dog."}, ttl=1)
@@ -196,8 +199,8 @@ def test_ttl_over_the_wire_and_the_served_sweep_is_audited(served: Served, clock
         assert refused.value.status == 403
         assert admin.sweep_ttl() == 1
         assert not any("Miso" in f.text for f in served.memory.facts(scope=scope))
-        forgotten = served.memory.audit(scope=scope, actions=["forgotten"])
-        assert forgotten and {e.reason for e in forgotten} == {EXPIRED_REASON}
+        expired = served.memory.audit(scope=scope, actions=["expired"])
+        assert expired and {e.actor.name for e in expired} == {"expiry"}
 
 
 def test_filters_with_infinities_cross_the_wire(served: Served) -> None:

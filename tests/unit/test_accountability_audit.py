@@ -220,6 +220,8 @@ def test_belief_changes_are_audited_with_their_actor(mem: Memory, life: dict[str
         AuditAction.PROFILE_SET,  # profile changes: tests/unit/test_profiles.py
         AuditAction.PROFILE_REMOVED,
         AuditAction.ERASURE_RECEIPT,  # the erasure log: tests/unit/test_erasure_receipts.py
+        AuditAction.EXPIRED,  # expiry: tests/unit/test_expiry.py
+        AuditAction.EXPIRY_SET,
     }
 
     def one(action: str) -> list[tuple[tuple[str, ...], str]]:

@@ -39,6 +39,7 @@ EXPECTED = {
     "ErasureFinding",
     "ErasureReceipt",
     "EvidenceHit",
+    "ExpiryRule",
     "ExtractionError",
     "Fact",
     "FactStatus",

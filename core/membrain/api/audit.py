@@ -76,6 +76,10 @@ class AuditAction(StrEnum):
     """A profile entry was removed (a last version marks it)."""
     ERASURE_RECEIPT = "erasure_receipt"
     """An erasure finished: its receipt (ids and salted hashes), in the dataset's erasure log."""
+    EXPIRED = "expired"
+    """Facts or messages past their expiry were marked expired (ids only)."""
+    EXPIRY_SET = "expiry_set"
+    """The expiry of facts was moved (a refreshed time to live)."""
 
 
 class _Record(BaseModel):

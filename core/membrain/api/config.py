@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from membrain.api.errors import ConfigurationError
+from membrain.api.expiry import DEFAULT_EXPIRY_GRACE, ExpiryRule
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "MembrainSettings", "settings_for"]
 
@@ -74,6 +75,14 @@ class MembrainSettings(BaseSettings):
     """
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1)
     """The largest request body ``membrain serve`` reads; a larger one answers 413."""
+    expiry: list[ExpiryRule] = Field(default_factory=list)
+    """When messages and their facts expire by their metadata (:mod:`membrain.api.expiry`), as
+    JSON: ``MEMBRAIN_EXPIRY='[{"metadata": {"kind": "otp"}, "after": 600}]'`` (``after`` in
+    seconds or ISO 8601, from the message's timestamp; the first matching rule wins).
+    """
+    expiry_grace: timedelta = DEFAULT_EXPIRY_GRACE
+    """How long expired facts and messages stay before retention erases them
+    (``MEMBRAIN_EXPIRY_GRACE=P7D``, the default)."""
 
 
 def settings_for(

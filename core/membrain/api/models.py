@@ -182,6 +182,8 @@ class StoredMessage(Record):
     """What extraction chose not to keep from this message, and why."""
     added_by: str | None = None
     """Who added the message when it was not the application (``agent:<name>``)."""
+    expires_at: UtcDatetime | None = None
+    """When the message and the facts extracted from it expire (``None``: never)."""
 
 
 class Layer(StrEnum):
@@ -221,6 +223,9 @@ class FactStatus(StrEnum):
     """Tombstoned on request: out of every read."""
     RETRACTED = "retracted"
     """Rejected by a reviewer: out of every read, kept for audit."""
+    EXPIRED = "expired"
+    """Past its ``expires_at``, marked by the expiry sweep: out of current reads, kept for audit
+    until retention erases it."""
 
 
 class Trust(StrEnum):
@@ -334,6 +339,9 @@ class Fact(Record):
     """Who wrote the fact when it did not come from a participant (``agent:<name>``)."""
     metadata: Metadata = Field(default_factory=dict)
     """The metadata of the messages it cites (:mod:`membrain.api.metadata`), filterable."""
+    expires_at: UtcDatetime | None = None
+    """When the fact leaves current reads (``None``: never); the latest expiry of its sources
+    when every source expires (:mod:`membrain.knowledge.expiry`)."""
 
     @field_validator("supersedes", mode="before")
     @classmethod
@@ -348,8 +356,13 @@ class Fact(Record):
 
     @property
     def believed_until(self) -> datetime | None:
-        """Record time at which the memory stopped holding this fact true (None: it still does)."""
+        """Record time at which the memory stopped holding this fact true (None: it still does).
+
+        Its expiry counts: an expiring fact is held true until ``expires_at``.
+        """
         ends = [t for t in (self.superseded_at, self.forgotten_at, self.retracted_at) if t]
+        if self.expires_at is not None:
+            ends.append(self.expires_at)
         return min(ends) if ends else None
 
     @model_validator(mode="after")

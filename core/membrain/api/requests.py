@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin
 
 from pydantic import (
@@ -46,6 +46,7 @@ from membrain.api.checks import (
 )
 from membrain.api.erasure import ErasureReceipt
 from membrain.api.errors import ConfigurationError, InputError, MembrainError
+from membrain.api.expiry import ExpiresAt, Ttl, aware_expiry, one_expiry
 from membrain.api.inputs import DEFAULT_ASSISTANT_NAME, DEFAULT_USER_NAME, as_messages
 from membrain.api.metadata import metadata_filter
 from membrain.api.models import Actor, Message, RetrievalMode
@@ -460,6 +461,13 @@ class AddRequest(OperationRequest):
     assistant_name: str = Field(
         DEFAULT_ASSISTANT_NAME, description="The speaker of assistant messages that name none."
     )
+    expires_at: Annotated[ExpiresAt, Accepts("datetime | None")] = None
+    ttl: Annotated[Ttl, Accepts("timedelta | float | None")] = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> Self:
+        one_expiry(self.expires_at, self.ttl)
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -937,6 +945,13 @@ class UpdateRequest(OperationRequest):
     scope: ScopeField
     reason: Reason = ""
     by: By = None
+    expires_at: Annotated[ExpiresAt, Accepts("datetime | None")] = None
+    ttl: Annotated[Ttl, Accepts("timedelta | float | None")] = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> Self:
+        one_expiry(self.expires_at, self.ttl)
+        return self
 
 
 class ConfirmRequest(OperationRequest):
@@ -1193,4 +1208,49 @@ class VerifyErasureRequest(OperationRequest):
         return self
 
 
-_ = (Iterable, Mapping, Sequence)  # named by the ``Accepts`` annotations
+class ExpireRequest(OperationRequest):
+    """Mark the active facts past their expiry ``expired``; returns their ids.
+
+    Reads leave out an expired fact at its ``expires_at`` already; this records it: one
+    audited ``expired`` event (actor ``system:expiry``, ids only) per batch of facts, finished
+    after a crash. :meth:`apply_retention` runs it too, then erases what expired longer ago
+    than the memory's ``expiry_grace``. Without ``scope``, every (dataset, task) of the store
+    (served: an admin key for every dataset).
+    """
+
+    scope: Annotated[
+        Scope | None,
+        BeforeValidator(_optional_scope),
+        Field(description="Only this scope's facts."),
+    ] = None
+    at: datetime | None = Field(None, description="The time expiries are compared to (now).")
+
+
+class ExtendExpiryRequest(OperationRequest):
+    """Move the expiry of expiring facts and messages to ``expires_at``; the ids of those moved.
+
+    For items whose time to live restarts when read (the LangGraph store's ``refresh_ttl``):
+    the messages named and every current fact citing them move. Records that never expire,
+    and facts no longer current (expired, superseded, forgotten), are left as they are: an
+    expired fact is never revived. Audited as ``expiry_set``.
+
+    Raises:
+        InputError: ``expires_at`` is naive.
+    """
+
+    positional: ClassVar[tuple[str, ...]] = ("expires_at",)
+    fact_ids: Annotated[Ids, Field(description="Facts whose expiry moves.")] = ()
+    message_ids: Annotated[
+        MessageIds,
+        Field(description="Messages (stored or source ids) whose expiry moves, with their facts'."),
+    ] = ()
+    expires_at: Annotated[
+        datetime,
+        BeforeValidator(aware_expiry),
+        Accepts("datetime"),
+        Field(description="The new expiry (an aware datetime)."),
+    ]
+    scope: ScopeField
+
+
+_ = (Iterable, Mapping, Sequence, timedelta)  # named by the ``Accepts`` annotations

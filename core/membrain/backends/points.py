@@ -124,6 +124,7 @@ DATETIME_FIELDS: dict[Collection, tuple[str, ...]] = {
         "valid_start",
         "valid_end",
         "revised_at",
+        "expires",
     ),
     Collection.AUDIT: ("at",),
     Collection.RECALLS: ("at",),

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import sys
 
-from membrain.cli import memory_commands, operation_commands, receipt_commands, serving
+from membrain.cli import (
+    expiry_commands,
+    memory_commands,
+    operation_commands,
+    receipt_commands,
+    serving,
+)
 from membrain.cli.common import app, fail
 
 __all__ = [
     "app",
+    "expiry_commands",
     "main",
     "memory_commands",
     "operation_commands",

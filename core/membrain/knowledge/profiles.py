@@ -29,7 +29,7 @@ from membrain.backends.base import Collection, is_point_id
 from membrain.extraction.attributes import claims
 from membrain.extraction.profile_writer import LLMProfileWriter, ProfileChange, ShownFact
 from membrain.knowledge.facts import entity_id
-from membrain.records import RecordStore
+from membrain.records import RecordStore, is_current
 from membrain.temporal import find_annotations, plain_text
 
 __all__ = ["ATTRIBUTE_SUBTOPICS", "OFFLINE_AUTHOR", "ProfileBook", "timeless"]
@@ -118,9 +118,7 @@ class ProfileBook:
     def _marked(self, scope: Scope, entries: Sequence[ProfileEntry]) -> list[ProfileEntry]:
         cited = sorted({i for e in entries for i in e.fact_ids})
         active = {
-            f.id
-            for f in self._store.get_facts(scope.without_session(), cited)
-            if f.status is FactStatus.ACTIVE
+            f.id for f in self._store.get_facts(scope.without_session(), cited) if is_current(f)
         }
         return [
             e.model_copy(update={"stale": not set(e.fact_ids) <= active}) if e.fact_ids else e
@@ -285,9 +283,7 @@ class ProfileBook:
             InputError: a proposed change does not fit the store (nothing is written).
         """
         users = {entity_id(scope, name): name for name in user_names}
-        about = [
-            f for f in facts if f.status is FactStatus.ACTIVE and users.keys() & set(f.entity_ids)
-        ]
+        about = [f for f in facts if is_current(f) and users.keys() & set(f.entity_ids)]
         if not about:
             return []
         about = sorted(about, key=lambda f: (f.stated_at, f.recorded_at))[-MAX_SHOWN_FACTS:]

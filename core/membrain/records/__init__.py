@@ -6,8 +6,8 @@ See :mod:`membrain.records.store` (messages, facts, entities, audit, erasure),
 """
 
 from membrain.records.derived import LexicalSync
-from membrain.records.filters import FactFilter
+from membrain.records.filters import FactFilter, is_current
 from membrain.records.store import RecordStore, ScoredFact
 from membrain.records.tree import TreeNode
 
-__all__ = ["FactFilter", "LexicalSync", "RecordStore", "ScoredFact", "TreeNode"]
+__all__ = ["FactFilter", "LexicalSync", "RecordStore", "ScoredFact", "TreeNode", "is_current"]

@@ -8,7 +8,9 @@ open ends are written as far-away times):
   retracted; the far future while it is active);
 * ``valid_start`` / ``valid_end``: the valid time with open or unknown ends made infinite;
 * ``revised_at``: the record time of the latest write of the fact (creation or change), which
-  derived indexes use to find what changed since they last caught up (``revised_after``).
+  derived indexes use to find what changed since they last caught up (``revised_after``);
+* ``expires``: the fact's ``expires_at``, the far future when it never expires (current reads
+  keep the facts whose ``expires`` is after the read's time; ``believed_until`` counts it too).
 
 And ``claims``, the keys of the single-valued attributes the text states
 (:func:`membrain.extraction.attributes.held_keys`, ``"maya|residence"``), so the facts a new
@@ -25,28 +27,44 @@ from typing import Any
 
 from membrain.api.errors import InputError
 from membrain.api.metadata import MetadataFilter, matches
-from membrain.api.models import Fact, FactStatus, Precision, TimeSpan, Trust, utc
+from membrain.api.models import Fact, FactStatus, Precision, TimeSpan, Trust, now, utc
 from membrain.backends.base import TimeRange, Where
 from membrain.extraction.attributes import held_keys
 
 __all__ = [
     "DERIVED_FACT_FIELDS",
+    "EXPIRES",
     "NO_CLAIMS",
     "FactFilter",
     "fact_claims",
+    "is_current",
     "fact_payload",
     "metadata_indexes",
 ]
 
 EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, tzinfo=UTC)
-DERIVED_FACT_FIELDS = ("believed_until", "valid_start", "valid_end", "revised_at", "claims")
+EXPIRES = "expires"
+"""The derived payload field of a fact's expiry (the far future when it never expires)."""
+DERIVED_FACT_FIELDS = (
+    "believed_until",
+    "valid_start",
+    "valid_end",
+    "revised_at",
+    "claims",
+    EXPIRES,
+)
 """Payload fields the store derives from a fact (dropped when the fact is read)."""
 
 NO_CLAIMS = "-"
 """The ``claims`` of a fact stating no single-valued attribute."""
 
-_READABLE = (FactStatus.ACTIVE, FactStatus.SUPERSEDED, FactStatus.FORGOTTEN)
+_READABLE = (FactStatus.ACTIVE, FactStatus.SUPERSEDED, FactStatus.FORGOTTEN, FactStatus.EXPIRED)
+
+
+def iso(moment: datetime) -> str:
+    """``moment`` as the payload writes a time (UTC, microseconds, ``Z``)."""
+    return _iso(moment)
 
 
 def _iso(moment: datetime) -> str:
@@ -64,6 +82,7 @@ def fact_payload(fact: Fact, revised_at: datetime | None = None) -> dict[str, An
     data["valid_start"] = _iso(fact.valid_from or EARLIEST)
     data["valid_end"] = _iso(fact.valid_to or LATEST)
     data["claims"] = fact_claims(fact.text)
+    data[EXPIRES] = _iso(fact.expires_at or LATEST)
     return data
 
 
@@ -95,6 +114,11 @@ class FactFilter:
             :func:`membrain.extraction.attributes.claim_key`).
         metadata: Only facts whose metadata meets these key conditions
             (:func:`membrain.api.metadata.metadata_filter`).
+        alive_at: Only facts not expired at this time (``expires_at`` after it). A read of
+            active facts without ``believed_at`` (a current read) keeps to the facts alive now
+            when it is ``None``; ``include_expired`` turns that off.
+        include_expired: Keep facts past their expiry in a current read.
+        expired_by: Only facts whose expiry is at or before this time (none without one).
     """
 
     status: FactStatus | tuple[FactStatus, ...] | None = FactStatus.ACTIVE
@@ -111,6 +135,9 @@ class FactFilter:
     revised_after: datetime | None = None
     claims: tuple[str, ...] = ()
     metadata: MetadataFilter = ()
+    alive_at: datetime | None = None
+    include_expired: bool = False
+    expired_by: datetime | None = None
 
     @classmethod
     def as_of(cls, moment: datetime) -> FactFilter:
@@ -123,6 +150,22 @@ class FactFilter:
         if self.status is None or isinstance(self.status, tuple):
             return self.status
         return (self.status,)
+
+    def alive_moment(self) -> datetime | None:
+        """The time a fact must not be expired at to pass (``None``: no expiry condition).
+
+        A current read (active facts, no ``believed_at``) uses now unless ``alive_at`` says;
+        ``as_of`` reads need none: ``believed_until`` ends at the expiry.
+        """
+        if self.alive_at is not None:
+            return utc(self.alive_at)
+        statuses = self.statuses
+        current = statuses is not None and FactStatus.ACTIVE in statuses
+        if self.include_expired or self.expired_by is not None:
+            return None
+        if self.believed_at is not None or not current:
+            return None
+        return now()
 
     def where(self) -> Where:
         """The backend condition of this filter."""
@@ -163,12 +206,17 @@ class FactFilter:
             where["revised_at"] = TimeRange(gt=self.revised_after)
         if self.claims:
             where["claims"] = list(self.claims)
+        alive = self.alive_moment()
+        if alive is not None:
+            where[EXPIRES] = TimeRange(gt=alive)
+        elif self.expired_by is not None:
+            where[EXPIRES] = TimeRange(lte=utc(self.expired_by))
         for key, wanted in self.metadata:
             where[f"metadata.{key}"] = list(wanted) if isinstance(wanted, tuple) else wanted
         return where
 
     def admits(self, fact: Fact) -> bool:
-        """Whether ``fact`` passes the status, trust, record-time, coverage and metadata conditions.
+        """Whether ``fact`` passes the status, trust, time, expiry and metadata conditions.
 
         For results found by an index that does not filter on those (the ``boolean`` path's).
         """
@@ -185,7 +233,21 @@ class FactFilter:
             start, end = fact.valid_from or EARLIEST, fact.valid_to or LATEST
             if not (start < (self.covers.end or LATEST) and end > (self.covers.start or EARLIEST)):
                 return False
+        alive = self.alive_moment()
+        if alive is not None and fact.expires_at is not None and fact.expires_at <= alive:
+            return False
+        if self.expired_by is not None and not (
+            fact.expires_at is not None and fact.expires_at <= utc(self.expired_by)
+        ):
+            return False
         return matches(fact.metadata, self.metadata)
+
+
+def is_current(fact: Fact, at: datetime | None = None) -> bool:
+    """Whether ``fact`` is a current belief at ``at`` (default now): active and not expired."""
+    if fact.status is not FactStatus.ACTIVE:
+        return False
+    return fact.expires_at is None or fact.expires_at > (utc(at) if at is not None else now())
 
 
 def metadata_indexes(facts: Sequence[Fact]) -> dict[str, str]:

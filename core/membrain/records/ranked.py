@@ -8,11 +8,13 @@ the records of those it returns once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from membrain.api.scope import Scope
-from membrain.backends.base import Backend, Collection, ScoredPoint, VectorQuery
+from membrain.backends.base import Backend, Collection, ScoredPoint, VectorQuery, Where
 from membrain.embeddings import SparseVector
-from membrain.records.filters import FactFilter
+from membrain.records.backfill import Backfill
+from membrain.records.filters import EXPIRES, LATEST, FactFilter, iso
 
 __all__ = ["FactLookup", "RankedReads", "Vector"]
 
@@ -26,6 +28,18 @@ class RankedReads:
     """The ranked reads of the record store (see :class:`membrain.records.RecordStore`)."""
 
     backend: Backend
+    _backfill: Backfill
+
+    def fact_condition(self, scope: Scope, where: FactFilter | None) -> Where:
+        """The backend condition of ``where`` (default: the active facts, unexpired now).
+
+        A condition on the expiry first gives the derived ``expires`` field to the facts
+        stored before it existed (once per scope and process).
+        """
+        where = where or FactFilter()
+        if where.alive_moment() is not None:
+            self._backfill.ensure(Collection.FACTS, scope, EXPIRES, _expires_of)
+        return where.where()
 
     def message_similarity(
         self,
@@ -107,7 +121,7 @@ class RankedReads:
     ) -> list[list[tuple[str, float]]]:
         """:meth:`rank_facts` for each lookup, in one call to the engine (one list each)."""
         queries = [
-            VectorQuery(using, vector, limit=limit, where=(where or FactFilter()).where())
+            VectorQuery(using, vector, limit=limit, where=self.fact_condition(scope, where))
             for using, vector, where in lookups
         ]
         found = self.backend.query_batch(Collection.FACTS, scope, queries)
@@ -124,7 +138,7 @@ class RankedReads:
         payload: bool,
     ) -> list[ScoredPoint]:
         query = VectorQuery(using, vector, limit=limit)
-        condition = (where or FactFilter()).where()
+        condition = self.fact_condition(scope, where)
         return self.backend.query(
             Collection.FACTS, scope, [query], limit=limit, where=condition, payload=payload
         )
@@ -138,6 +152,16 @@ class RankedReads:
         """
         query = VectorQuery(using, vector, limit=limit)
         points = self.backend.query(
-            Collection.FACTS, scope, [query], limit=limit, where=where.where(), payload=["sources"]
+            Collection.FACTS,
+            scope,
+            [query],
+            limit=limit,
+            where=self.fact_condition(scope, where),
+            payload=["sources"],
         )
         return [(p.id, p.score, tuple(p.payload.get("sources") or ())) for p in points]
+
+
+def _expires_of(point: ScoredPoint) -> dict[str, Any]:
+    expires = point.payload.get("expires_at")
+    return {EXPIRES: expires or iso(LATEST)}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from membrain.api.audit import AuditAction, AuditEvent, Cause
@@ -125,6 +125,8 @@ _UPDATED_FACT_FIELDS = (
     "revised_at",
     "believed_until",
     "valid_end",
+    "expires_at",
+    "expires",
 )
 """The fields an update of a fact may change (its audit event carries their new values)."""
 
@@ -258,6 +260,11 @@ class RecordStore(
         found = [self._message(scope, p) for p in self._scroll(Collection.MESSAGES, scope, where)]
         return sorted(found, key=lambda m: (m.message.timestamp, m.message.source_id or "", m.id))
 
+    def messages_expired_by(self, scope: Scope, moment: datetime) -> list[StoredMessage]:
+        """The scope's messages whose expiry is at or before ``moment`` (one filtered read)."""
+        where = {"expires_at": TimeRange(lte=moment)}
+        return [self._message(scope, p) for p in self._scroll(Collection.MESSAGES, scope, where)]
+
     def message_tenants(self) -> list[Scope]:
         """The (dataset, task) scopes holding messages (for maintenance such as retention)."""
         return self.backend.tenants(Collection.MESSAGES)
@@ -304,6 +311,22 @@ class RecordStore(
         for listener in self._listeners:
             listener.messages_marked(scope, ids, status)
 
+    def set_message_expiry(
+        self, scope: Scope, ids: Sequence[str], expires_at: datetime, *, cause: Cause | None = None
+    ) -> None:
+        """Move the expiry of messages (audited as ``expiry_set``, finished after a crash)."""
+        if not ids:
+            return
+        when = expires_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        redo = {
+            "kind": "set",
+            "collection": Collection.MESSAGES.value,
+            "fields": {str(point_uuid(i)): {"expires_at": when} for i in ids},
+        }
+        change = Change(AuditAction.EXPIRY_SET, tuple(ids), {"record": "message"}, redo)
+        with self._change(scope, cause, [change]):
+            self.backend.set_payload(Collection.MESSAGES, scope, ids, {"expires_at": when})
+
     def search_messages(
         self,
         scope: Scope,
@@ -341,6 +364,7 @@ class RecordStore(
                 "raw_output": payload.get("raw_output"),
                 "discarded": tuple(payload.get("discarded") or ()),
                 "added_by": payload.get("added_by"),
+                "expires_at": payload.get("expires_at"),
             },
             context={"stored": True},
         )
@@ -454,7 +478,7 @@ class RecordStore(
 
     def iter_facts(self, scope: Scope, where: FactFilter | None = None) -> Iterator[Fact]:
         """Every fact of the scope that ``where`` admits (every fact when it is ``None``)."""
-        condition = where.where() if where is not None else None
+        condition = self.fact_condition(scope, where) if where is not None else None
         for point in self._scroll(Collection.FACTS, scope, condition):
             yield self._fact(scope, point)
 
@@ -471,12 +495,13 @@ class RecordStore(
 
     def first_facts(self, scope: Scope, where: FactFilter, *, limit: int) -> list[Fact]:
         """At most ``limit`` facts ``where`` admits, in storage order (one round trip)."""
-        points, _ = self.backend.scroll(Collection.FACTS, scope, where=where.where(), limit=limit)
+        condition = self.fact_condition(scope, where)
+        points, _ = self.backend.scroll(Collection.FACTS, scope, where=condition, limit=limit)
         return [self._fact(scope, p) for p in points]
 
     def count_facts(self, scope: Scope, where: FactFilter | None = None) -> int:
         """How many facts of the scope ``where`` admits (all of them when it is ``None``)."""
-        condition = where.where() if where is not None else None
+        condition = self.fact_condition(scope, where) if where is not None else None
         return self.backend.count(Collection.FACTS, scope, where=condition)
 
     def query_facts(

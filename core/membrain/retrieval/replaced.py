@@ -24,7 +24,7 @@ from membrain.api.indexing import question_dense_text
 from membrain.api.listeners import RecordListener
 from membrain.api.models import Fact, FactStatus, Scope
 from membrain.backends.base import DENSE, SPARSE
-from membrain.records import FactFilter, RecordStore
+from membrain.records import FactFilter, RecordStore, is_current
 from membrain.retrieval.base import Ranked, SearchContext
 
 __all__ = ["ReplacedPath", "SupersededScopes"]
@@ -79,7 +79,7 @@ def _current(ctx: SearchContext, old: Fact) -> list[str]:
         for fact in ctx.store.get_facts(ctx.scope, todo):
             if fact.status is FactStatus.SUPERSEDED:
                 frontier.extend(fact.superseded_by)
-            elif fact.status is FactStatus.ACTIVE:
+            elif is_current(fact):
                 current.append(fact.id)
     return current
 

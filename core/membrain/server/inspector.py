@@ -42,6 +42,7 @@ from starlette.types import Scope as AsgiScope
 
 from membrain.api.audit import AuditAction
 from membrain.api.errors import MembrainError, NotFoundError
+from membrain.api.expiry import has_expired
 from membrain.api.models import Actor, ActorKind, Fact, Scope
 from membrain.api.requests import CONTEXT_MIN_RELEVANCE
 from membrain.api.scope import dataset_part
@@ -211,6 +212,7 @@ def _environment() -> Environment:
     env.filters["moment"] = moment
     env.filters["short"] = short
     env.filters["plain"] = plain
+    env.globals["expired"] = has_expired  # whether a fact is past its expiry now
     return env
 
 

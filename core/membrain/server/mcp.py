@@ -242,9 +242,23 @@ def build_server(
             Field(max_length=MAX_MESSAGE_CHARS, description="What the user said, in their words."),
         ],
         speaker: Annotated[str, Field(description="The user's name, if known.")] = "User",
+        expires_in_seconds: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                description="Forget it after this many seconds (a one-time code, a booking); "
+                "default: keep it.",
+            ),
+        ] = None,
     ) -> AddedMemory:
         with calling():
-            result = memory.add(text, scope=scope, user_name=speaker, by=actor_for(memory, AGENT))
+            result = memory.add(
+                text,
+                scope=scope,
+                user_name=speaker,
+                by=actor_for(memory, AGENT),
+                ttl=expires_in_seconds,
+            )
             facts = memory.facts(scope=scope, ids=result.fact_ids, include_inactive=True)
         return AddedMemory(
             stored=result.messages_stored > 0,
