@@ -39,6 +39,7 @@ from membrain.api.errors import NotFoundError
 from membrain.api.models import FactStatus, MemoryHit, Scope
 from membrain.api.path_names import BM25, BOOLEAN, DENSE, ENTITY_TREE, EVENT, HYDE
 from membrain.api.profile import ProfileEntry
+from membrain.api.recalls import Recall
 from membrain.ingest import message_id
 from membrain.temporal import plain_text
 from membrain.testing import file_extents
@@ -76,6 +77,8 @@ READS: dict[str, tuple[str, ...]] = {
     "profile_history": ("profile_history()",),
     "receipts": ("receipts()",),
     "verify_erasure": ("verify_erasure()",),
+    "trace": ("trace()",),
+    "recalls": ("recalls()",),
 }
 """The surfaces of each reading operation of :data:`membrain.api.operations.OPERATIONS`, by its
 name there (the retrievers and the LangGraph store read through ``search``, the memory block
@@ -286,6 +289,8 @@ class Prober:
         self.in_entities: set[tuple[str, str]] = set()
         """Purge targets (scope key, fact id) whose needles include entity text: the only ones
         the entities listing is probed for (``choose_needles``)."""
+        self.primed: set[tuple[str, str]] = set()
+        """Targets (scope key, fact id) a traced search gave to their run (``plan``)."""
         self._loop = asyncio.new_event_loop()
         self._adapters: dict[Scope, Adapters] = {}
 
@@ -322,6 +327,27 @@ class Prober:
                     if scope == setup.main and any(f.supersedes for f in named):
                         paths.append(REPLACED)
                     self.paths[(scope.key, target.fact_id)] = tuple(paths)
+        self._prime_traces(setups)
+
+    def _prime_traces(self, setups: Sequence[ConversationSetup]) -> None:
+        """Traced searches, before the operations, that give each target to a run of its own.
+
+        Only a query that finds the target is traced (a purge erases the question of a recall
+        that gave a purged fact, not of one that did not); a target no query finds is not
+        probed on the trace.
+        """
+        for target in (t for s in setups for t in s.targets):
+            for query in target.queries:
+                hits = self.mem.search(query, scope=target.scope, k=PROBE_K)
+                if any(h.fact.id == target.fact_id for h in hits):
+                    self.mem.trace_recalls = True  # the run is given what the query finds
+                    try:
+                        run = _trace_run(target)
+                        self.mem.search(query, scope=target.scope, k=PROBE_K, run=run)
+                    finally:
+                        self.mem.trace_recalls = False
+                    self.primed.add((target.scope.key, target.fact_id))
+                    break
 
     def probe(self, target: Target, setup: ConversationSetup) -> None:
         """Every read of the table that could serve the target (:data:`READ_PROBES`)."""
@@ -604,6 +630,30 @@ class Prober:
             left = not found or not all(self.mem.verify_erasure(r).ok for r in found)
             self._recorder(target)("verify_erasure()", left)
 
+    def _given(self, target: Target, recalls: Sequence[Recall]) -> bool:
+        """Whether ``recalls`` serve what an operation took away: of an erased target, any
+        of its facts or texts; of a retired one, one of its facts shown as still active."""
+        given = [g for r in recalls for g in r.facts if g.fact_id in target.fact_ids]
+        if target.operation == "delete":
+            return bool(recalls)
+        if target.operation == "purge":
+            texts = " ".join(g.fact.text for r in recalls for g in r.facts if g.fact)
+            return bool(given) or any(n in texts for n in target.needles)
+        return any(g.fact is not None and g.fact.status is FactStatus.ACTIVE for g in given)
+
+    def probe_trace(self, target: Target, setup: ConversationSetup) -> None:
+        """``trace()``: what the target's run was told keeps no erased fact, and shows a
+        retired one as retired."""
+        if (target.scope.key, target.fact_id) in self.primed:
+            recalls = self.mem.trace(_trace_run(target), scope=target.scope)
+            self._recorder(target)("trace()", self._given(target, recalls))
+
+    def probe_recalls(self, target: Target, setup: ConversationSetup) -> None:
+        """``recalls()``: an erased fact was given to no run; a retired one shows retired."""
+        if (target.scope.key, target.fact_id) in self.primed:
+            recalls = self.mem.recalls(target.fact_id, scope=target.scope)
+            self._recorder(target)("recalls()", self._given(target, recalls))
+
     def probe_store(self, item: StoreTarget) -> None:
         mem = self.mem
         for query in item.queries:
@@ -623,6 +673,10 @@ class Prober:
             self.tally.record(
                 item.operation, "langgraph store", leaked, target=item.key, query=query
             )
+
+
+def _trace_run(target: Target) -> str:
+    return f"probe-{target.operation}-{target.fact_id}"
 
 
 def _isolated(setup: ConversationSetup) -> tuple[tuple[str, Scope], ...]:
@@ -647,6 +701,8 @@ READ_PROBES: dict[str, ReadProbe] = {
     "profile_history": Prober.probe_profile_history,
     "receipts": Prober.probe_receipts,
     "verify_erasure": Prober.probe_verify_erasure,
+    "trace": Prober.probe_trace,
+    "recalls": Prober.probe_recalls,
 }
 """The leak probe of each reading operation of :data:`membrain.api.operations.OPERATIONS`, by its
 name there: each probes a target on the surfaces :data:`READS` lists for it (the LangGraph

@@ -54,8 +54,9 @@ EXPECTED = {
     | {"langgraph store", "entities()", "participants()", "scopes()", "review_queue()", "audit()"},
 }
 """Every surface each operation must be probed on."""
-WHERE_THEY_APPLY = {"path entity_tree", "path replaced", "entities()"}
-"""Probed only for targets they can show: paths alone, the entities a purge erases."""
+WHERE_THEY_APPLY = {"path entity_tree", "path replaced", "entities()", "trace()", "recalls()"}
+"""Probed only for targets they can show: paths alone, the entities a purge erases, the recall
+trace of a target a traced search found."""
 
 
 @pytest.fixture(scope="module")

@@ -103,6 +103,7 @@ def test_purging_a_fact_takes_it_out_of_every_trace(traced: Memory) -> None:
     for recall in traced.trace("r", scope=SCOPE):
         assert gone not in recall.fact_ids
         assert [f.rank for f in recall.facts] == list(range(1, len(recall.facts) + 1))
+        assert recall.query == ""  # the question that found it may quote it
     assert traced.recalls(gone, scope=SCOPE) == []
 
 

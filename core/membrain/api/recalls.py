@@ -66,6 +66,7 @@ class Recall(Record):
     operation: str
     """The operation that read: ``search`` or ``context``."""
     query: str
+    """The question (``""`` once a fact it found was purged: it may have quoted it)."""
     at: UtcDatetime
     facts: tuple[RecalledFact, ...] = ()
 

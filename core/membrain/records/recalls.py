@@ -2,7 +2,8 @@
 
 Part of :class:`membrain.records.RecordStore`. A recall holds ids, ranks and the question, never
 a fact's text. It is a record of reads, not a change of belief, so writing one is not audited;
-a purge takes the purged facts out of every recall citing them (:meth:`RecallRecords._unrecall`)
+a purge takes the purged facts out of every recall citing them, and those recalls' questions
+(which may quote them) with them (:meth:`RecallRecords._unrecall`),
 and the retention of recalls deletes old ones (:meth:`RecallRecords.drop_recalls`), both erased
 from disk with the rest.
 """
@@ -62,7 +63,8 @@ class RecallRecords:
             recall = _recall(base, point)
             kept = tuple(f for f in recall.facts if f.fact_id not in gone)
             ranked = tuple(f.model_copy(update={"rank": i}) for i, f in enumerate(kept, 1))
-            rewritten = recall.model_copy(update={"facts": ranked})
+            # the question that found an erased fact may quote it: it goes too
+            rewritten = recall.model_copy(update={"facts": ranked, "query": ""})
             changed[recall.scope].append(Point(recall.id, _payload(rewritten)))
         for owner, points in changed.items():
             self.backend.upsert(Collection.RECALLS, owner, points)
