@@ -138,6 +138,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langgraph.config import get_config
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -154,6 +155,7 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 
+from langchain_membrain._runs import run_of
 from langchain_membrain.langgraph.filters import matches
 from langchain_membrain.langgraph.sidecar import (
     FORMAT,
@@ -752,6 +754,7 @@ class MembrainStore(BaseStore):
             "dense": [],
             "facts": [],
         }
+        run = _graph_run()  # the thread a graph's search serves, for the recall trace
         for number, tenant in enumerate(tenants):
             for path in ("sparse", "dense"):
                 evidence = self.memory.search_messages(op.query, scope=tenant, k=k, paths=(path,))
@@ -760,7 +763,7 @@ class MembrainStore(BaseStore):
                     for rank, hit in enumerate(evidence)
                     if hit.message.source_id
                 )
-            facts = self.memory.search(op.query, scope=tenant, mode=self._mode, k=k)
+            facts = self.memory.search(op.query, scope=tenant, mode=self._mode, k=k, **run)
             paths["facts"].extend(
                 (-hit.score, rank, number, source.source_id)
                 for rank, hit in enumerate(facts)
@@ -1051,3 +1054,12 @@ class MembrainStore(BaseStore):
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
         return self._sweeper.stop(timeout)
+
+
+def _graph_run() -> dict[str, Any]:
+    """The ``run`` of a search made inside a LangGraph node (nothing outside one)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return {}
+    return run_of(config)

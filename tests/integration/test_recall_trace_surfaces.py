@@ -170,3 +170,37 @@ def test_the_command_line_searches_under_a_run_and_shows_its_trace(
     assert used.exit_code == 0 and "run cli-1" in used.output
     missing = runner.invoke(cli_app, ["trace", "nobody", *args])
     assert missing.exit_code == 0 and "(no recalls)" in missing.output
+
+
+def test_a_graph_s_store_search_is_traced_under_its_thread(traced: Memory, tmp_path: Path) -> None:
+    from typing import TypedDict
+
+    from langgraph.graph import StateGraph
+
+    from langchain_membrain.langgraph import MembrainStore
+
+    class State(TypedDict):
+        found: list[str]
+
+    with MembrainStore(memory=traced, path=tmp_path / "kv.sqlite") as store:
+        store.put(("memories", "sara"), "cat", {"text": "Sara adopted a cat named Miso."})
+        scope = store.scope_for(("memories", "sara"))
+        traced.extract_pending(scope=scope)
+
+        def look(state: State) -> State:
+            items = store.search(("memories", "sara"), query="What is the cat called?")
+            return {"found": [i.key for i in items]}
+
+        graph = StateGraph(State)
+        graph.add_node("look", look)
+        graph.set_entry_point("look")
+        graph.set_finish_point("look")
+        result = graph.compile(store=store).invoke(
+            {"found": []}, {"configurable": {"thread_id": "store-t"}}
+        )
+        assert result["found"] == ["cat"]
+        (recall,) = traced.trace("store-t", scope=scope.without_session())
+        texts = [given.fact.text for given in recall.facts if given.fact]
+        assert texts and "Miso" in texts[0]
+        store.search(("memories", "sara"), query="cat")  # outside a graph: no run named
+        assert len(traced.trace("store-t", scope=scope.without_session())) == 1
