@@ -30,11 +30,19 @@ from membrain.testing import HashingEncoder, files_holding
 
 SCOPE = Scope(dataset="sara", task="expiry")
 T0 = datetime.now(UTC).replace(microsecond=0)
+"""The test's "now" (set again as each test starts: expiries count from the wall clock)."""
 HOUR = timedelta(hours=1)
 
 
-def _said(text: str, at: datetime = T0, **metadata: object) -> dict[str, object]:
-    return {"speaker": "Sara", "text": text, "timestamp": at.isoformat(), "metadata": metadata}
+@pytest.fixture(autouse=True)
+def _now() -> None:
+    global T0
+    T0 = datetime.now(UTC).replace(microsecond=0)
+
+
+def _said(text: str, at: datetime | None = None, **metadata: object) -> dict[str, object]:
+    moment = at or T0
+    return {"speaker": "Sara", "text": text, "timestamp": moment.isoformat(), "metadata": metadata}
 
 
 class Clock:
