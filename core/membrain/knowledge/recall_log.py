@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from membrain.api.models import Fact, MemoryHit, Message, Scope, now
+from membrain.api.models import MemoryHit, Scope, now
 from membrain.api.recalls import Recall, RecalledFact
 from membrain.records import RecordStore
 
@@ -110,32 +110,18 @@ class RecallLog:
         return self._store.drop_recalls(scopes, before)
 
     def _filled(self, scope: Scope, found: Sequence[Recall]) -> list[Recall]:
+        whole = scope.without_session()
         ids = list(dict.fromkeys(f.fact_id for r in found for f in r.facts))
-        facts: dict[str, Fact] = {}
-        for fact in self._store.get_facts(scope.without_session(), ids) if ids else ():
-            facts[fact.id] = fact
-        message_ids = list(dict.fromkeys(s for f in facts.values() for s in f.sources))
-        kept: dict[str, Message] = {}
-        if message_ids:
-            stored = self._store.get_messages(scope.without_session(), message_ids)
-            kept = {m.id: m.message for m in stored}
-        filled: list[Recall] = []
-        for recall in found:
-            given = tuple(
-                f.model_copy(
-                    update={
-                        "fact": facts.get(f.fact_id),
-                        "sources": tuple(
-                            kept[s]
-                            for s in (facts[f.fact_id].sources if f.fact_id in facts else ())
-                            if s in kept
-                        ),
-                    }
-                )
-                for f in recall.facts
-            )
-            filled.append(recall.model_copy(update={"facts": given}))
-        return filled
+        facts = {f.id: f for f in self._store.get_facts(whole, ids)} if ids else {}
+        cited = list(dict.fromkeys(s for f in facts.values() for s in f.sources))
+        kept = {m.id: m.message for m in self._store.get_messages(whole, cited)} if cited else {}
+
+        def filled(given: RecalledFact) -> RecalledFact:
+            fact = facts.get(given.fact_id)
+            sources = tuple(kept[s] for s in (fact.sources if fact else ()) if s in kept)
+            return given.model_copy(update={"fact": fact, "sources": sources})
+
+        return [r.model_copy(update={"facts": tuple(map(filled, r.facts))}) for r in found]
 
     def _run(self) -> None:
         stop = False

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from membrain.api.audit import AuditAction, AuditEvent, Cause
@@ -43,6 +43,7 @@ from membrain.records.filters import (
     FactFilter,
     fact_claims,
     fact_payload,
+    iso,
     metadata_indexes,
 )
 from membrain.records.journal import AuditJournal, Change, created, record_scope, without_erased
@@ -317,7 +318,7 @@ class RecordStore(
         """Move the expiry of messages (audited as ``expiry_set``, finished after a crash)."""
         if not ids:
             return
-        when = expires_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        when = iso(expires_at)
         redo = {
             "kind": "set",
             "collection": Collection.MESSAGES.value,
